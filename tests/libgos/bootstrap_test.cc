@@ -1,0 +1,182 @@
+// The bootstrap service over real TCP sockets: group formation, id assignment, rejection of
+// malformed and oversized frames, and DOWN notices when a member's connection dies.
+#include "gos/prim/bootstrap.h"
+
+#include <gtest/gtest.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "libgos/prim/bootstrap_proto.h"
+
+namespace gos::prim {
+namespace {
+
+using namespace std::chrono_literals;
+
+class RawClient {
+ public:
+  explicit RawClient(const std::string& addr) {
+    auto fd = bootstrap::ConnectTcp(addr, std::chrono::steady_clock::now() + 5s);
+    EXPECT_TRUE(fd.ok()) << fd.status().ToString();
+    fd_ = fd.ok() ? *fd : -1;
+  }
+  ~RawClient() { Close(); }
+  void Close() {
+    if (fd_ >= 0) ::close(fd_);
+    fd_ = -1;
+  }
+  void SendRaw(const std::vector<uint8_t>& b) { ASSERT_TRUE(bootstrap::WriteAll(fd_, b).ok()); }
+  void Join(NodeId want, const std::string& provider = "tcp;ofi_rxm") {
+    bootstrap::Join j;
+    j.requested_id = want;
+    j.provider = provider;
+    j.global_memory_bytes = 1 << 20;
+    j.self.pid = getpid();
+    j.self.host = "test";
+    j.self.fabric_name = {1, 2, 3, 4};
+    SendRaw(bootstrap::EncodeFrame(bootstrap::FrameType::kJoin, bootstrap::EncodeJoin(j)));
+  }
+  // Next frame within the timeout; false on timeout or EOF.
+  bool Read(bootstrap::Frame* f, std::chrono::milliseconds timeout = 5s) {
+    auto deadline = std::chrono::steady_clock::now() + timeout;
+    while (true) {
+      auto got = in_.Next(f);
+      if (!got.ok()) return false;
+      if (*got) return true;
+      int ms = static_cast<int>(std::chrono::duration_cast<std::chrono::milliseconds>(
+                                    deadline - std::chrono::steady_clock::now())
+                                    .count());
+      if (ms <= 0) return false;
+      pollfd p{fd_, POLLIN, 0};
+      if (::poll(&p, 1, ms) <= 0) return false;
+      uint8_t buf[4096];
+      ssize_t n = ::recv(fd_, buf, sizeof buf, 0);
+      if (n <= 0) return false;
+      in_.Append(buf, static_cast<size_t>(n));
+    }
+  }
+
+ private:
+  int fd_ = -1;
+  bootstrap::FrameBuffer in_;
+};
+
+std::unique_ptr<BootstrapServer> StartServer(uint32_t size, std::chrono::milliseconds timeout = 2s) {
+  BootstrapOptions o;
+  o.group_size = size;
+  o.failure_timeout = timeout;
+  auto s = BootstrapServer::Start(o);
+  EXPECT_TRUE(s.ok()) << s.status().ToString();
+  return std::move(*s);
+}
+
+TEST(BootstrapTest, GroupFormsWithRequestedAndAssignedIds) {
+  auto server = StartServer(3);
+  RawClient a(server->address()), b(server->address()), c(server->address());
+  a.Join(2);
+  b.Join(kNoNode);
+  c.Join(kNoNode);
+  for (RawClient* cl : {&a, &b, &c}) {
+    bootstrap::Frame f;
+    ASSERT_TRUE(cl->Read(&f));
+    ASSERT_EQ(f.type, bootstrap::FrameType::kWelcome);
+    auto w = bootstrap::DecodeWelcome(f.payload);
+    ASSERT_TRUE(w.ok());
+    EXPECT_EQ(w->peers.size(), 3u);
+    if (cl == &a) {
+      EXPECT_EQ(w->id, 2u);
+    }
+  }
+}
+
+TEST(BootstrapTest, ClosedMemberIsAnnouncedDown) {
+  auto server = StartServer(2);
+  RawClient a(server->address()), b(server->address());
+  a.Join(0);
+  b.Join(1);
+  bootstrap::Frame f;
+  ASSERT_TRUE(a.Read(&f));
+  ASSERT_TRUE(b.Read(&f));
+  b.Close();
+  ASSERT_TRUE(a.Read(&f));
+  ASSERT_EQ(f.type, bootstrap::FrameType::kDown);
+  auto d = bootstrap::DecodeDown(f.payload);
+  ASSERT_TRUE(d.ok());
+  EXPECT_EQ(d->node, 1u);
+  EXPECT_NE(d->reason.find("closed"), std::string::npos) << d->reason;
+  EXPECT_EQ(server->down_count(), 1u);
+}
+
+TEST(BootstrapTest, SilentMemberIsAnnouncedDownAfterTimeout) {
+  auto server = StartServer(2, 300ms);
+  RawClient a(server->address()), b(server->address());
+  a.Join(0);
+  b.Join(1);
+  bootstrap::Frame f;
+  ASSERT_TRUE(a.Read(&f));
+  ASSERT_TRUE(b.Read(&f));
+  auto t0 = std::chrono::steady_clock::now();
+  // a keeps beating; b says nothing.
+  bool down = false;
+  while (!down && std::chrono::steady_clock::now() - t0 < 5s) {
+    a.SendRaw(bootstrap::EncodeFrame(bootstrap::FrameType::kHeartbeat, {}));
+    if (a.Read(&f, 50ms)) {
+      ASSERT_EQ(f.type, bootstrap::FrameType::kDown);
+      auto d = bootstrap::DecodeDown(f.payload);
+      ASSERT_TRUE(d.ok());
+      EXPECT_EQ(d->node, 1u);
+      EXPECT_NE(d->reason.find("no heartbeat"), std::string::npos) << d->reason;
+      down = true;
+    }
+  }
+  EXPECT_TRUE(down);
+  EXPECT_GE(std::chrono::steady_clock::now() - t0, 250ms);
+}
+
+TEST(BootstrapTest, MalformedAndOversizedFramesAreRejected) {
+  auto server = StartServer(2);
+  std::vector<std::vector<uint8_t>> bad = {
+      {0xff, 0xff, 0xff, 0x7f, 1, 0, 1, 0},                         // Oversized length.
+      {2, 0, 0, 0, 1, 0},                                           // Length below minimum.
+      bootstrap::EncodeFrame(bootstrap::FrameType::kJoin, std::vector<uint8_t>{1, 2}),  // Truncated JOIN.
+      bootstrap::EncodeFrame(bootstrap::FrameType::kWelcome, {}),   // Not accepted from nodes.
+      {4, 0, 0, 0, 9, 0, 1, 0},                                     // Unknown version.
+      {4, 0, 0, 0, 1, 0, 99, 0},                                    // Unknown type.
+  };
+  for (const auto& b : bad) {
+    RawClient c(server->address());
+    c.SendRaw(b);
+    bootstrap::Frame f;
+    // Either an explicit REJECT, or (for an unparseable stream) just closed.
+    if (c.Read(&f, 2s)) {
+      EXPECT_EQ(f.type, bootstrap::FrameType::kReject);
+    }
+  }
+  EXPECT_EQ(server->rejected_frames(), bad.size());
+  // Wrong provider / duplicate id / id outside the group.
+  RawClient a(server->address());
+  a.Join(0);
+  RawClient dup(server->address());
+  dup.Join(0);
+  bootstrap::Frame f;
+  ASSERT_TRUE(dup.Read(&f));
+  EXPECT_EQ(f.type, bootstrap::FrameType::kReject);
+  RawClient other(server->address());
+  other.Join(1, "shm");
+  ASSERT_TRUE(other.Read(&f));
+  EXPECT_EQ(f.type, bootstrap::FrameType::kReject);
+  EXPECT_NE(bootstrap::DecodeText(f.payload)->find("provider"), std::string::npos);
+  RawClient outside(server->address());
+  outside.Join(7);
+  ASSERT_TRUE(outside.Read(&f));
+  EXPECT_EQ(f.type, bootstrap::FrameType::kReject);
+  // The service still forms the group.
+  RawClient b(server->address());
+  b.Join(1);
+  ASSERT_TRUE(a.Read(&f));
+  EXPECT_EQ(f.type, bootstrap::FrameType::kWelcome);
+}
+
+}  // namespace
+}  // namespace gos::prim
