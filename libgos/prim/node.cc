@@ -58,6 +58,7 @@ namespace {
 
 constexpr int kRxBuffers = 64;
 constexpr int kMaxLoggedRejects = 20;
+constexpr auto kLeaveGrace = std::chrono::seconds(2);
 
 uint64_t OpKey(NodeId origin, uint32_t seq) { return (uint64_t{origin} << 32) | seq; }
 
@@ -82,6 +83,7 @@ struct Peer {
   std::string host;
   int32_t pid = 0;
   bool alive = true;
+  bool left = false;  // Left cleanly (drained) rather than failed.
   std::string down_reason;
 };
 
@@ -157,6 +159,7 @@ class NodeImpl final : public Node {
   void Run();
   void RunLoop(const std::function<bool()>& keep_going);
   void RunCommands();
+  void RunDeferredFailures();
   bool PollCompletions();
   void OnCompletion(OpContext* ctx, size_t len);
   void OnCompletionError();
@@ -172,6 +175,8 @@ class NodeImpl final : public Node {
   void Reject(NodeId from, const std::string& why);
   void Signal(EventId event, Status status);
   void MarkDown(NodeId id, const std::string& reason, bool left);
+  // Fails every pending operation that waits for node id.
+  void FailPendingOn(NodeId id);
   Status DownError(NodeId id, const std::string& context) const;
   bool PeerAlive(NodeId id) const;
 
@@ -235,6 +240,9 @@ class NodeImpl final : public Node {
   bool bootstrap_lost_ = false;
   Clock::time_point next_heartbeat_;
   int logged_rejects_ = 0;
+  Clock::time_point last_busy_;
+  std::chrono::microseconds spin_{0};
+  std::vector<std::pair<NodeId, Clock::time_point>> deferred_failures_;
 
   std::atomic<uint64_t> sent_{0}, received_{0}, rejected_{0}, rma_bytes_{0}, forwarded_{0};
 };
@@ -346,6 +354,8 @@ Status NodeImpl::Init() {
                          << options_.bootstrap << " on " << provider_ << " at "
                          << fabric_->PrintableName(name);
   next_heartbeat_ = Clock::now() + options_.heartbeat_interval;
+  spin_ = options_.spin;
+  if (const char* e = std::getenv("GOS_PRIM_SPIN_US")) spin_ = std::chrono::microseconds(std::atoi(e));
   progress_ = std::thread([this] { Run(); });
   return OkStatus();
 }
@@ -598,9 +608,18 @@ void NodeImpl::RunLoop(const std::function<bool()>& keep_going) {
     bool busy = PollCompletions();
     RetryBacklog();
     if (Clock::now() >= next_heartbeat_) SendHeartbeat();
+    if (!deferred_failures_.empty()) RunDeferredFailures();
     if (!keep_going()) break;
     if (busy || !backlog_.empty()) {
+      if (busy) last_busy_ = Clock::now();
       if (!backlog_.empty()) sched_yield();
+      continue;
+    }
+    // Just busy: the next message of a tree operation (a reply, the next piece) usually
+    // follows within microseconds. Poll a little longer, yielding the core each round,
+    // before paying for a sleep and a wakeup.
+    if (Clock::now() - last_busy_ < spin_) {
+      sched_yield();
       continue;
     }
     // Idle: sleep until a command, a completion, a bootstrap frame or the next heartbeat.
@@ -609,6 +628,7 @@ void NodeImpl::RunLoop(const std::function<bool()>& keep_going) {
                                           next_heartbeat_ - Clock::now())
                                           .count()) +
                      1;
+    if (!deferred_failures_.empty()) timeout_ms = std::min(timeout_ms, 50);
     if (fabric_->cq_fd() < 0) {
       timeout_ms = 0;
     } else if (!fabric_->TryWait()) {
@@ -627,6 +647,17 @@ void NodeImpl::RunLoop(const std::function<bool()>& keep_going) {
       }
     }
   }
+}
+
+void NodeImpl::RunDeferredFailures() {
+  auto now = Clock::now();
+  std::vector<NodeId> due;
+  std::erase_if(deferred_failures_, [&](const auto& d) {
+    if (d.second > now) return false;
+    due.push_back(d.first);
+    return true;
+  });
+  for (NodeId id : due) FailPendingOn(id);
 }
 
 void NodeImpl::RunCommands() {
@@ -872,8 +903,18 @@ void NodeImpl::MarkDown(NodeId id, const std::string& reason, bool left) {
   }
   GOS_LOG_AT(left ? LogLevel::kInfo : LogLevel::kWarn, "prim")
       << "node " << self_ << ": " << Describe(id) << " is down: " << peers_[id].down_reason;
-  Status down = DownError(id, "peer failure");
+  if (left) {
+    // A node that left drained first: its last acks and replies may still be on the way
+    // (the fabric and the bootstrap service are different paths). Fail what still waits
+    // for it only after a grace period.
+    peers_[id].left = true;
+    deferred_failures_.emplace_back(id, Clock::now() + kLeaveGrace);
+    return;
+  }
+  FailPendingOn(id);
+}
 
+void NodeImpl::FailPendingOn(NodeId id) {
   // Transfers: a dead child never acknowledges; a dead parent never sends the rest.
   std::vector<uint64_t> keys;
   for (auto& [key, x] : xfers_) keys.push_back(key);
@@ -951,7 +992,7 @@ void NodeImpl::OnControl(std::span<const uint8_t> bytes) {
     Reject(m.src, "source or origin node outside the group");
     return;
   }
-  if (!PeerAlive(m.src)) return;  // Late words from a node we declared down.
+  if (!PeerAlive(m.src) && !peers_[m.src].left) return;  // Late words from a failed node.
   switch (m.type) {
     case MsgType::kXferPiece: return OnXferPiece(m);
     case MsgType::kXferAck: return OnXferAck(m);

@@ -68,6 +68,10 @@ struct NodeOptions {
   // Larger payloads move as RMA writes of at most this size, pipelined through the tree.
   // Default: 1 MiB.
   size_t piece_bytes = 1u << 20;
+  // After handling a message, the progress thread keeps polling (yielding the core each
+  // round) this long before it sleeps: replies in a tree come back within microseconds.
+  // Default: 50 us.
+  std::chrono::microseconds spin{50};
   // Heartbeat period to the bootstrap service. Default: 200 ms.
   std::chrono::milliseconds heartbeat_interval{200};
   // Deadline of a CompareAndWrite without an explicit one. Default: 10 s.
