@@ -61,9 +61,7 @@ double Percentile(std::vector<double> v, double p) {
   return v[std::min(i, v.size() - 1)];
 }
 
-double NowUs() {
-  return duration<double, std::micro>(Clock::now().time_since_epoch()).count();
-}
+double NowUs() { return duration<double, std::micro>(Clock::now().time_since_epoch()).count(); }
 
 [[noreturn]] void Die(const std::string& what) {
   std::fprintf(stderr, "gos-prim-bench: %s\n", what.c_str());
@@ -96,8 +94,8 @@ bootstrap::Welcome RawJoin(const std::string& addr, Fabric& f, int id) {
   j.self.fabric_name = Must(f.LocalName(), "getname");
   j.self.mr_key = f.region_key();
   j.self.mr_base = f.region_remote_base();
-  Must(bootstrap::WriteAll(fd, bootstrap::EncodeFrame(bootstrap::FrameType::kJoin,
-                                                      bootstrap::EncodeJoin(j))),
+  Must(bootstrap::WriteAll(
+           fd, bootstrap::EncodeFrame(bootstrap::FrameType::kJoin, bootstrap::EncodeJoin(j))),
        "join");
   bootstrap::FrameBuffer in;
   while (true) {
@@ -138,17 +136,18 @@ void RawPost(Fabric& f, Op op) {
 }
 
 int RawNode(const Options& o) {
-  auto f = Must(Fabric::Open({ResolveProvider(o.provider),
-                              ProviderUsesIp(ResolveProvider(o.provider)) ? "127.0.0.1" : "",
-                              kGlobalMemory}),
-                "open fabric");
+  auto f = Must(
+      Fabric::Open({ResolveProvider(o.provider),
+                    ProviderUsesIp(ResolveProvider(o.provider)) ? "127.0.0.1" : "", kGlobalMemory}),
+      "open fabric");
   auto w = RawJoin(o.node_bootstrap, *f, o.node_id);
   const auto& peer = w.peers[1 - o.node_id];
   fi_addr_t dst = Must(f->InsertPeer(peer.fabric_name), "av insert");
   fi_context2 ctx[4];
   char sbuf[8] = {}, rbuf[64];
   auto post_recv = [&] {
-    RawPost(*f, [&] { return fi_recv(f->ep(), rbuf, sizeof rbuf, nullptr, FI_ADDR_UNSPEC, &ctx[0]); });
+    RawPost(*f,
+            [&] { return fi_recv(f->ep(), rbuf, sizeof rbuf, nullptr, FI_ADDR_UNSPEC, &ctx[0]); });
   };
   auto send = [&] {
     RawPost(*f, [&] { return fi_send(f->ep(), sbuf, sizeof sbuf, nullptr, dst, &ctx[1]); });
@@ -319,9 +318,15 @@ std::string RunGroup(const Options& o, int count, bool raw) {
       if (i == 0) dup2(pipefd[1], STDOUT_FILENO);
       close(pipefd[0]);
       close(pipefd[1]);
-      std::vector<std::string> args = {exe, "--node", server->address(), "--id", std::to_string(i),
-                                       "--iterations", std::to_string(o.iterations),
-                                       "--fanout", std::to_string(o.fanout)};
+      std::vector<std::string> args = {exe,
+                                       "--node",
+                                       server->address(),
+                                       "--id",
+                                       std::to_string(i),
+                                       "--iterations",
+                                       std::to_string(o.iterations),
+                                       "--fanout",
+                                       std::to_string(o.fanout)};
       if (!o.provider.empty()) args.insert(args.end(), {"--provider", o.provider});
       if (raw) args.push_back("--raw");
       std::vector<char*> argv;
@@ -344,7 +349,8 @@ std::string RunGroup(const Options& o, int count, bool raw) {
     waitpid(p, &st, 0);
     failed |= !(WIFEXITED(st) && WEXITSTATUS(st) == 0);
   }
-  if (failed || out.empty()) Die("a node process of the " + std::to_string(count) + "-node group failed");
+  if (failed || out.empty())
+    Die("a node process of the " + std::to_string(count) + "-node group failed");
   return out;
 }
 
@@ -415,9 +421,10 @@ int main(int argc, char** argv) {
                   &raw.bw_12m) != 4) {
     Die("bad raw output: " + r);
   }
-  std::printf("raw libfabric reference, 2 processes: 8 B send/recv round trip p50 %.1f us, "
-              "p99 %.1f us; RMA write 1 MiB %.2f GB/s, 12 MiB %.2f GB/s\n\n",
-              raw.rtt_p50, raw.rtt_p99, raw.bw_1m, raw.bw_12m);
+  std::printf(
+      "raw libfabric reference, 2 processes: 8 B send/recv round trip p50 %.1f us, "
+      "p99 %.1f us; RMA write 1 MiB %.2f GB/s, 12 MiB %.2f GB/s\n\n",
+      raw.rtt_p50, raw.rtt_p99, raw.bw_1m, raw.bw_12m);
   std::printf("%5s | %-26s | %-26s | %-24s | %-15s | %-22s | %-22s\n", "nodes",
               "8 B mcast, all acked (us)", "8 B mcast, delivered (us)", "CAW over all (us)",
               "CAW+write (us)", "1 MiB mcast aggregate", "12 MiB mcast aggregate");

@@ -28,7 +28,9 @@ std::atomic<int>& Level() {
 
 }  // namespace
 
-LogLevel CurrentLogLevel() { return static_cast<LogLevel>(Level().load(std::memory_order_relaxed)); }
+LogLevel CurrentLogLevel() {
+  return static_cast<LogLevel>(Level().load(std::memory_order_relaxed));
+}
 void SetLogLevel(LogLevel level) { Level().store(static_cast<int>(level)); }
 
 LogLine::LogLine(LogLevel level, std::string_view subsystem) : level_(level) {

@@ -7,22 +7,38 @@ namespace gos {
 
 std::string_view StatusCodeName(StatusCode code) {
   switch (code) {
-    case StatusCode::kOk: return "OK";
-    case StatusCode::kCancelled: return "CANCELLED";
-    case StatusCode::kUnknown: return "UNKNOWN";
-    case StatusCode::kInvalidArgument: return "INVALID_ARGUMENT";
-    case StatusCode::kDeadlineExceeded: return "DEADLINE_EXCEEDED";
-    case StatusCode::kNotFound: return "NOT_FOUND";
-    case StatusCode::kAlreadyExists: return "ALREADY_EXISTS";
-    case StatusCode::kPermissionDenied: return "PERMISSION_DENIED";
-    case StatusCode::kResourceExhausted: return "RESOURCE_EXHAUSTED";
-    case StatusCode::kFailedPrecondition: return "FAILED_PRECONDITION";
-    case StatusCode::kAborted: return "ABORTED";
-    case StatusCode::kOutOfRange: return "OUT_OF_RANGE";
-    case StatusCode::kUnimplemented: return "UNIMPLEMENTED";
-    case StatusCode::kInternal: return "INTERNAL";
-    case StatusCode::kUnavailable: return "UNAVAILABLE";
-    case StatusCode::kDataLoss: return "DATA_LOSS";
+    case StatusCode::kOk:
+      return "OK";
+    case StatusCode::kCancelled:
+      return "CANCELLED";
+    case StatusCode::kUnknown:
+      return "UNKNOWN";
+    case StatusCode::kInvalidArgument:
+      return "INVALID_ARGUMENT";
+    case StatusCode::kDeadlineExceeded:
+      return "DEADLINE_EXCEEDED";
+    case StatusCode::kNotFound:
+      return "NOT_FOUND";
+    case StatusCode::kAlreadyExists:
+      return "ALREADY_EXISTS";
+    case StatusCode::kPermissionDenied:
+      return "PERMISSION_DENIED";
+    case StatusCode::kResourceExhausted:
+      return "RESOURCE_EXHAUSTED";
+    case StatusCode::kFailedPrecondition:
+      return "FAILED_PRECONDITION";
+    case StatusCode::kAborted:
+      return "ABORTED";
+    case StatusCode::kOutOfRange:
+      return "OUT_OF_RANGE";
+    case StatusCode::kUnimplemented:
+      return "UNIMPLEMENTED";
+    case StatusCode::kInternal:
+      return "INTERNAL";
+    case StatusCode::kUnavailable:
+      return "UNAVAILABLE";
+    case StatusCode::kDataLoss:
+      return "DATA_LOSS";
   }
   return "UNKNOWN";
 }
@@ -67,25 +83,42 @@ Status ErrnoError(int err, std::string_view what) {
   m += std::strerror(err);
   StatusCode code = StatusCode::kUnknown;
   switch (err) {
-    case EINVAL: code = StatusCode::kInvalidArgument; break;
-    case ENOENT: code = StatusCode::kNotFound; break;
-    case EEXIST: code = StatusCode::kAlreadyExists; break;
+    case EINVAL:
+      code = StatusCode::kInvalidArgument;
+      break;
+    case ENOENT:
+      code = StatusCode::kNotFound;
+      break;
+    case EEXIST:
+      code = StatusCode::kAlreadyExists;
+      break;
     case EACCES:
-    case EPERM: code = StatusCode::kPermissionDenied; break;
+    case EPERM:
+      code = StatusCode::kPermissionDenied;
+      break;
     case ENOMEM:
     case ENOSPC:
     case EMFILE:
-    case ENFILE: code = StatusCode::kResourceExhausted; break;
-    case ETIMEDOUT: code = StatusCode::kDeadlineExceeded; break;
+    case ENFILE:
+      code = StatusCode::kResourceExhausted;
+      break;
+    case ETIMEDOUT:
+      code = StatusCode::kDeadlineExceeded;
+      break;
     case ECONNREFUSED:
     case ECONNRESET:
     case EPIPE:
     case EHOSTUNREACH:
     case ENETUNREACH:
-    case EAGAIN: code = StatusCode::kUnavailable; break;
+    case EAGAIN:
+      code = StatusCode::kUnavailable;
+      break;
     case EINTR:
-    case ECANCELED: code = StatusCode::kCancelled; break;
-    default: break;
+    case ECANCELED:
+      code = StatusCode::kCancelled;
+      break;
+    default:
+      break;
   }
   return Status(code, std::move(m));
 }

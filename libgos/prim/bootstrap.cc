@@ -13,8 +13,8 @@
 #include <atomic>
 #include <cstring>
 #include <map>
-#include <set>
 #include <mutex>
+#include <set>
 #include <thread>
 
 #include "gos/log.h"
@@ -55,7 +55,8 @@ class BootstrapServerImpl final : public BootstrapServer {
     sin.sin_family = AF_INET;
     sin.sin_port = htons(port);
     if (inet_pton(AF_INET, host.c_str(), &sin.sin_addr) != 1) {
-      return InvalidArgumentError("bootstrap listen address \"" + host + "\" is not an IPv4 address");
+      return InvalidArgumentError("bootstrap listen address \"" + host +
+                                  "\" is not an IPv4 address");
     }
     if (::bind(listen_fd_, reinterpret_cast<sockaddr*>(&sin), sizeof sin) != 0) {
       return ErrnoError(errno, "bind bootstrap service to " + options_.listen);
@@ -176,8 +177,9 @@ class BootstrapServerImpl final : public BootstrapServer {
   }
 
   bool OnJoin(Conn& c, Join j) {
-    if (formed_) return Reject(c.fd, "the group of " + std::to_string(options_.group_size) +
-                                         " nodes is already complete");
+    if (formed_)
+      return Reject(c.fd, "the group of " + std::to_string(options_.group_size) +
+                              " nodes is already complete");
     if (!members_.empty()) {
       const Join& first = conns_.at(members_.begin()->second).join;
       if (j.provider != first.provider) {

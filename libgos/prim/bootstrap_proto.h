@@ -89,7 +89,8 @@ class FrameBuffer {
 // Blocking helpers over a connected socket (used where latency does not matter).
 Status WriteAll(int fd, std::span<const uint8_t> bytes);
 // "host:port" -> connected TCP socket, retrying refused connections until the deadline.
-StatusOr<int> ConnectTcp(const std::string& address, std::chrono::steady_clock::time_point deadline);
+StatusOr<int> ConnectTcp(const std::string& address,
+                         std::chrono::steady_clock::time_point deadline);
 // Local IP of a connected socket.
 std::string LocalIp(int fd);
 // Splits "host:port"; fails if malformed.

@@ -14,21 +14,30 @@ Status FabricError(ssize_t rc, const std::string& what) {
   int err = static_cast<int>(rc < 0 ? -rc : rc);
   std::string m = what + ": " + fi_strerror(err) + " (-" + std::to_string(err) + ")";
   switch (err) {
-    case FI_EAGAIN: return UnavailableError(m);
-    case FI_ENODATA: return NotFoundError(m);
-    case FI_ETIMEDOUT: return DeadlineExceededError(m);
+    case FI_EAGAIN:
+      return UnavailableError(m);
+    case FI_ENODATA:
+      return NotFoundError(m);
+    case FI_ETIMEDOUT:
+      return DeadlineExceededError(m);
     case FI_ECONNREFUSED:
     case FI_ECONNRESET:
     case FI_ECONNABORTED:
     case FI_EHOSTUNREACH:
     case FI_ENOTCONN:
-    case FI_EIO: return UnavailableError(m);
+    case FI_EIO:
+      return UnavailableError(m);
     case FI_ETRUNC:
-    case FI_EMSGSIZE: return OutOfRangeError(m);
-    case FI_EINVAL: return InvalidArgumentError(m);
-    case FI_ENOMEM: return ResourceExhaustedError(m);
-    case FI_ECANCELED: return CancelledError(m);
-    default: return InternalError(m);
+    case FI_EMSGSIZE:
+      return OutOfRangeError(m);
+    case FI_EINVAL:
+      return InvalidArgumentError(m);
+    case FI_ENOMEM:
+      return ResourceExhaustedError(m);
+    case FI_ECANCELED:
+      return CancelledError(m);
+    default:
+      return InternalError(m);
   }
 }
 
@@ -39,9 +48,7 @@ std::string ResolveProvider(const std::string& requested) {
   return "tcp;ofi_rxm";
 }
 
-bool ProviderUsesIp(const std::string& provider) {
-  return provider.rfind("shm", 0) != 0;
-}
+bool ProviderUsesIp(const std::string& provider) { return provider.rfind("shm", 0) != 0; }
 
 StatusOr<std::unique_ptr<Fabric>> Fabric::Open(const FabricConfig& config) {
   std::unique_ptr<Fabric> f(new Fabric());
@@ -61,8 +68,8 @@ StatusOr<std::unique_ptr<Fabric>> Fabric::Open(const FabricConfig& config) {
 
   const char* node = config.source_address.empty() ? nullptr : config.source_address.c_str();
   uint64_t flags = node != nullptr ? FI_SOURCE : 0;
-  int rc = fi_getinfo(FI_VERSION(1, 17), node, node != nullptr ? "0" : nullptr, flags, hints,
-                      &f->info_);
+  int rc =
+      fi_getinfo(FI_VERSION(1, 17), node, node != nullptr ? "0" : nullptr, flags, hints, &f->info_);
   fi_freeinfo(hints);
   if (rc != 0) {
     return FabricError(rc, "no libfabric provider \"" + config.provider +
@@ -106,8 +113,8 @@ StatusOr<std::unique_ptr<Fabric>> Fabric::Open(const FabricConfig& config) {
 
   f->region_bytes_ = config.region_bytes;
   if (f->region_bytes_ > 0) {
-    void* p = mmap(nullptr, f->region_bytes_, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS,
-                   -1, 0);
+    void* p =
+        mmap(nullptr, f->region_bytes_, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (p == MAP_FAILED) return ErrnoError(errno, "mmap of global memory");
     f->region_ = static_cast<std::byte*>(p);
     rc = fi_mr_reg(f->domain_, f->region_, f->region_bytes_,

@@ -46,14 +46,22 @@ bool DecodeReply(wire::Reader& r, ControlMsg* m) {
 
 const char* MsgTypeName(MsgType type) {
   switch (type) {
-    case MsgType::kXferPiece: return "XFER_PIECE";
-    case MsgType::kXferAck: return "XFER_ACK";
-    case MsgType::kCawRequest: return "CAW_REQUEST";
-    case MsgType::kCawQuery: return "CAW_QUERY";
-    case MsgType::kCawQueryReply: return "CAW_QUERY_REPLY";
-    case MsgType::kCawWrite: return "CAW_WRITE";
-    case MsgType::kCawWriteAck: return "CAW_WRITE_ACK";
-    case MsgType::kCawResult: return "CAW_RESULT";
+    case MsgType::kXferPiece:
+      return "XFER_PIECE";
+    case MsgType::kXferAck:
+      return "XFER_ACK";
+    case MsgType::kCawRequest:
+      return "CAW_REQUEST";
+    case MsgType::kCawQuery:
+      return "CAW_QUERY";
+    case MsgType::kCawQueryReply:
+      return "CAW_QUERY_REPLY";
+    case MsgType::kCawWrite:
+      return "CAW_WRITE";
+    case MsgType::kCawWriteAck:
+      return "CAW_WRITE_ACK";
+    case MsgType::kCawResult:
+      return "CAW_RESULT";
   }
   return "?";
 }
@@ -111,8 +119,8 @@ StatusOr<ControlMsg> DecodeControl(std::span<const uint8_t> bytes) {
   uint8_t version, type;
   uint16_t reserved;
   ControlMsg m;
-  if (!r.U32(&magic) || !r.U8(&version) || !r.U8(&type) || !r.U16(&reserved) ||
-      !r.U32(&m.src) || !r.U32(&payload)) {
+  if (!r.U32(&magic) || !r.U8(&version) || !r.U8(&type) || !r.U16(&reserved) || !r.U32(&m.src) ||
+      !r.U32(&payload)) {
     return bad("short header");
   }
   if (magic != kMsgMagic) return bad("bad magic");
@@ -126,14 +134,13 @@ StatusOr<ControlMsg> DecodeControl(std::span<const uint8_t> bytes) {
   switch (m.type) {
     case MsgType::kXferPiece: {
       uint8_t is_inline;
-      if (!DecodeTree(r, &m) || !r.U64(&m.offset) || !r.U64(&m.total_len) ||
-          !r.U64(&m.piece_off) || !r.U64(&m.piece_len) || !r.U32(&m.event) ||
-          !r.U8(&is_inline) || is_inline > 1) {
+      if (!DecodeTree(r, &m) || !r.U64(&m.offset) || !r.U64(&m.total_len) || !r.U64(&m.piece_off) ||
+          !r.U64(&m.piece_len) || !r.U32(&m.event) || !r.U8(&is_inline) || is_inline > 1) {
         return bad("bad XFER_PIECE fields");
       }
       m.is_inline = is_inline == 1;
-      if (m.is_inline && (!r.Bytes(&m.inline_data, kMaxInlineBytes) ||
-                          m.inline_data.size() != m.piece_len)) {
+      if (m.is_inline &&
+          (!r.Bytes(&m.inline_data, kMaxInlineBytes) || m.inline_data.size() != m.piece_len)) {
         return bad("bad inline data");
       }
       if (m.piece_len > m.total_len || m.piece_off > m.total_len - m.piece_len) {

@@ -32,24 +32,36 @@ namespace gos::prim {
 
 const char* CompareOpName(CompareOp op) {
   switch (op) {
-    case CompareOp::kEq: return "==";
-    case CompareOp::kNe: return "!=";
-    case CompareOp::kLt: return "<";
-    case CompareOp::kLe: return "<=";
-    case CompareOp::kGt: return ">";
-    case CompareOp::kGe: return ">=";
+    case CompareOp::kEq:
+      return "==";
+    case CompareOp::kNe:
+      return "!=";
+    case CompareOp::kLt:
+      return "<";
+    case CompareOp::kLe:
+      return "<=";
+    case CompareOp::kGt:
+      return ">";
+    case CompareOp::kGe:
+      return ">=";
   }
   return "?";
 }
 
 bool Compare(CompareOp op, int64_t local, int64_t value) {
   switch (op) {
-    case CompareOp::kEq: return local == value;
-    case CompareOp::kNe: return local != value;
-    case CompareOp::kLt: return local < value;
-    case CompareOp::kLe: return local <= value;
-    case CompareOp::kGt: return local > value;
-    case CompareOp::kGe: return local >= value;
+    case CompareOp::kEq:
+      return local == value;
+    case CompareOp::kNe:
+      return local != value;
+    case CompareOp::kLt:
+      return local < value;
+    case CompareOp::kLe:
+      return local <= value;
+    case CompareOp::kGt:
+      return local > value;
+    case CompareOp::kGe:
+      return local >= value;
   }
   return false;
 }
@@ -140,8 +152,8 @@ class NodeImpl final : public Node {
   Status XferAndSignal(const NodeSet& dests, const void* src, size_t len, uint64_t offset,
                        EventId remote_event, EventId local_event) override;
   StatusOr<bool> TestEvent(EventId event, Deadline deadline) override;
-  StatusOr<bool> CompareAndWrite(const NodeSet& nodes, uint64_t var, CompareOp op,
-                                 int64_t value, uint64_t write_var, int64_t write_value,
+  StatusOr<bool> CompareAndWrite(const NodeSet& nodes, uint64_t var, CompareOp op, int64_t value,
+                                 uint64_t write_var, int64_t write_value,
                                  Deadline deadline) override;
   int64_t Load(uint64_t var) const override;
   void Store(uint64_t var, int64_t value) override;
@@ -265,8 +277,7 @@ Status NodeImpl::Init() {
   GOS_ASSIGN_OR_RETURN(bootstrap_fd_, bootstrap::ConnectTcp(options_.bootstrap, deadline));
   std::string source = options_.fabric_address;
   if (source.empty() && ProviderUsesIp(provider_)) source = bootstrap::LocalIp(bootstrap_fd_);
-  GOS_ASSIGN_OR_RETURN(fabric_,
-                       Fabric::Open({provider_, source, options_.global_memory_bytes}));
+  GOS_ASSIGN_OR_RETURN(fabric_, Fabric::Open({provider_, source, options_.global_memory_bytes}));
   GOS_ASSIGN_OR_RETURN(std::vector<uint8_t> name, fabric_->LocalName());
 
   bootstrap::Join join;
@@ -346,16 +357,16 @@ Status NodeImpl::Init() {
     ctx->kind = OpContext::Kind::kRecv;
     ctx->buf.resize(kMaxControlBytes);
     outstanding_.insert(ctx);
-    ssize_t rc = fi_recv(fabric_->ep(), ctx->buf.data(), ctx->buf.size(), nullptr,
-                         FI_ADDR_UNSPEC, &ctx->fi_ctx);
+    ssize_t rc = fi_recv(fabric_->ep(), ctx->buf.data(), ctx->buf.size(), nullptr, FI_ADDR_UNSPEC,
+                         &ctx->fi_ctx);
     if (rc != 0) return FabricError(rc, "fi_recv");
   }
-  GOS_LOG(kInfo, "prim") << "node " << self_ << "/" << size_ << " joined via "
-                         << options_.bootstrap << " on " << provider_ << " at "
-                         << fabric_->PrintableName(name);
+  GOS_LOG(kInfo, "prim") << "node " << self_ << "/" << size_ << " joined via " << options_.bootstrap
+                         << " on " << provider_ << " at " << fabric_->PrintableName(name);
   next_heartbeat_ = Clock::now() + options_.heartbeat_interval;
   spin_ = options_.spin;
-  if (const char* e = std::getenv("GOS_PRIM_SPIN_US")) spin_ = std::chrono::microseconds(std::atoi(e));
+  if (const char* e = std::getenv("GOS_PRIM_SPIN_US"))
+    spin_ = std::chrono::microseconds(std::atoi(e));
   progress_ = std::thread([this] { Run(); });
   return OkStatus();
 }
@@ -426,8 +437,8 @@ void NodeImpl::Submit(std::function<void()> fn) {
   (void)rc;
 }
 
-Status NodeImpl::XferAndSignal(const NodeSet& dests, const void* src, size_t len,
-                               uint64_t offset, EventId remote_event, EventId local_event) {
+Status NodeImpl::XferAndSignal(const NodeSet& dests, const void* src, size_t len, uint64_t offset,
+                               EventId remote_event, EventId local_event) {
   if (left_) return FailedPreconditionError("XFER-AND-SIGNAL: node has left the group");
   if ((remote_event != kNoEvent && remote_event >= kMaxEvents) ||
       (local_event != kNoEvent && local_event >= kMaxEvents)) {
@@ -525,10 +536,10 @@ StatusOr<bool> NodeImpl::CompareAndWrite(const NodeSet& nodes, uint64_t var, Com
   std::unique_lock<std::mutex> lock(mu_);
   if (!cv_.wait_until(lock, deadline, [&] { return waiter->done; })) {
     caw_waiters_.erase(req.seq);
-    return DeadlineExceededError(
-        "COMPARE-AND-WRITE over " + nodes.ToString() + " (var " + std::to_string(var) + " " +
-        CompareOpName(op) + " " + std::to_string(value) + ") did not complete in time; " +
-        "sequencer is " + Describe(req.tree_root));
+    return DeadlineExceededError("COMPARE-AND-WRITE over " + nodes.ToString() + " (var " +
+                                 std::to_string(var) + " " + CompareOpName(op) + " " +
+                                 std::to_string(value) + ") did not complete in time; " +
+                                 "sequencer is " + Describe(req.tree_root));
   }
   if (!waiter->status.ok()) return waiter->status;
   return waiter->result;
@@ -718,8 +729,8 @@ void NodeImpl::OnCompletionError() {
     NodeId from = kNoNode;
     if (ctx->buf.size() >= 12) std::memcpy(&from, ctx->buf.data() + 8, 4);
     Reject(from, "control message of " + std::to_string(err.olen + err.len) +
-                     " bytes exceeds the " + std::to_string(kMaxControlBytes) +
-                     "-byte limit (" + s.message() + ")");
+                     " bytes exceeds the " + std::to_string(kMaxControlBytes) + "-byte limit (" +
+                     s.message() + ")");
     RepostRecv(ctx);
     return;
   }
@@ -856,8 +867,8 @@ void NodeImpl::ReadBootstrap() {
     Frame f;
     StatusOr<bool> got = bootstrap_in_.Next(&f);
     if (!got.ok()) {
-      GOS_LOG(kError, "prim") << "node " << self_ << ": bad frame from bootstrap service: "
-                              << got.status().ToString();
+      GOS_LOG(kError, "prim") << "node " << self_
+                              << ": bad frame from bootstrap service: " << got.status().ToString();
       epoll_ctl(epoll_fd_, EPOLL_CTL_DEL, bootstrap_fd_, nullptr);
       bootstrap_lost_ = true;
       return;
@@ -923,8 +934,8 @@ void NodeImpl::FailPendingOn(NodeId id) {
     if (it == xfers_.end()) continue;
     XferState& x = it->second;
     if (!x.is_root && !x.data_complete && x.parent == id) {
-      Signal(x.remote_event, DownError(id, "XFER-AND-SIGNAL into offset " +
-                                               std::to_string(x.offset) + " cut off"));
+      Signal(x.remote_event,
+             DownError(id, "XFER-AND-SIGNAL into offset " + std::to_string(x.offset) + " cut off"));
       xfers_.erase(it);
       continue;
     }
@@ -994,13 +1005,19 @@ void NodeImpl::OnControl(std::span<const uint8_t> bytes) {
   }
   if (!PeerAlive(m.src) && !peers_[m.src].left) return;  // Late words from a failed node.
   switch (m.type) {
-    case MsgType::kXferPiece: return OnXferPiece(m);
-    case MsgType::kXferAck: return OnXferAck(m);
-    case MsgType::kCawRequest: return OnCawRequest(m);
-    case MsgType::kCawQuery: return OnCawQuery(m);
-    case MsgType::kCawWrite: return OnCawWrite(m);
+    case MsgType::kXferPiece:
+      return OnXferPiece(m);
+    case MsgType::kXferAck:
+      return OnXferAck(m);
+    case MsgType::kCawRequest:
+      return OnCawRequest(m);
+    case MsgType::kCawQuery:
+      return OnCawQuery(m);
+    case MsgType::kCawWrite:
+      return OnCawWrite(m);
     case MsgType::kCawQueryReply:
-    case MsgType::kCawWriteAck: return OnCawReply(m);
+    case MsgType::kCawWriteAck:
+      return OnCawReply(m);
     case MsgType::kCawResult:
       if (m.origin != self_) return Reject(m.src, "CAW_RESULT for another node's call");
       return CompleteWaiter(m.seq, m.result, m.ReplyStatus());
@@ -1057,8 +1074,7 @@ void NodeImpl::StartXfer(NodeSet dests, std::shared_ptr<const std::vector<uint8_
 }
 
 void NodeImpl::SendPieces(const ControlMsg& header, const uint8_t* data, NodeId child,
-                          std::shared_ptr<const std::vector<uint8_t>> keepalive,
-                          bool from_region) {
+                          std::shared_ptr<const std::vector<uint8_t>> keepalive, bool from_region) {
   ControlMsg m = header;
   if (header.total_len <= options_.inline_bytes) {
     m.piece_off = 0;
@@ -1113,7 +1129,8 @@ void NodeImpl::OnXferPiece(const ControlMsg& m) {
   } else if (x.offset != m.offset || x.total_len != m.total_len || x.data_complete) {
     return Reject(m.src, "XFER_PIECE inconsistent with earlier pieces of its transfer");
   }
-  const uint8_t* piece = reinterpret_cast<const uint8_t*>(fabric_->region()) + m.offset + m.piece_off;
+  const uint8_t* piece =
+      reinterpret_cast<const uint8_t*>(fabric_->region()) + m.offset + m.piece_off;
   if (m.is_inline && m.piece_len > 0) {
     std::memcpy(fabric_->region() + m.offset + m.piece_off, m.inline_data.data(), m.piece_len);
   }
@@ -1355,8 +1372,9 @@ void NodeImpl::ApplyWrite(const ControlMsg& m) { Store(m.write_var, m.write_valu
 
 StatusOr<std::unique_ptr<Node>> Node::Join(const NodeOptions& options) {
   if (options.bootstrap.empty()) {
-    return InvalidArgumentError("NodeOptions.bootstrap (the bootstrap service host:port) is "
-                                "required");
+    return InvalidArgumentError(
+        "NodeOptions.bootstrap (the bootstrap service host:port) is "
+        "required");
   }
   auto node = std::make_unique<NodeImpl>(options);
   Status s = node->Init();

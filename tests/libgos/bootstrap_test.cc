@@ -62,7 +62,8 @@ class RawClient {
   bootstrap::FrameBuffer in_;
 };
 
-std::unique_ptr<BootstrapServer> StartServer(uint32_t size, std::chrono::milliseconds timeout = 2s) {
+std::unique_ptr<BootstrapServer> StartServer(uint32_t size,
+                                             std::chrono::milliseconds timeout = 2s) {
   BootstrapOptions o;
   o.group_size = size;
   o.failure_timeout = timeout;
@@ -137,12 +138,13 @@ TEST(BootstrapTest, SilentMemberIsAnnouncedDownAfterTimeout) {
 TEST(BootstrapTest, MalformedAndOversizedFramesAreRejected) {
   auto server = StartServer(2);
   std::vector<std::vector<uint8_t>> bad = {
-      {0xff, 0xff, 0xff, 0x7f, 1, 0, 1, 0},                         // Oversized length.
-      {2, 0, 0, 0, 1, 0},                                           // Length below minimum.
-      bootstrap::EncodeFrame(bootstrap::FrameType::kJoin, std::vector<uint8_t>{1, 2}),  // Truncated JOIN.
-      bootstrap::EncodeFrame(bootstrap::FrameType::kWelcome, {}),   // Not accepted from nodes.
-      {4, 0, 0, 0, 9, 0, 1, 0},                                     // Unknown version.
-      {4, 0, 0, 0, 1, 0, 99, 0},                                    // Unknown type.
+      {0xff, 0xff, 0xff, 0x7f, 1, 0, 1, 0},  // Oversized length.
+      {2, 0, 0, 0, 1, 0},                    // Length below minimum.
+      bootstrap::EncodeFrame(bootstrap::FrameType::kJoin,
+                             std::vector<uint8_t>{1, 2}),          // Truncated JOIN.
+      bootstrap::EncodeFrame(bootstrap::FrameType::kWelcome, {}),  // Not accepted from nodes.
+      {4, 0, 0, 0, 9, 0, 1, 0},                                    // Unknown version.
+      {4, 0, 0, 0, 1, 0, 99, 0},                                   // Unknown type.
   };
   for (const auto& b : bad) {
     RawClient c(server->address());

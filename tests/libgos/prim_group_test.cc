@@ -41,9 +41,13 @@ class Group {
     if (!s.ok()) return;
     server_ = std::move(*s);
     for (int i = 0; i < spec.nodes; ++i) {
-      std::vector<std::string> argv = {gos::testing::TestBinDir() + "/prim_node", "--bootstrap",
-                                       server_->address(), "--scenario", spec.scenario,
-                                       "--id", std::to_string(i)};
+      std::vector<std::string> argv = {gos::testing::TestBinDir() + "/prim_node",
+                                       "--bootstrap",
+                                       server_->address(),
+                                       "--scenario",
+                                       spec.scenario,
+                                       "--id",
+                                       std::to_string(i)};
       if (!spec.provider.empty()) argv.insert(argv.end(), {"--provider", spec.provider});
       argv.insert(argv.end(), spec.args.begin(), spec.args.end());
       if (spec.hosts != nullptr) argv = spec.hosts->Wrap(i % spec.hosts->size(), argv);
@@ -72,7 +76,8 @@ class Group {
       if (i == skip) continue;
       auto st = procs_[i].Wait(deadline);
       ASSERT_TRUE(st.has_value()) << "node " << i << " still running after " << timeout.count()
-                                  << " s:\n" << procs_[i].output();
+                                  << " s:\n"
+                                  << procs_[i].output();
       EXPECT_EQ(*st, 0) << "node " << i << " " << gos::testing::DescribeWaitStatus(*st) << ":\n"
                         << procs_[i].output();
     }
@@ -185,8 +190,8 @@ TEST_F(PrimNetnsTest, MulticastAcrossThreeHosts) {
 
 TEST_F(PrimNetnsTest, CompareAndWriteAcrossThreeHosts) {
   RunScenario({.nodes = 6, .scenario = "caw", .hosts = hosts_.get()});
-  RunScenario({.nodes = 6, .scenario = "caw_concurrent", .args = {"--rounds", "5"},
-               .hosts = hosts_.get()});
+  RunScenario(
+      {.nodes = 6, .scenario = "caw_concurrent", .args = {"--rounds", "5"}, .hosts = hosts_.get()});
 }
 
 TEST_F(PrimNetnsTest, HostKilledMidOperation) {
@@ -194,8 +199,11 @@ TEST_F(PrimNetnsTest, HostKilledMidOperation) {
 }
 
 TEST_F(PrimNetnsTest, HostCutOffDetectedByHeartbeatTimeout) {
-  GroupSpec spec{.nodes = 6, .scenario = "kill_peer", .args = {"--victim", "5"},
-                 .hosts = hosts_.get(), .failure_timeout = 1s};
+  GroupSpec spec{.nodes = 6,
+                 .scenario = "kill_peer",
+                 .args = {"--victim", "5"},
+                 .hosts = hosts_.get(),
+                 .failure_timeout = 1s};
   Group g(spec);
   for (int i = 0; i < spec.nodes; ++i) {
     ASSERT_TRUE(g.WaitForOutput(i, "READY", 60s)) << g.node(i).output();
@@ -208,7 +216,8 @@ TEST_F(PrimNetnsTest, HostCutOffDetectedByHeartbeatTimeout) {
     ASSERT_TRUE(st.has_value()) << "node " << i << " hangs:\n" << g.node(i).output();
     // The first failure seen names host 2's node 2 or node 5, both cut off.
     std::string out = g.node(i).output();
-    EXPECT_TRUE(out.find("node 2 ") != std::string::npos || out.find("node 5 ") != std::string::npos)
+    EXPECT_TRUE(out.find("node 2 ") != std::string::npos ||
+                out.find("node 5 ") != std::string::npos)
         << out;
   }
 }

@@ -27,14 +27,14 @@ using namespace gos::prim;
 using std::chrono::milliseconds;
 
 // Global memory layout of the scenarios.
-constexpr uint64_t kPhaseVar = 0;        // Barrier phase reached by this node.
-constexpr uint64_t kVarA = 64;           // Scenario variables.
+constexpr uint64_t kPhaseVar = 0;  // Barrier phase reached by this node.
+constexpr uint64_t kVarA = 64;     // Scenario variables.
 constexpr uint64_t kVarB = 72;
 constexpr uint64_t kVarW = 80;
-constexpr uint64_t kData = 1 << 20;      // Transfer landing zone.
-constexpr EventId kGo = 1;               // Barrier release.
-constexpr EventId kData1 = 2;            // Remote event of data transfers.
-constexpr EventId kLocal = 3;            // Local completion.
+constexpr uint64_t kData = 1 << 20;  // Transfer landing zone.
+constexpr EventId kGo = 1;           // Barrier release.
+constexpr EventId kData1 = 2;        // Remote event of data transfers.
+constexpr EventId kLocal = 3;        // Local completion.
 constexpr EventId kData2 = 4;
 
 struct Args {
@@ -106,7 +106,8 @@ void MulticastSubset(Node& n) {
       Must(n.XferAndSignal(odd, buf.data(), len, kData, kData1, kLocal), "multicast");
       Check(Must(n.WaitEvent(kLocal, std::chrono::seconds(20)), "local event"),
             "local event of multicast to " + odd.ToString() + " never fired");
-      std::printf("node 0: multicast of %zu bytes to %s acknowledged\n", len, odd.ToString().c_str());
+      std::printf("node 0: multicast of %zu bytes to %s acknowledged\n", len,
+                  odd.ToString().c_str());
     }
     Barrier(n);  // Every receiver has it now (root's local event implies delivery).
     auto gm = n.global_memory();
@@ -115,7 +116,8 @@ void MulticastSubset(Node& n) {
       Check(Must(n.TestEvent(kData1), "test event"), "member did not get the remote event");
       for (size_t i = 0; i < len; ++i) {
         if (got[i] != Pattern(static_cast<int>(len), i)) {
-          Fail("byte " + std::to_string(i) + " of the " + std::to_string(len) + "-byte block differs");
+          Fail("byte " + std::to_string(i) + " of the " + std::to_string(len) +
+               "-byte block differs");
         }
       }
     } else {
@@ -157,7 +159,8 @@ void Events(Node& n, int rounds) {
   }
   Barrier(n);
   if (n.id() != 0) {
-    for (int i = 0; i < 3; ++i) Check(Must(n.TestEvent(kData1), "poll"), "missing signal " + std::to_string(i));
+    for (int i = 0; i < 3; ++i)
+      Check(Must(n.TestEvent(kData1), "poll"), "missing signal " + std::to_string(i));
     Check(!Must(n.TestEvent(kData1), "poll"), "event signalled more often than sent");
   }
   // Blocking with a deadline returns false, not early, and without a signal.
@@ -195,8 +198,8 @@ void Events(Node& n, int rounds) {
 void Caw(Node& n) {
   uint32_t size = n.group_size();
   NodeSet all = NodeSet::All(size);
-  n.Store(kVarA, n.id());           // A = id: differs per node.
-  n.Store(kVarB, n.id() % 2);       // B = parity.
+  n.Store(kVarA, n.id());      // A = id: differs per node.
+  n.Store(kVarB, n.id() % 2);  // B = parity.
   Barrier(n);
   if (n.id() == 0) {
     auto caw = [&](const NodeSet& s, uint64_t var, CompareOp op, int64_t v) {
@@ -232,9 +235,11 @@ void Caw(Node& n) {
     Check(!n.CompareAndWrite(NodeSet{size}, kVarA, CompareOp::kEq, 0).ok(), "outsider accepted");
   }
   Barrier(n);
-  Check(n.Load(kVarW) == 42, "write of the true CAW missing (W=" + std::to_string(n.Load(kVarW)) + ")");
+  Check(n.Load(kVarW) == 42,
+        "write of the true CAW missing (W=" + std::to_string(n.Load(kVarW)) + ")");
   int64_t want_b = n.id() % 2 == 1 ? 9 : 0;
-  Check(n.Load(kVarB) == want_b, "subset write landed wrong (B=" + std::to_string(n.Load(kVarB)) + ")");
+  Check(n.Load(kVarB) == want_b,
+        "subset write landed wrong (B=" + std::to_string(n.Load(kVarB)) + ")");
   std::printf("node %u: compare-and-write checks passed\n", n.id());
 }
 
@@ -277,8 +282,10 @@ void KillPeer(Node& n, NodeId victim) {
       Status s = n.XferAndSignal(all, buf.data(), buf.size(), kData, kData1, kLocal);
       if (s.ok()) {
         StatusOr<bool> e = n.WaitEvent(kLocal, std::chrono::seconds(30));
-        if (!e.ok()) err = e.status();
-        else if (!*e) Fail("multicast neither completed nor failed within 30 s");
+        if (!e.ok())
+          err = e.status();
+        else if (!*e)
+          Fail("multicast neither completed nor failed within 30 s");
       } else {
         err = s;
       }
@@ -354,10 +361,10 @@ void Malformed(Node& n) {
       b[at] = v;
       send(b);
     };
-    flip(0, 0x00);  // Bad magic.
-    flip(4, 9);     // Unknown version.
-    flip(5, 77);    // Unknown type.
-    flip(12, 0xff); // Payload length lies.
+    flip(0, 0x00);          // Bad magic.
+    flip(4, 9);             // Unknown version.
+    flip(5, 77);            // Unknown type.
+    flip(12, 0xff);         // Payload length lies.
     ControlMsg far = good;  // Well-formed but outside global memory.
     far.offset = n.global_memory().size() - 4;
     EncodeControl(far, &enc);
@@ -382,7 +389,8 @@ void Malformed(Node& n) {
     Check(Must(n.WaitEvent(kData1, std::chrono::seconds(10)), "wait"), "count never came");
     int64_t expected = n.Load(kVarB);
     auto deadline = Clock::now() + std::chrono::seconds(10);
-    while (n.stats().messages_rejected < static_cast<uint64_t>(expected) && Clock::now() < deadline) {
+    while (n.stats().messages_rejected < static_cast<uint64_t>(expected) &&
+           Clock::now() < deadline) {
       std::this_thread::sleep_for(milliseconds(5));
     }
     std::printf("node 1: rejected %llu of %lld bad messages\n",
@@ -395,7 +403,8 @@ void Malformed(Node& n) {
   // Still fully working.
   Barrier(n);
   if (n.id() == 0) {
-    Check(Must(n.CompareAndWrite(all, kPhaseVar, CompareOp::kGe, 1, kVarW, 5), "CAW"), "CAW after garbage");
+    Check(Must(n.CompareAndWrite(all, kPhaseVar, CompareOp::kGe, 1, kVarW, 5), "CAW"),
+          "CAW after garbage");
   }
   Barrier(n);
   Check(n.Load(kVarW) == 5, "group does not work after the garbage");
@@ -412,13 +421,20 @@ int ParseArgs(int argc, char** argv, Args* a) {
       }
       return argv[++i];
     };
-    if (k == "--bootstrap") a->bootstrap = val();
-    else if (k == "--scenario") a->scenario = val();
-    else if (k == "--provider") a->provider = val();
-    else if (k == "--id") a->id = static_cast<NodeId>(std::stoul(val()));
-    else if (k == "--fanout") a->fanout = static_cast<uint32_t>(std::stoul(val()));
-    else if (k == "--victim") a->victim = static_cast<NodeId>(std::stoul(val()));
-    else if (k == "--rounds") a->rounds = std::stoi(val());
+    if (k == "--bootstrap")
+      a->bootstrap = val();
+    else if (k == "--scenario")
+      a->scenario = val();
+    else if (k == "--provider")
+      a->provider = val();
+    else if (k == "--id")
+      a->id = static_cast<NodeId>(std::stoul(val()));
+    else if (k == "--fanout")
+      a->fanout = static_cast<uint32_t>(std::stoul(val()));
+    else if (k == "--victim")
+      a->victim = static_cast<NodeId>(std::stoul(val()));
+    else if (k == "--rounds")
+      a->rounds = std::stoi(val());
     else {
       std::fprintf(stderr, "prim_node: unknown option %s\n", k.c_str());
       return 2;
@@ -454,12 +470,18 @@ int main(int argc, char** argv) {
   g_node = &n;
   std::printf("node %u of %u joined, provider %s\n", n.id(), n.group_size(), n.provider().c_str());
   const std::string& s = args.scenario;
-  if (s == "multicast_subset") MulticastSubset(n);
-  else if (s == "events") Events(n, args.rounds);
-  else if (s == "caw") Caw(n);
-  else if (s == "caw_concurrent") CawConcurrent(n, args.rounds);
-  else if (s == "kill_peer") KillPeer(n, args.victim);
-  else if (s == "malformed") Malformed(n);
+  if (s == "multicast_subset")
+    MulticastSubset(n);
+  else if (s == "events")
+    Events(n, args.rounds);
+  else if (s == "caw")
+    Caw(n);
+  else if (s == "caw_concurrent")
+    CawConcurrent(n, args.rounds);
+  else if (s == "kill_peer")
+    KillPeer(n, args.victim);
+  else if (s == "malformed")
+    Malformed(n);
   else if (s == "join_only") {
   } else {
     std::printf("FAIL unknown scenario %s\n", s.c_str());

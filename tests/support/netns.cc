@@ -1,8 +1,12 @@
 #include "tests/support/netns.h"
 
+#include <dirent.h>
+#include <signal.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <chrono>
+#include <cstdio>
 
 #include "tests/support/subprocess.h"
 
@@ -34,7 +38,25 @@ std::string NetnsHosts::Unsupported() {
   return "";
 }
 
+// Removes namespaces, veths and bridges of earlier test processes that no longer exist
+// (a test killed mid-run cannot clean up after itself).
+static void SweepStale() {
+  DIR* d = opendir("/run/netns");
+  if (d != nullptr) {
+    while (dirent* e = readdir(d)) {
+      int pid = 0, host = 0;
+      if (std::sscanf(e->d_name, "gos-%d-h%d", &pid, &host) == 2 && pid > 0 && kill(pid, 0) != 0 &&
+          errno == ESRCH) {
+        RunCommand({"ip", "netns", "del", e->d_name}).IgnoreError();
+        RunCommand({"ip", "link", "del", "gb" + std::to_string(pid)}).IgnoreError();
+      }
+    }
+    closedir(d);
+  }
+}
+
 StatusOr<std::unique_ptr<NetnsHosts>> NetnsHosts::Create(int hosts) {
+  SweepStale();
   std::unique_ptr<NetnsHosts> n(new NetnsHosts());
   int pid = getpid();
   n->subnet_ = 1 + pid % 250;

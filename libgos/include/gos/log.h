@@ -35,10 +35,10 @@ class LogLine {
 
 // GOS_LOG(kWarn, "prim") << ...; GOS_LOG_AT(level_expression, "prim") << ...
 #define GOS_LOG(level, subsystem) GOS_LOG_AT(::gos::LogLevel::level, subsystem)
-#define GOS_LOG_AT(level_expr, subsystem)                                                  \
-  for (::gos::LogLevel gos_log_level_ = (level_expr), *gos_log_once_ = &gos_log_level_;    \
-       gos_log_once_ != nullptr && gos_log_level_ >= ::gos::CurrentLogLevel();              \
-       gos_log_once_ = nullptr)                                                             \
+#define GOS_LOG_AT(level_expr, subsystem)                                               \
+  for (::gos::LogLevel gos_log_level_ = (level_expr), *gos_log_once_ = &gos_log_level_; \
+       gos_log_once_ != nullptr && gos_log_level_ >= ::gos::CurrentLogLevel();          \
+       gos_log_once_ = nullptr)                                                         \
   ::gos::LogLine(gos_log_level_, subsystem)
 
 #endif  // GOS_LOG_H_

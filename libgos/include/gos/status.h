@@ -83,10 +83,10 @@ Status ErrnoError(int err, std::string_view what);
 template <typename T>
 class [[nodiscard]] StatusOr {
  public:
-  StatusOr(const Status& status) : status_(status) { assert(!status_.ok()); }  // NOLINT
+  StatusOr(const Status& status) : status_(status) { assert(!status_.ok()); }        // NOLINT
   StatusOr(Status&& status) : status_(std::move(status)) { assert(!status_.ok()); }  // NOLINT
-  StatusOr(const T& value) : value_(value) {}  // NOLINT
-  StatusOr(T&& value) : value_(std::move(value)) {}  // NOLINT
+  StatusOr(const T& value) : value_(value) {}                                        // NOLINT
+  StatusOr(T&& value) : value_(std::move(value)) {}                                  // NOLINT
 
   bool ok() const { return status_.ok(); }
   const Status& status() const { return status_; }
@@ -119,10 +119,10 @@ class [[nodiscard]] StatusOr {
 #define GOS_STATUS_CONCAT_INNER_(a, b) a##b
 #define GOS_STATUS_CONCAT_(a, b) GOS_STATUS_CONCAT_INNER_(a, b)
 
-#define GOS_RETURN_IF_ERROR(expr)                \
-  do {                                           \
-    ::gos::Status gos_status_ = (expr);          \
-    if (!gos_status_.ok()) return gos_status_;   \
+#define GOS_RETURN_IF_ERROR(expr)              \
+  do {                                         \
+    ::gos::Status gos_status_ = (expr);        \
+    if (!gos_status_.ok()) return gos_status_; \
   } while (0)
 
 #define GOS_ASSIGN_OR_RETURN(lhs, expr) \

@@ -120,9 +120,8 @@ class Node {
   // has the data (acknowledged through the tree), or with an error naming the node that
   // failed. src must stay valid until local_event fires (when len > inline_bytes); without
   // a local event, src is copied first.
-  virtual Status XferAndSignal(const NodeSet& dests, const void* src, size_t len,
-                               uint64_t offset, EventId remote_event = kNoEvent,
-                               EventId local_event = kNoEvent) = 0;
+  virtual Status XferAndSignal(const NodeSet& dests, const void* src, size_t len, uint64_t offset,
+                               EventId remote_event = kNoEvent, EventId local_event = kNoEvent) = 0;
 
   // TEST-EVENT: consumes one signal of event. Returns true if there was one (or one came
   // before the deadline), false if not; a signal that carries an error (a failed transfer)
