@@ -126,6 +126,15 @@ struct CawState {
   NodeId failed = kNoNode;
 };
 
+// Keeps the first failure an operation sees (the one its caller is told about).
+template <typename State>
+void RecordFailure(State& state, Status status, NodeId node) {
+  if (state.status.ok()) {
+    state.status = std::move(status);
+    state.failed = node;
+  }
+}
+
 struct CawWaiter {
   NodeId sequencer = kNoNode;
   bool done = false;
@@ -206,8 +215,8 @@ class NodeImpl final : public Node {
 
   void OnCawRequest(const ControlMsg& m);
   void StartNextCaw();
-  void OnCawQuery(const ControlMsg& m);
-  void OnCawWrite(const ControlMsg& m);
+  // CAW_QUERY or CAW_WRITE from this node's parent.
+  void OnCawDown(const ControlMsg& m);
   void OnCawReply(const ControlMsg& m);
   void SendCawDown(uint64_t key, MsgType type);
   void MaybeFinishCawPhase(uint64_t key);
@@ -940,10 +949,7 @@ void NodeImpl::FailPendingOn(NodeId id) {
       continue;
     }
     if (x.awaiting.erase(id) > 0) {
-      if (x.status.ok()) {
-        x.status = DownError(id, "XFER-AND-SIGNAL");
-        x.failed = id;
-      }
+      RecordFailure(x, DownError(id, "XFER-AND-SIGNAL"), id);
       MaybeFinishXfer(key);
     }
   }
@@ -959,10 +965,7 @@ void NodeImpl::FailPendingOn(NodeId id) {
       continue;
     }
     if (c.awaiting.erase(id) > 0) {
-      if (c.status.ok()) {
-        c.status = DownError(id, "COMPARE-AND-WRITE");
-        c.failed = id;
-      }
+      RecordFailure(c, DownError(id, "COMPARE-AND-WRITE"), id);
       MaybeFinishCawPhase(key);
     }
   }
@@ -1012,9 +1015,8 @@ void NodeImpl::OnControl(std::span<const uint8_t> bytes) {
     case MsgType::kCawRequest:
       return OnCawRequest(m);
     case MsgType::kCawQuery:
-      return OnCawQuery(m);
     case MsgType::kCawWrite:
-      return OnCawWrite(m);
+      return OnCawDown(m);
     case MsgType::kCawQueryReply:
     case MsgType::kCawWriteAck:
       return OnCawReply(m);
@@ -1062,10 +1064,7 @@ void NodeImpl::StartXfer(NodeSet dests, std::shared_ptr<const std::vector<uint8_
   for (NodeId child : pos.children) {
     if (!PeerAlive(child)) {
       x.awaiting.erase(child);
-      if (x.status.ok()) {
-        x.status = DownError(child, "XFER-AND-SIGNAL");
-        x.failed = child;
-      }
+      RecordFailure(x, DownError(child, "XFER-AND-SIGNAL"), child);
     }
   }
   std::vector<NodeId> live(x.awaiting.begin(), x.awaiting.end());
@@ -1120,10 +1119,7 @@ void NodeImpl::OnXferPiece(const ControlMsg& m) {
     for (NodeId child : pos.children) {
       if (!PeerAlive(child)) {
         x.awaiting.erase(child);
-        if (x.status.ok()) {
-          x.status = DownError(child, "XFER-AND-SIGNAL");
-          x.failed = child;
-        }
+        RecordFailure(x, DownError(child, "XFER-AND-SIGNAL"), child);
       }
     }
   } else if (x.offset != m.offset || x.total_len != m.total_len || x.data_complete) {
@@ -1164,10 +1160,7 @@ void NodeImpl::OnXferAck(const ControlMsg& m) {
     return Reject(m.src, "XFER_ACK for no transfer awaiting it");
   }
   XferState& x = it->second;
-  if (!m.ReplyStatus().ok() && x.status.ok()) {
-    x.status = m.ReplyStatus();
-    x.failed = m.failed;
-  }
+  if (!m.ReplyStatus().ok()) RecordFailure(x, m.ReplyStatus(), m.failed);
   MaybeFinishXfer(key);
 }
 
@@ -1229,10 +1222,7 @@ void NodeImpl::SendCawDown(uint64_t key, MsgType type) {
   down.type = type;
   for (NodeId child : pos.children) {
     if (!PeerAlive(child)) {
-      if (c.status.ok()) {
-        c.status = DownError(child, "COMPARE-AND-WRITE");
-        c.failed = child;
-      }
+      RecordFailure(c, DownError(child, "COMPARE-AND-WRITE"), child);
       continue;
     }
     c.awaiting.insert(child);
@@ -1241,48 +1231,35 @@ void NodeImpl::SendCawDown(uint64_t key, MsgType type) {
   MaybeFinishCawPhase(key);
 }
 
-void NodeImpl::OnCawQuery(const ControlMsg& m) {
+void NodeImpl::OnCawDown(const ControlMsg& m) {
+  const bool write = m.type == MsgType::kCawWrite;
+  const std::string name = MsgTypeName(m.type);
   std::string why;
-  if (!ValidTree(m, &why)) return Reject(m.src, "CAW_QUERY: " + why);
-  if (CheckVar(m.var, "var").ok() == false ||
-      (m.write_var != kNoWrite && !CheckVar(m.write_var, "var").ok())) {
-    return Reject(m.src, "CAW_QUERY variable outside global memory");
-  }
+  if (!ValidTree(m, &why)) return Reject(m.src, name + ": " + why);
+  bool write_ok = m.write_var != kNoWrite && CheckVar(m.write_var, "var").ok();
+  bool vars_ok =
+      write ? write_ok : CheckVar(m.var, "var").ok() && (m.write_var == kNoWrite || write_ok);
+  if (!vars_ok) return Reject(m.src, name + " variable outside global memory");
   TreePosition pos = TreeAt(m.tree_root, m.set, m.fanout, self_);
   if (!pos.member || pos.parent != m.src || !m.set.Contains(self_)) {
-    return Reject(m.src, "CAW_QUERY from a node that is not this node's parent in its tree");
+    return Reject(m.src, name + " from a node that is not this node's parent in its tree");
   }
   uint64_t key = OpKey(m.origin, m.seq);
   CawState& c = caws_[key];
   c = CawState{};
   c.parent = m.src;
   c.request = m;
-  c.result = Compare(m.op, Load(m.var), m.value);
-  if (!c.result) {
-    MaybeFinishCawPhase(key);
+  c.write_phase = write;
+  if (write) {
+    ApplyWrite(m);
   } else {
-    SendCawDown(key, MsgType::kCawQuery);
+    c.result = Compare(m.op, Load(m.var), m.value);
   }
-}
-
-void NodeImpl::OnCawWrite(const ControlMsg& m) {
-  std::string why;
-  if (!ValidTree(m, &why)) return Reject(m.src, "CAW_WRITE: " + why);
-  if (m.write_var == kNoWrite || !CheckVar(m.write_var, "var").ok()) {
-    return Reject(m.src, "CAW_WRITE variable outside global memory");
+  if (c.result) {
+    SendCawDown(key, m.type);
+  } else {
+    MaybeFinishCawPhase(key);  // False here: the subtree cannot make it true.
   }
-  TreePosition pos = TreeAt(m.tree_root, m.set, m.fanout, self_);
-  if (!pos.member || pos.parent != m.src || !m.set.Contains(self_)) {
-    return Reject(m.src, "CAW_WRITE from a node that is not this node's parent in its tree");
-  }
-  uint64_t key = OpKey(m.origin, m.seq);
-  CawState& c = caws_[key];
-  c = CawState{};
-  c.parent = m.src;
-  c.request = m;
-  c.write_phase = true;
-  ApplyWrite(m);
-  SendCawDown(key, MsgType::kCawWrite);
 }
 
 void NodeImpl::OnCawReply(const ControlMsg& m) {
@@ -1295,10 +1272,7 @@ void NodeImpl::OnCawReply(const ControlMsg& m) {
   }
   CawState& c = it->second;
   c.result = c.result && m.result;
-  if (!m.ReplyStatus().ok() && c.status.ok()) {
-    c.status = m.ReplyStatus();
-    c.failed = m.failed;
-  }
+  if (!m.ReplyStatus().ok()) RecordFailure(c, m.ReplyStatus(), m.failed);
   MaybeFinishCawPhase(key);
 }
 
