@@ -234,7 +234,7 @@ class NodeImpl final : public Node {
   int epoll_fd_ = -1;
   std::thread progress_;
   std::atomic<bool> stop_{false};
-  bool left_ = false;
+  std::atomic<bool> left_{false};
 
   // Guards peers_ liveness, events_, caw_waiters_.
   mutable std::mutex mu_;
