@@ -29,23 +29,4 @@ TreePosition TreeAt(NodeId root, const NodeSet& set, uint32_t fanout, NodeId sel
   return pos;
 }
 
-std::vector<NodeId> Subtree(NodeId root, const NodeSet& set, uint32_t fanout, NodeId self) {
-  if (fanout == 0) fanout = 1;
-  std::vector<NodeId> order = TreeOrder(root, set);
-  auto it = std::find(order.begin(), order.end(), self);
-  std::vector<NodeId> out;
-  if (it == order.end()) return out;
-  std::vector<size_t> frontier{static_cast<size_t>(it - order.begin())};
-  while (!frontier.empty()) {
-    size_t i = frontier.back();
-    frontier.pop_back();
-    for (size_t c = i * fanout + 1; c <= i * fanout + fanout && c < order.size(); ++c) {
-      out.push_back(order[c]);
-      frontier.push_back(c);
-    }
-  }
-  std::sort(out.begin(), out.end());
-  return out;
-}
-
 }  // namespace gos::prim

@@ -22,8 +22,6 @@ struct TreePosition {
 // Members in tree order: root, then set \ {root} ascending.
 std::vector<NodeId> TreeOrder(NodeId root, const NodeSet& set);
 TreePosition TreeAt(NodeId root, const NodeSet& set, uint32_t fanout, NodeId self);
-// Every node of the subtree rooted at `self` (excluding self), for naming who is cut off.
-std::vector<NodeId> Subtree(NodeId root, const NodeSet& set, uint32_t fanout, NodeId self);
 
 }  // namespace gos::prim
 
