@@ -1,0 +1,1288 @@
+// The coordinator: an IO thread (epoll over clients and nodeagents), a strobe thread (the
+// global clock, heartbeat and termination queries), a staging thread (launch transfers) and
+// a join thread (forms the primitives' group). All state is under mu_; frames to clients and
+// agents are sent after mu_ is released, so a slow peer never stalls the strobe.
+#include "coordinator/coordinator.h"
+
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <pwd.h>
+#include <sys/socket.h>
+#include <signal.h>
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <condition_variable>
+#include <cstring>
+#include <deque>
+#include <functional>
+#include <map>
+#include <mutex>
+#include <set>
+#include <thread>
+
+#include "coordinator/gang.h"
+#include "gos/log.h"
+#include "gos/os/auth.h"
+#include "gos/os/channel.h"
+#include "gos/os/layout.h"
+#include "gos/os/messages.h"
+#include "gos/prim/bootstrap.h"
+#include "gos/prim/prim.h"
+#include "gos/storage/tables.h"
+
+namespace gos::coordinator {
+namespace {
+
+using os::Channel;
+using os::Frame;
+using prim::NodeSet;
+using storage::JobRecord;
+using storage::JobState;
+using storage::NodeRecord;
+using storage::NodeState;
+using SteadyClock = std::chrono::steady_clock;
+
+constexpr uint32_t kNoSlot = ~0u;
+// A job whose exit is confirmed waits at most this long for the rest of its output.
+constexpr auto kOutputGrace = std::chrono::seconds(2);
+// Exit code of a job that failed because a node it used went down.
+constexpr int32_t kNodeFailureExit = 255;
+
+int64_t UnixMs() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+int64_t MicrosSince(SteadyClock::time_point from, SteadyClock::time_point to) {
+  if (to == SteadyClock::time_point{}) return 0;
+  return std::chrono::duration_cast<std::chrono::microseconds>(to - from).count();
+}
+
+std::string UserName(uid_t uid) {
+  passwd pw{}, *res = nullptr;
+  char buf[4096];
+  if (getpwuid_r(uid, &pw, buf, sizeof buf, &res) == 0 && res) return pw.pw_name;
+  return std::to_string(uid);
+}
+
+std::string Join(const std::vector<std::string>& v) {
+  std::string s;
+  for (const auto& x : v) s += (s.empty() ? "" : " ") + x;
+  return s;
+}
+
+struct Client {
+  std::shared_ptr<Channel> ch;
+  os::PeerCreds creds;
+  uint64_t job = 0;  // the job this client submitted and follows
+};
+
+struct Agent {
+  std::shared_ptr<Channel> ch;
+  std::string peer;
+  uint32_t node = 0;  // 0 until HELLO
+};
+
+enum class Phase { kQueued, kStaging, kLaunching, kRunning, kDone };
+
+struct Job {
+  JobRecord rec;
+  JobRequest req;
+  std::vector<os::SubmitFile> files;
+  std::vector<int> fds;  // the files, passed by the client; closed once staged
+  std::vector<std::string> env;
+  std::shared_ptr<Client> client;
+  Phase phase = Phase::kQueued;
+  uint32_t slot = kNoSlot;
+  std::vector<uint32_t> nodes;  // distinct, ascending
+  std::set<uint32_t> output_done;
+  bool exit_confirmed = false;
+  bool kill_requested = false;
+  std::string kill_message;
+  int32_t exit_code = 0, failed_rank = -1, failed_node = -1;
+  SteadyClock::time_point submit, placed, staged, launched, started, exited;
+};
+
+class CoordinatorImpl final : public Coordinator {
+ public:
+  explicit CoordinatorImpl(CoordinatorOptions o) : o_(std::move(o)) {}
+  ~CoordinatorImpl() override { Shutdown(); }
+
+  Status Init();
+  Status Run() override;
+  void Stop() override {
+    stop_ = true;
+    uint64_t one = 1;
+    ssize_t rc = ::write(wake_fd_, &one, sizeof one);
+    (void)rc;
+  }
+
+ private:
+  using After = std::vector<std::function<void()>>;
+
+  // IO thread.
+  void Accept(int listen_fd, bool unix_socket);
+  void OnReadable(int fd);
+  void OnClientFrame(const std::shared_ptr<Client>& c, os::FrameIn& f, After& after);
+  void OnAgentFrame(const std::shared_ptr<Agent>& a, os::FrameIn& f, After& after);
+  void DropConnection(int fd, const std::string& why, After& after);
+  void Submit(const std::shared_ptr<Client>& c, os::FrameIn& f, After& after);
+  void SignalJob(uint64_t id, int sig, const os::PeerCreds& who, const std::shared_ptr<Channel>& ch,
+                 bool reply, After& after);
+  os::PsReply BuildPs();
+
+  // Join and strobe threads.
+  void JoinGroup();
+  void StrobeLoop();
+  void Strobe(uint64_t s);
+  void CheckJobs(After& after);
+  void NodeDown(uint32_t node, const std::string& reason, After& after);
+  void CheckDownNodes(const Status& why, After& after);
+
+  // Staging thread.
+  void StagingLoop();
+  Status Stage(uint64_t id);
+
+  // Under mu_.
+  void Schedule(After& after);
+  void Finalize(Job& j, JobState state, After& after);
+  void PersistJob(const Job& j);
+  void PersistNode(const NodeRecord& n);
+  NodeSet LiveAgents() const;
+  NodeSet JobNodes(const Job& j) const;
+  void MaybeExitWhenIdle();
+  void Shutdown();
+
+  CoordinatorOptions o_;
+  std::vector<uint8_t> key_;
+  std::unique_ptr<storage::Tables> tables_;
+  std::unique_ptr<prim::BootstrapServer> bootstrap_;
+  std::unique_ptr<prim::Node> node_;
+  std::string agent_address_;
+  int unix_fd_ = -1, tcp_fd_ = -1, epoll_fd_ = -1, wake_fd_ = -1;
+  std::atomic<bool> stop_{false};
+  std::atomic<bool> formed_{false};
+  Status fatal_;
+  std::thread join_thread_, strobe_thread_, staging_thread_;
+
+  std::mutex mu_;
+  std::condition_variable staging_cv_;
+  std::map<int, std::shared_ptr<Client>> clients_;
+  std::map<int, std::shared_ptr<Agent>> agents_;
+  std::map<uint32_t, NodeRecord> nodes_;
+  std::map<uint32_t, std::shared_ptr<Agent>> node_agents_;
+  std::map<uint64_t, Job> jobs_;  // jobs not yet final
+  GangMatrix matrix_{2};
+  JobQueue queue_;
+  std::deque<uint64_t> to_stage_;
+  std::vector<os::StrobeCommand> commands_;
+  std::set<uint32_t> free_slots_;
+  uint32_t row_ = 0;
+  uint64_t strobe_ = 0;
+  uint64_t stage_seq_ = 0;
+  bool ever_had_job_ = false;
+  // Submissions that arrived before the cluster formed; handled once it has.
+  std::vector<std::pair<std::shared_ptr<Client>, os::FrameIn>> deferred_;
+};
+
+Status CoordinatorImpl::Init() {
+  if (o_.data_dir.empty()) return InvalidArgumentError("--data-dir is required");
+  if (o_.nodes == 0 || o_.nodes >= os::kMaxClusterNodes) {
+    return InvalidArgumentError("--nodes must be 1.." + std::to_string(os::kMaxClusterNodes - 1));
+  }
+  ::mkdir(o_.data_dir.c_str(), 0755);
+  if (o_.socket.empty()) o_.socket = o_.data_dir + "/coordinator.sock";
+  GOS_ASSIGN_OR_RETURN(key_, os::LoadOrCreateClusterKey(o_.data_dir + "/cluster.key"));
+  GOS_ASSIGN_OR_RETURN(tables_, storage::Tables::Open(o_.data_dir + "/db"));
+  matrix_ = GangMatrix(o_.mpl);
+  for (uint32_t s = 0; s < os::kMaxJobSlots; ++s) free_slots_.insert(s);
+
+  // Recover the tables. Jobs that were not final when the previous coordinator stopped cannot
+  // be continued (their clients and strobes are gone); nodes are down until they rejoin.
+  GOS_ASSIGN_OR_RETURN(std::vector<JobRecord> jobs, tables_->ListJobs());
+  GOS_ASSIGN_OR_RETURN(std::vector<NodeRecord> nodes, tables_->ListNodes());
+  std::vector<JobRecord> changed_jobs;
+  for (JobRecord& j : jobs) {
+    if (storage::JobStateIsFinal(j.state)) continue;
+    j.message = std::string("the coordinator restarted while the job was ") +
+                storage::JobStateName(j.state) + "; its ranks were stopped";
+    j.state = JobState::kFailed;
+    j.exit_code = kNodeFailureExit;
+    j.end_ms = UnixMs();
+    changed_jobs.push_back(j);
+  }
+  for (NodeRecord& n : nodes) {
+    if (n.state == NodeState::kUp) {
+      n.state = NodeState::kDown;
+      n.down_reason = "not rejoined since the coordinator restarted";
+    }
+    nodes_[n.id] = n;
+  }
+  std::vector<NodeRecord> node_list;
+  for (auto& [id, n] : nodes_) node_list.push_back(n);
+  GOS_RETURN_IF_ERROR(tables_->PutAll(changed_jobs, node_list));
+  if (!jobs.empty() || !nodes.empty()) {
+    GOS_LOG(kInfo, "coordinator") << "recovered " << jobs.size() << " jobs ("
+                                  << changed_jobs.size() << " marked failed) and "
+                                  << nodes.size() << " nodes from " << o_.data_dir;
+  }
+
+  std::string host = o_.listen.substr(0, o_.listen.rfind(':'));
+  prim::BootstrapOptions bo;
+  bo.listen = host + ":0";
+  bo.group_size = o_.nodes + 1;
+  bo.failure_timeout = o_.failure_timeout;
+  GOS_ASSIGN_OR_RETURN(bootstrap_, prim::BootstrapServer::Start(bo));
+
+  GOS_ASSIGN_OR_RETURN(tcp_fd_, os::ListenTcp(o_.listen, &agent_address_));
+  GOS_ASSIGN_OR_RETURN(unix_fd_, os::ListenUnix(o_.socket, 0666));
+  wake_fd_ = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+  epoll_fd_ = epoll_create1(EPOLL_CLOEXEC);
+  for (int fd : {tcp_fd_, unix_fd_, wake_fd_}) {
+    epoll_event ev{};
+    ev.events = EPOLLIN;
+    ev.data.fd = fd;
+    epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, fd, &ev);
+  }
+  // Where local tools and embedded agents find us.
+  std::string addr_file = o_.data_dir + "/coordinator.addr";
+  std::string tmp = addr_file + ".tmp";
+  FILE* f = std::fopen(tmp.c_str(), "w");
+  if (f == nullptr) return ErrnoError(errno, "write " + tmp);
+  std::fprintf(f, "%s\n", agent_address_.c_str());
+  std::fclose(f);
+  if (::rename(tmp.c_str(), addr_file.c_str()) != 0) return ErrnoError(errno, "rename");
+  GOS_LOG(kInfo, "coordinator") << "serving clients on " << o_.socket << ", nodeagents on "
+                                << agent_address_ << ", waiting for " << o_.nodes << " nodes";
+  return OkStatus();
+}
+
+Status CoordinatorImpl::Run() {
+  join_thread_ = std::thread([this] { JoinGroup(); });
+  while (!stop_) {
+    epoll_event evs[64];
+    int n = epoll_wait(epoll_fd_, evs, 64, 200);
+    if (n < 0 && errno != EINTR) return ErrnoError(errno, "epoll_wait");
+    for (int i = 0; i < n; ++i) {
+      int fd = evs[i].data.fd;
+      if (fd == wake_fd_) {
+        uint64_t v;
+        ssize_t rc = ::read(wake_fd_, &v, sizeof v);
+        (void)rc;
+      } else if (fd == tcp_fd_ || fd == unix_fd_) {
+        Accept(fd, fd == unix_fd_);
+      } else {
+        OnReadable(fd);
+      }
+    }
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      MaybeExitWhenIdle();
+    }
+  }
+  Shutdown();
+  return fatal_;
+}
+
+void CoordinatorImpl::Shutdown() {
+  stop_ = true;
+  staging_cv_.notify_all();
+  if (join_thread_.joinable()) join_thread_.join();
+  if (strobe_thread_.joinable()) strobe_thread_.join();
+  if (staging_thread_.joinable()) staging_thread_.join();
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (auto& [id, j] : jobs_) {
+      for (int fd : j.fds) ::close(fd);
+      j.fds.clear();
+    }
+    for (auto& [fd, a] : agents_) a->ch->Shutdown();
+    for (auto& [fd, c] : clients_) c->ch->Shutdown();
+    agents_.clear();
+    clients_.clear();
+    node_agents_.clear();
+  }
+  if (node_) {
+    node_->Leave();
+    node_.reset();
+  }
+  if (bootstrap_) bootstrap_->Stop();
+  for (int* fd : {&unix_fd_, &tcp_fd_, &epoll_fd_, &wake_fd_}) {
+    if (*fd >= 0) ::close(*fd);
+    *fd = -1;
+  }
+  if (!o_.socket.empty()) ::unlink(o_.socket.c_str());
+}
+
+void CoordinatorImpl::MaybeExitWhenIdle() {
+  if (o_.exit_when_idle && ever_had_job_ && jobs_.empty() && clients_.empty() &&
+      deferred_.empty()) {
+    GOS_LOG(kInfo, "coordinator") << "idle: exiting (embedded cluster)";
+    stop_ = true;
+  }
+}
+
+// ---- IO thread ----------------------------------------------------------------------
+
+void CoordinatorImpl::Accept(int listen_fd, bool unix_socket) {
+  while (true) {
+    int fd = ::accept4(listen_fd, nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK);
+    if (fd < 0) return;
+    std::lock_guard<std::mutex> lock(mu_);
+    if (unix_socket) {
+      auto c = std::make_shared<Client>();
+      c->ch = std::make_shared<Channel>(fd, std::vector<uint8_t>{}, true);
+      auto creds = c->ch->Creds();
+      if (!creds.ok()) continue;  // Channel closes fd.
+      c->creds = *creds;
+      clients_[fd] = c;
+    } else {
+      auto a = std::make_shared<Agent>();
+      a->ch = std::make_shared<Channel>(fd, key_, true);
+      sockaddr_in sin{};
+      socklen_t len = sizeof sin;
+      getpeername(fd, reinterpret_cast<sockaddr*>(&sin), &len);
+      char ip[INET_ADDRSTRLEN] = "?";
+      inet_ntop(AF_INET, &sin.sin_addr, ip, sizeof ip);
+      a->peer = ip;
+      agents_[fd] = a;
+    }
+    epoll_event ev{};
+    ev.events = EPOLLIN;
+    ev.data.fd = fd;
+    epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, fd, &ev);
+  }
+}
+
+void CoordinatorImpl::OnReadable(int fd) {
+  After after;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    std::vector<os::FrameIn> frames;
+    if (auto it = clients_.find(fd); it != clients_.end()) {
+      auto c = it->second;
+      Status s = c->ch->ReadAvailable(&frames);
+      for (auto& f : frames) OnClientFrame(c, f, after);
+      if (!s.ok()) DropConnection(fd, s.message(), after);
+    } else if (auto at = agents_.find(fd); at != agents_.end()) {
+      auto a = at->second;
+      Status s = a->ch->ReadAvailable(&frames);
+      for (auto& f : frames) {
+        if (!agents_.count(fd)) break;
+        OnAgentFrame(a, f, after);
+      }
+      if (!s.ok()) {
+        if (s.code() == StatusCode::kPermissionDenied) {
+          GOS_LOG(kWarn, "coordinator") << "refusing nodeagent connection from " << a->peer
+                                        << ": " << s.message();
+        }
+        DropConnection(fd, s.message(), after);
+      }
+    }
+  }
+  for (auto& fn : after) fn();
+}
+
+void CoordinatorImpl::DropConnection(int fd, const std::string& why, After& after) {
+  epoll_ctl(epoll_fd_, EPOLL_CTL_DEL, fd, nullptr);
+  if (auto it = clients_.find(fd); it != clients_.end()) {
+    auto c = it->second;
+    clients_.erase(it);
+    // Like srun: a job whose gos-run goes away is killed.
+    auto jt = jobs_.find(c->job);
+    if (jt != jobs_.end() && jt->second.client == c) {
+      jt->second.client.reset();
+      SignalJob(c->job, SIGKILL, os::PeerCreds{0, 0, 0}, nullptr, false, after);
+      if (jobs_.count(c->job)) jobs_.at(c->job).kill_message = "gos-run went away";
+    }
+    return;
+  }
+  auto at = agents_.find(fd);
+  if (at == agents_.end()) return;
+  auto a = at->second;
+  agents_.erase(at);
+  if (a->node != 0 && node_agents_[a->node] == a) {
+    node_agents_.erase(a->node);
+    if (formed_) {
+      NodeDown(a->node, "its nodeagent's connection to the coordinator closed (" + why + ")",
+               after);
+    } else {
+      nodes_[a->node].state = NodeState::kDown;
+      nodes_[a->node].down_reason = "left before the cluster formed";
+      PersistNode(nodes_[a->node]);
+    }
+  }
+}
+
+void CoordinatorImpl::OnClientFrame(const std::shared_ptr<Client>& c, os::FrameIn& f,
+                                    After& after) {
+  auto reply_error = [&](const std::string& msg) {
+    auto ch = c->ch;
+    after.push_back([ch, msg] { ch->Send(Frame::kError, os::EncodeText(msg)).IgnoreError(); });
+  };
+  switch (f.type) {
+    case Frame::kSubmit:
+      if (!formed_) {
+        ever_had_job_ = true;
+        deferred_.emplace_back(c, std::move(f));
+        return;
+      }
+      Submit(c, f, after);
+      return;
+    case Frame::kStdin: {
+      auto jt = jobs_.find(c->job);
+      if (jt == jobs_.end() || jt->second.rec.rank_nodes.empty()) return;
+      auto ag = node_agents_.find(jt->second.rec.rank_nodes[0]);
+      if (ag == node_agents_.end()) return;
+      auto ch = ag->second->ch;
+      auto bytes = os::EncodeJobBytes(c->job, std::string(f.payload.begin(), f.payload.end()));
+      after.push_back([ch, bytes] { ch->Send(Frame::kAgentStdin, bytes).IgnoreError(); });
+      return;
+    }
+    case Frame::kSignalJob: {
+      auto req = os::DecodeSignal(f.payload);
+      if (!req.ok()) return reply_error(req.status().message());
+      SignalJob(req->job, req->signal, c->creds, c->ch, true, after);
+      return;
+    }
+    case Frame::kPs: {
+      auto ch = c->ch;
+      auto bytes = os::Encode(BuildPs());
+      after.push_back([ch, bytes] { ch->Send(Frame::kPsReply, bytes).IgnoreError(); });
+      return;
+    }
+    case Frame::kShutdown:
+      if (c->creds.uid != 0) return reply_error("only root may shut the cluster down");
+      GOS_LOG(kInfo, "coordinator") << "shutdown requested by pid " << c->creds.pid;
+      {
+        auto ch = c->ch;
+        after.push_back([ch] { ch->Send(Frame::kOk, os::EncodeText("shutting down")).IgnoreError(); });
+      }
+      stop_ = true;
+      return;
+    default:
+      return reply_error("unexpected frame type " + std::to_string(static_cast<int>(f.type)));
+  }
+}
+
+void CoordinatorImpl::Submit(const std::shared_ptr<Client>& c, os::FrameIn& f, After& after) {
+  auto ch = c->ch;
+  auto fail = [&](const std::string& msg) {
+    after.push_back([ch, msg] { ch->Send(Frame::kError, os::EncodeText(msg)).IgnoreError(); });
+  };
+  auto req = os::DecodeSubmit(f.payload);
+  if (!req.ok()) return fail(req.status().message());
+  std::vector<int> fds = c->ch->TakeFds(req->files.size());
+  auto close_fds = [&] {
+    for (int fd : fds) ::close(fd);
+  };
+  if (req->files.empty() || fds.size() != req->files.size()) {
+    close_fds();
+    return fail("the submit request must pass the executable (and staged files) as file "
+                "descriptors over the local socket");
+  }
+  if (c->job != 0) {
+    close_fds();
+    return fail("this connection already submitted a job");
+  }
+  if (req->ntasks == 0) {
+    close_fds();
+    return fail("-n must be at least 1");
+  }
+  size_t launch_bytes = 0;
+  for (const auto& s : req->argv) launch_bytes += s.size() + 2;
+  for (const auto& s : req->env) launch_bytes += s.size() + 2;
+  if (launch_bytes > os::kStrobeSlotBytes / 2) {
+    close_fds();
+    return fail("argv and environment take " + std::to_string(launch_bytes) +
+                " bytes; at most " + std::to_string(os::kStrobeSlotBytes / 2) + " fit a launch");
+  }
+  for (size_t i = 0; i < fds.size(); ++i) {
+    struct stat st {};
+    if (fstat(fds[i], &st) != 0 || !S_ISREG(st.st_mode)) {
+      close_fds();
+      return fail("staged file " + req->files[i].name + " is not a regular file");
+    }
+    req->files[i].size = static_cast<uint64_t>(st.st_size);
+  }
+  JobRequest jr;
+  jr.ntasks = req->ntasks;
+  jr.nodes = req->nodes;
+  jr.ranks_per_node = req->ranks_per_node;
+  jr.time_limit_ms = req->time_limit_ms;
+  jr.job = ~0ull;  // Check ignores the id
+  if (Status s = matrix_.Check(jr); !s.ok()) {
+    close_fds();
+    return fail(s.message());
+  }
+  auto id = tables_->NextJobId();
+  if (!id.ok()) {
+    close_fds();
+    return fail(id.status().ToString());
+  }
+  jr.job = *id;
+  Job j;
+  j.req = jr;
+  j.files = req->files;
+  j.fds = fds;
+  j.env = req->env;
+  j.client = c;
+  j.submit = SteadyClock::now();
+  JobRecord& r = j.rec;
+  r.id = *id;
+  r.uid = c->creds.uid;
+  r.gid = c->creds.gid;
+  r.user = UserName(c->creds.uid);
+  r.argv = req->argv;
+  r.cwd = req->cwd;
+  r.ntasks = req->ntasks;
+  r.nnodes = req->nodes;
+  r.ranks_per_node = req->ranks_per_node;
+  r.time_limit_ms = req->time_limit_ms;
+  r.submit_ms = UnixMs();
+  c->job = *id;
+  ever_had_job_ = true;
+  jobs_[*id] = std::move(j);
+  PersistJob(jobs_[*id]);
+  queue_.Push(jr);
+  GOS_LOG(kInfo, "coordinator") << "job " << *id << " submitted by " << r.user << ": "
+                                << req->ntasks << " ranks, " << Join(req->argv);
+  auto bytes = os::EncodeU64(*id);
+  after.push_back([ch, bytes] { ch->Send(Frame::kAccepted, bytes).IgnoreError(); });
+  Schedule(after);
+}
+
+void CoordinatorImpl::SignalJob(uint64_t id, int sig, const os::PeerCreds& who,
+                                const std::shared_ptr<Channel>& ch, bool reply, After& after) {
+  auto respond = [&](Frame type, const std::string& text) {
+    if (!reply || !ch) return;
+    after.push_back([ch, type, text] { ch->Send(type, os::EncodeText(text)).IgnoreError(); });
+  };
+  auto jt = jobs_.find(id);
+  if (jt == jobs_.end()) {
+    auto rec = tables_->GetJob(id);
+    if (rec.ok() && rec->has_value()) {
+      return respond(Frame::kError, "job " + std::to_string(id) + " has already ended (" +
+                                        storage::JobStateName((*rec)->state) + ")");
+    }
+    return respond(Frame::kError, "no job " + std::to_string(id));
+  }
+  Job& j = jt->second;
+  if (who.uid != 0 && who.uid != j.rec.uid) {
+    return respond(Frame::kError, "permission denied: job " + std::to_string(id) +
+                                      " belongs to " + j.rec.user + ", and only its owner or "
+                                      "root may signal or kill it");
+  }
+  if (sig == SIGKILL) {
+    j.kill_requested = true;
+    j.kill_message = "killed by " + UserName(who.uid);
+  }
+  if (j.phase == Phase::kQueued || j.phase == Phase::kStaging) {
+    if (sig == SIGKILL || sig == SIGTERM || sig == SIGINT) {
+      j.kill_requested = true;
+      if (j.kill_message.empty()) j.kill_message = "killed by " + UserName(who.uid);
+      if (j.phase == Phase::kQueued) {
+        queue_.Remove(id);
+        j.exit_code = 128 + sig;
+        Finalize(j, JobState::kKilled, after);
+      }
+      // A staging job is finalized by the staging thread when it sees kill_requested.
+    }
+  } else {
+    os::StrobeCommand cmd;
+    cmd.type = os::CommandType::kSignal;
+    cmd.job = id;
+    cmd.signal = sig;
+    commands_.push_back(cmd);
+  }
+  respond(Frame::kOk, "signal " + std::to_string(sig) + " sent to job " + std::to_string(id));
+}
+
+void CoordinatorImpl::OnAgentFrame(const std::shared_ptr<Agent>& a, os::FrameIn& f, After& after) {
+  if (a->node == 0 && f.type != Frame::kHello) return;
+  switch (f.type) {
+    case Frame::kHello: {
+      auto hello = os::DecodeHello(f.payload);
+      if (!hello.ok() || a->node != 0) return;
+      // Node ids 1..nodes. A rejoining node asks for its old id.
+      uint32_t id = 0;
+      if (hello->requested_node >= 1 && hello->requested_node <= o_.nodes &&
+          !node_agents_.count(hello->requested_node)) {
+        id = hello->requested_node;
+      } else {
+        for (uint32_t i = 1; i <= o_.nodes; ++i) {
+          if (!node_agents_.count(i) &&
+              (!nodes_.count(i) || nodes_[i].state == NodeState::kDown || !formed_)) {
+            id = i;
+            break;
+          }
+        }
+      }
+      auto ch = a->ch;
+      if (id == 0 || formed_) {
+        std::string why = formed_ ? "the cluster has formed; a new nodeagent cannot join it yet"
+                                  : "all " + std::to_string(o_.nodes) + " node slots are taken";
+        after.push_back([ch, why] { ch->Send(Frame::kReject, os::EncodeText(why)).IgnoreError(); });
+        return;
+      }
+      a->node = id;
+      node_agents_[id] = a;
+      NodeRecord& n = nodes_[id];
+      n.id = id;
+      n.host = hello->host.empty() ? a->peer : hello->host;
+      n.pid = hello->pid;
+      n.cores = hello->cores;
+      n.mem_bytes = hello->mem_bytes;
+      n.state = NodeState::kUp;
+      n.down_reason.clear();
+      n.last_seen_ms = UnixMs();
+      PersistNode(n);
+      GOS_LOG(kInfo, "coordinator") << "node " << id << " (" << hello->name << ", " << n.host
+                                    << ", pid " << n.pid << ", " << n.cores << " cores) joined";
+      os::AgentWelcome w;
+      w.node = id;
+      w.bootstrap = bootstrap_->address();
+      w.provider = o_.provider;
+      w.global_memory_bytes = os::kGlobalMemoryBytes;
+      w.fanout = o_.fanout;
+      auto bytes = os::Encode(w);
+      after.push_back([ch, bytes] { ch->Send(Frame::kWelcome, bytes).IgnoreError(); });
+      return;
+    }
+    case Frame::kAgentOutput: {
+      auto out = os::DecodeOutput(f.payload);
+      if (!out.ok()) return;
+      auto jt = jobs_.find(out->job);
+      if (jt == jobs_.end() || !jt->second.client) return;
+      auto ch = jt->second.client->ch;
+      auto bytes = std::move(f.payload);
+      after.push_back([ch, bytes] { ch->Send(Frame::kOutput, bytes).IgnoreError(); });
+      return;
+    }
+    case Frame::kOutputDone: {
+      auto job = os::DecodeU64(f.payload);
+      if (!job.ok()) return;
+      auto jt = jobs_.find(*job);
+      if (jt != jobs_.end()) jt->second.output_done.insert(a->node);
+      return;
+    }
+    default:
+      return;
+  }
+}
+
+os::PsReply CoordinatorImpl::BuildPs() {
+  os::PsReply r;
+  r.running_row = static_cast<int32_t>(row_);
+  r.strobe = strobe_;
+  auto recs = tables_->ListJobs();
+  int64_t now = UnixMs();
+  std::map<uint32_t, os::PsNode> nodes;
+  for (auto& [id, n] : nodes_) {
+    os::PsNode& p = nodes[id];
+    p.id = id;
+    p.host = n.host;
+    p.up = n.state == NodeState::kUp;
+    p.down_reason = n.down_reason;
+    p.cores = n.cores;
+    p.mem_bytes = n.mem_bytes;
+  }
+  if (recs.ok()) {
+    for (JobRecord& rec : *recs) {
+      auto jt = jobs_.find(rec.id);
+      if (jt != jobs_.end()) rec = jt->second.rec;  // live state
+      os::PsJob p;
+      p.id = rec.id;
+      p.user = rec.user;
+      p.state = storage::JobStateName(rec.state);
+      p.ntasks = rec.ntasks;
+      std::set<uint32_t> ns(rec.rank_nodes.begin(), rec.rank_nodes.end());
+      p.nodes.assign(ns.begin(), ns.end());
+      p.elapsed_ms = rec.start_ms == 0 ? 0 : (rec.end_ms ? rec.end_ms : now) - rec.start_ms;
+      p.row = rec.row;
+      p.exit_code = storage::JobStateIsFinal(rec.state) ? rec.exit_code : -1;
+      p.command = Join(rec.argv);
+      p.message = rec.message;
+      r.jobs.push_back(std::move(p));
+      if (!storage::JobStateIsFinal(rec.state)) {
+        for (uint32_t n : rec.rank_nodes) {
+          auto it = nodes.find(n);
+          if (it == nodes.end()) continue;
+          if (it->second.jobs.empty() || it->second.jobs.back() != rec.id) {
+            it->second.jobs.push_back(rec.id);
+          }
+          it->second.ranks++;
+        }
+      }
+    }
+  }
+  for (auto& [id, n] : nodes) r.nodes.push_back(std::move(n));
+  return r;
+}
+
+// ---- Scheduling and job state (under mu_) ---------------------------------------------
+
+void CoordinatorImpl::Schedule(After& after) {
+  if (!formed_) return;
+  std::map<JobId, int64_t> ends;
+  for (auto& [id, j] : jobs_) {
+    if (j.phase != Phase::kQueued && j.rec.time_limit_ms > 0) {
+      ends[id] = (j.rec.start_ms ? j.rec.start_ms : UnixMs()) + j.rec.time_limit_ms;
+    }
+  }
+  for (const Placement& p : queue_.Schedule(matrix_, UnixMs(), ends)) {
+    auto jt = jobs_.find(p.job);
+    if (jt == jobs_.end()) {
+      matrix_.Remove(p.job);
+      continue;
+    }
+    Job& j = jt->second;
+    if (free_slots_.empty()) {
+      // More placed jobs than slots: put it back at the head of the line.
+      matrix_.Remove(p.job);
+      queue_.Push(j.req);
+      continue;
+    }
+    j.slot = *free_slots_.begin();
+    free_slots_.erase(free_slots_.begin());
+    j.phase = Phase::kStaging;
+    j.placed = SteadyClock::now();
+    j.rec.state = JobState::kStaging;
+    j.rec.row = static_cast<int32_t>(p.row);
+    j.rec.rank_nodes = p.rank_nodes;
+    j.nodes = p.nodes;
+    PersistJob(j);
+    to_stage_.push_back(p.job);
+    staging_cv_.notify_one();
+  }
+  (void)after;
+}
+
+void CoordinatorImpl::Finalize(Job& j, JobState state, After& after) {
+  j.phase = Phase::kDone;
+  j.exited = SteadyClock::now();
+  j.rec.state = state;
+  j.rec.exit_code = j.exit_code;
+  j.rec.failed_rank = j.failed_rank;
+  j.rec.failed_node = j.failed_node;
+  if (j.rec.message.empty()) j.rec.message = j.kill_message;
+  j.rec.end_ms = UnixMs();
+  for (int fd : j.fds) ::close(fd);
+  j.fds.clear();
+  PersistJob(j);
+  GOS_LOG(kInfo, "coordinator") << "job " << j.rec.id << " " << storage::JobStateName(state)
+                                << " with exit code " << j.exit_code
+                                << (j.rec.message.empty() ? "" : ": " + j.rec.message);
+  if (matrix_.Has(j.rec.id)) matrix_.Remove(j.rec.id);
+  if (j.slot != kNoSlot) {
+    // The slot's vars and exit records are cleared by the agents (FORGET) and by the next
+    // job's launch; the slot is reused only after this strobe's FORGET went out.
+    os::StrobeCommand cmd;
+    cmd.type = os::CommandType::kForget;
+    cmd.job = j.rec.id;
+    commands_.push_back(cmd);
+    for (uint32_t n : j.nodes) {
+      auto* rec = reinterpret_cast<os::ExitRecord*>(node_->global_memory().data() +
+                                                    os::ExitSlot(j.slot, n));
+      std::memset(static_cast<void*>(rec), 0, sizeof *rec);
+    }
+    free_slots_.insert(j.slot);
+  }
+  if (j.client) {
+    os::JobExit e;
+    e.job = j.rec.id;
+    e.exit_code = j.exit_code;
+    e.failed_rank = j.failed_rank;
+    e.failed_node = j.failed_node;
+    e.message = j.rec.message;
+    e.placed_us = MicrosSince(j.submit, j.placed);
+    e.staged_us = MicrosSince(j.submit, j.staged);
+    e.launched_us = MicrosSince(j.submit, j.launched);
+    e.started_us = MicrosSince(j.submit, j.started);
+    e.exited_us = MicrosSince(j.submit, j.exited);
+    auto ch = j.client->ch;
+    auto bytes = os::Encode(e);
+    after.push_back([ch, bytes] { ch->Send(Frame::kExit, bytes).IgnoreError(); });
+  }
+  uint64_t id = j.rec.id;
+  jobs_.erase(id);
+  Schedule(after);
+}
+
+void CoordinatorImpl::PersistJob(const Job& j) {
+  Status s = tables_->PutJob(j.rec);
+  if (!s.ok()) GOS_LOG(kError, "coordinator") << "cannot store job " << j.rec.id << ": " << s.ToString();
+}
+
+void CoordinatorImpl::PersistNode(const NodeRecord& n) {
+  Status s = tables_->PutNode(n);
+  if (!s.ok()) GOS_LOG(kError, "coordinator") << "cannot store node " << n.id << ": " << s.ToString();
+}
+
+NodeSet CoordinatorImpl::LiveAgents() const {
+  NodeSet set;
+  for (auto& [id, n] : nodes_) {
+    if (n.state == NodeState::kUp && node_agents_.count(id)) set.Add(id);
+  }
+  return set;
+}
+
+NodeSet CoordinatorImpl::JobNodes(const Job& j) const {
+  NodeSet set;
+  for (uint32_t n : j.nodes) set.Add(n);
+  return set;
+}
+
+void CoordinatorImpl::NodeDown(uint32_t node, const std::string& reason, After& after) {
+  auto nt = nodes_.find(node);
+  if (nt == nodes_.end() || nt->second.state == NodeState::kDown) return;
+  NodeRecord& n = nt->second;
+  n.state = NodeState::kDown;
+  n.down_reason = reason;
+  n.last_seen_ms = UnixMs();
+  PersistNode(n);
+  matrix_.SetNode(node, false);
+  std::string who = "node " + std::to_string(node) + " (" + n.host + ")";
+  GOS_LOG(kWarn, "coordinator") << who << " is down: " << reason;
+  if (auto at = node_agents_.find(node); at != node_agents_.end()) {
+    at->second->ch->Shutdown();
+    node_agents_.erase(at);
+  }
+  std::vector<uint64_t> hit;
+  for (auto& [id, j] : jobs_) {
+    if (std::find(j.nodes.begin(), j.nodes.end(), node) != j.nodes.end()) hit.push_back(id);
+  }
+  for (uint64_t id : hit) {
+    Job& j = jobs_.at(id);
+    j.rec.message = "job failed: " + who + " is down: " + reason;
+    j.exit_code = kNodeFailureExit;
+    j.failed_node = static_cast<int32_t>(node);
+    j.failed_rank = -1;
+    if (j.phase != Phase::kQueued) {
+      os::StrobeCommand cmd;
+      cmd.type = os::CommandType::kSignal;
+      cmd.job = id;
+      cmd.signal = SIGKILL;
+      commands_.push_back(cmd);
+    }
+    if (j.phase == Phase::kStaging) {
+      j.kill_requested = true;  // the staging thread finalizes it
+      continue;
+    }
+    Finalize(j, JobState::kFailed, after);
+  }
+}
+
+void CoordinatorImpl::CheckDownNodes(const Status& why, After& after) {
+  for (auto& [id, n] : std::map<uint32_t, NodeRecord>(nodes_)) {
+    if (n.state != NodeState::kUp) continue;
+    prim::NodeInfo info = node_->node_info(id);
+    if (!info.alive) NodeDown(id, info.down_reason, after);
+  }
+  (void)why;
+}
+
+// ---- Join and strobe threads ------------------------------------------------------
+
+void CoordinatorImpl::JoinGroup() {
+  prim::NodeOptions no;
+  no.bootstrap = bootstrap_->address();
+  no.provider = o_.provider;
+  no.requested_id = 0;
+  no.global_memory_bytes = os::kGlobalMemoryBytes;
+  no.fanout = o_.fanout;
+  no.join_timeout = o_.join_timeout;
+  auto node = prim::Node::Join(no);
+  if (!node.ok()) {
+    if (!stop_) {
+      fatal_ = node.status().WithContext("forming the cluster of " + std::to_string(o_.nodes) +
+                                         " nodes");
+      GOS_LOG(kError, "coordinator") << fatal_.ToString();
+    }
+    Stop();
+    return;
+  }
+  node_ = std::move(*node);
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (auto& [id, n] : nodes_) matrix_.SetNode(id, n.state == NodeState::kUp);
+    formed_ = true;
+    After after;
+    for (auto& [client, frame] : deferred_) {
+      if (clients_.count(client->ch->fd())) Submit(client, frame, after);
+    }
+    deferred_.clear();
+    Schedule(after);
+    for (auto& fn : after) fn();
+  }
+  GOS_LOG(kInfo, "coordinator") << "cluster formed: " << o_.nodes << " nodes, provider "
+                                << node_->provider();
+  staging_thread_ = std::thread([this] { StagingLoop(); });
+  strobe_thread_ = std::thread([this] { StrobeLoop(); });
+}
+
+void CoordinatorImpl::StrobeLoop() {
+  auto next = SteadyClock::now();
+  while (!stop_) {
+    Strobe(++strobe_);
+    bool busy;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      busy = !jobs_.empty() || !commands_.empty();
+    }
+    auto period = busy ? std::chrono::duration_cast<SteadyClock::duration>(o_.timeslice)
+                       : std::chrono::duration_cast<SteadyClock::duration>(o_.idle_strobe);
+    next += period;
+    auto now = SteadyClock::now();
+    if (next < now) next = now;  // overran: do not try to catch up
+    // Sleep in short steps so Stop() and new work are noticed.
+    while (!stop_ && SteadyClock::now() < next) {
+      std::this_thread::sleep_until(std::min(next, SteadyClock::now() + std::chrono::milliseconds(20)));
+      if (!busy) {
+        std::lock_guard<std::mutex> lock(mu_);
+        if (!commands_.empty() || !jobs_.empty()) break;
+      }
+    }
+  }
+}
+
+void CoordinatorImpl::Strobe(uint64_t s) {
+  os::Strobe strobe;
+  NodeSet live;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    strobe.strobe = s;
+    row_ = matrix_.NextRow(row_);
+    strobe.row = row_;
+    strobe.commands.swap(commands_);
+    for (auto& c : strobe.commands) {
+      if (c.type == os::CommandType::kLaunch) {
+        auto jt = jobs_.find(c.job);
+        if (jt != jobs_.end()) jt->second.launched = SteadyClock::now();
+      }
+    }
+    live = LiveAgents();
+  }
+  if (live.empty()) return;
+  std::vector<uint8_t> payload = os::EncodeStrobe(strobe, key_);
+  After after;
+  Status st = node_->XferAndSignal(live, payload.data(), payload.size(), os::StrobeSlot(s),
+                                   os::kEventStrobe, os::kEventStrobeSent);
+  if (st.ok()) {
+    auto got = node_->WaitEvent(os::kEventStrobeSent, o_.failure_timeout);
+    if (!got.ok()) st = got.status();
+    else if (!*got) st = DeadlineExceededError("strobe not delivered");
+  }
+  if (!st.ok()) {
+    std::lock_guard<std::mutex> lock(mu_);
+    CheckDownNodes(st, after);
+  }
+  // Confirmation and heartbeat: every live agent has applied strobe s.
+  auto deadline = SteadyClock::now() + o_.failure_timeout;
+  auto backoff = std::chrono::microseconds(20);
+  while (st.ok() && !stop_) {
+    auto ok = node_->CompareAndWrite(live, os::kVarApplied, prim::CompareOp::kGe,
+                                     static_cast<int64_t>(s), prim::Node::kNoWrite, 0, deadline);
+    if (ok.ok() && *ok) break;
+    if (!ok.ok() && ok.status().code() != StatusCode::kDeadlineExceeded) {
+      std::lock_guard<std::mutex> lock(mu_);
+      CheckDownNodes(ok.status(), after);
+      break;
+    }
+    if (SteadyClock::now() >= deadline) {
+      // Find who is late, one by one, and declare them down.
+      std::lock_guard<std::mutex> lock(mu_);
+      for (uint32_t n : live.ToVector()) {
+        int64_t applied = -1;
+        auto one = node_->CompareAndWrite(NodeSet{n}, os::kVarApplied, prim::CompareOp::kGe,
+                                          static_cast<int64_t>(s), prim::Node::kNoWrite, 0,
+                                          SteadyClock::now() + std::chrono::milliseconds(200));
+        if (!one.ok() || !*one) {
+          (void)applied;
+          NodeDown(n,
+                   "did not confirm strobe " + std::to_string(s) + " within the failure timeout (" +
+                       std::to_string(o_.failure_timeout.count()) + " ms)",
+                   after);
+        }
+      }
+      break;
+    }
+    std::this_thread::sleep_for(backoff);
+    backoff = std::min(backoff * 2, std::chrono::microseconds(2000));
+  }
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    CheckJobs(after);
+  }
+  for (auto& fn : after) fn();
+}
+
+// Launch confirmation, termination and time limits of placed jobs (under mu_).
+void CoordinatorImpl::CheckJobs(After& after) {
+  while (true) {
+    auto got = node_->TestEvent(os::kEventExit);
+    if (!got.ok() || !*got) break;
+  }
+  std::vector<uint64_t> ids;
+  for (auto& [id, j] : jobs_) ids.push_back(id);
+  auto now = SteadyClock::now();
+  for (uint64_t id : ids) {
+    auto jt = jobs_.find(id);
+    if (jt == jobs_.end()) continue;
+    Job& j = jt->second;
+    if (j.phase != Phase::kLaunching && j.phase != Phase::kRunning) continue;
+    NodeSet set = JobNodes(j);
+    if (j.phase == Phase::kLaunching && j.launched != SteadyClock::time_point{}) {
+      auto ok = node_->CompareAndWrite(set, os::VarStarted(j.slot), prim::CompareOp::kEq,
+                                       static_cast<int64_t>(id), prim::Node::kNoWrite, 0,
+                                       now + o_.failure_timeout);
+      if (ok.ok() && *ok) {
+        j.phase = Phase::kRunning;
+        j.started = SteadyClock::now();
+        j.rec.state = JobState::kRunning;
+        j.rec.start_ms = UnixMs();
+        PersistJob(j);
+      }
+    }
+    // Exit records of every node of the job in our exit table?
+    if (!j.exit_confirmed) {
+      bool all = true;
+      int32_t code = 0, rank = -1, node = -1;
+      for (uint32_t n : j.nodes) {
+        os::ExitRecord rec;
+        std::memcpy(&rec, node_->global_memory().data() + os::ExitSlot(j.slot, n), sizeof rec);
+        if (rec.job != id) {
+          all = false;
+          break;
+        }
+        if (rec.exit_code > code || (rank < 0 && rec.rank >= 0 && rec.exit_code >= code)) {
+          if (rec.exit_code > code || rank < 0) {
+            code = rec.exit_code;
+            rank = rec.rank;
+            node = static_cast<int32_t>(n);
+          }
+        }
+      }
+      if (!all) continue;
+      // Termination: one COMPARE-AND-WRITE over the job's nodes confirms they are all done.
+      auto ok = node_->CompareAndWrite(set, os::VarDone(j.slot), prim::CompareOp::kEq,
+                                       static_cast<int64_t>(id), prim::Node::kNoWrite, 0,
+                                       now + o_.failure_timeout);
+      if (!ok.ok() || !*ok) continue;
+      j.exit_confirmed = true;
+      j.exited = SteadyClock::now();
+      j.exit_code = code;
+      j.failed_rank = code != 0 ? rank : -1;
+      j.failed_node = code != 0 ? node : -1;
+      if (j.phase == Phase::kLaunching) j.started = j.exited;
+    }
+    bool output_complete = true;
+    for (uint32_t n : j.nodes) output_complete &= j.output_done.count(n) > 0;
+    if (output_complete || now - j.exited > kOutputGrace) {
+      JobState state = j.kill_requested ? JobState::kKilled
+                       : j.exit_code == 0 ? JobState::kCompleted
+                                          : JobState::kFailed;
+      if (j.exit_code != 0 && j.rec.message.empty() && !j.kill_requested) {
+        j.rec.message = "rank " + std::to_string(j.failed_rank) + " on node " +
+                        std::to_string(j.failed_node) +
+                        (j.exit_code > 128 ? " was killed by signal " +
+                                                 std::to_string(j.exit_code - 128)
+                                           : " exited with code " + std::to_string(j.exit_code));
+      }
+      Finalize(j, state, after);
+    }
+  }
+  // Time limits.
+  int64_t now_ms = UnixMs();
+  for (auto& [id, j] : jobs_) {
+    if (j.phase == Phase::kRunning && j.rec.time_limit_ms > 0 && !j.kill_requested &&
+        now_ms - j.rec.start_ms > j.rec.time_limit_ms) {
+      j.kill_requested = true;
+      j.kill_message =
+          "time limit of " + std::to_string(j.rec.time_limit_ms / 1000.0).substr(0, 6) +
+          " s reached";
+      os::StrobeCommand cmd;
+      cmd.type = os::CommandType::kSignal;
+      cmd.job = id;
+      cmd.signal = SIGKILL;
+      commands_.push_back(cmd);
+    }
+  }
+}
+
+// ---- Staging thread ------------------------------------------------------------------
+
+void CoordinatorImpl::StagingLoop() {
+  while (!stop_) {
+    uint64_t id;
+    {
+      std::unique_lock<std::mutex> lock(mu_);
+      staging_cv_.wait(lock, [&] { return stop_ || !to_stage_.empty(); });
+      if (stop_) return;
+      id = to_stage_.front();
+      to_stage_.pop_front();
+    }
+    Status s = Stage(id);
+    After after;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      auto jt = jobs_.find(id);
+      if (jt == jobs_.end()) continue;
+      Job& j = jt->second;
+      for (int fd : j.fds) ::close(fd);
+      j.fds.clear();
+      if (j.kill_requested || !s.ok()) {
+        if (!s.ok() && j.rec.message.empty()) {
+          j.rec.message = "staging the executable failed: " + s.message();
+          j.exit_code = kNodeFailureExit;
+          CheckDownNodes(s, after);
+        }
+        if (jobs_.count(id)) {
+          Job& jj = jobs_.at(id);
+          if (jj.exit_code == 0) jj.exit_code = 128 + SIGKILL;
+          Finalize(jj, jj.kill_requested && s.ok() ? JobState::kKilled : JobState::kFailed,
+                   after);
+        }
+      } else {
+        j.staged = SteadyClock::now();
+        j.phase = Phase::kLaunching;
+        os::StrobeCommand cmd;
+        cmd.type = os::CommandType::kLaunch;
+        cmd.job = id;
+        os::LaunchCommand& l = cmd.launch;
+        l.job = id;
+        l.slot = j.slot;
+        l.row = static_cast<uint32_t>(j.rec.row);
+        l.uid = j.rec.uid;
+        l.gid = j.rec.gid;
+        l.ntasks = j.rec.ntasks;
+        for (uint32_t r = 0; r < j.rec.rank_nodes.size(); ++r) {
+          if (l.runs.empty() || l.runs.back().node != j.rec.rank_nodes[r]) {
+            l.runs.push_back({j.rec.rank_nodes[r], r, 0});
+          }
+          l.runs.back().count++;
+        }
+        l.program = j.files[0].name;
+        l.argv = j.rec.argv;
+        l.env = j.env;
+        l.cwd = j.rec.cwd;
+        commands_.push_back(std::move(cmd));
+      }
+    }
+    for (auto& fn : after) fn();
+  }
+}
+
+// Multicasts the job's files to its nodes in chunks through two staging slots, with
+// COMPARE-AND-WRITE flow control: chunk k may overwrite slot k % 2 only once every node has
+// stored chunk k - 2.
+Status CoordinatorImpl::Stage(uint64_t id) {
+  std::vector<os::SubmitFile> files;
+  std::vector<int> fds;
+  NodeSet set;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto jt = jobs_.find(id);
+    if (jt == jobs_.end()) return OkStatus();
+    files = jt->second.files;
+    fds = jt->second.fds;
+    set = JobNodes(jt->second);
+  }
+  auto deadline_for = [&] { return SteadyClock::now() + o_.failure_timeout * 5; };
+  // Waits until every node of the set has stored chunks up to and including `seq`.
+  auto wait_stored = [&](uint64_t seq) -> Status {
+    auto deadline = deadline_for();
+    auto backoff = std::chrono::microseconds(20);
+    while (true) {
+      GOS_ASSIGN_OR_RETURN(bool ok, node_->CompareAndWrite(set, os::kVarStaged,
+                                                           prim::CompareOp::kGe,
+                                                           static_cast<int64_t>(seq + 1),
+                                                           prim::Node::kNoWrite, 0, deadline));
+      if (ok) return OkStatus();
+      if (stop_) return CancelledError("coordinator stopping");
+      if (SteadyClock::now() > deadline) {
+        return DeadlineExceededError("nodes did not store staging chunk " + std::to_string(seq));
+      }
+      std::this_thread::sleep_for(backoff);
+      backoff = std::min(backoff * 2, std::chrono::microseconds(1000));
+    }
+  };
+  // Each chunk is one XFER-AND-SIGNAL of header + data into the slot, so a receiver that sees
+  // the event sees the whole chunk. Two buffers alternate like the slots: once every node has
+  // stored chunk k - 2, its buffer is no longer read and may take chunk k.
+  std::vector<uint8_t> bufs[2];
+  uint64_t last = 0;
+  size_t in_flight = 0;
+  Status st;
+  for (size_t i = 0; i < files.size() && st.ok(); ++i) {
+    const uint64_t size = files[i].size;
+    uint64_t off = 0;
+    do {
+      const size_t len = static_cast<size_t>(std::min<uint64_t>(size - off, os::kStageChunkBytes));
+      const uint64_t seq = ++stage_seq_;
+      if (in_flight >= 2) {  // chunk seq - 2 is this job's: wait until stored
+        st = wait_stored(seq - 2);
+        if (!st.ok()) break;
+      }
+      os::StageHeader h;
+      h.seq = seq;
+      h.job = id;
+      h.file = files[i].name;
+      h.mode = files[i].mode;
+      h.file_size = size;
+      h.offset = off;
+      h.len = len;
+      std::vector<uint8_t> header = os::EncodeStageHeader(h, key_);
+      std::vector<uint8_t>& buf = bufs[seq % 2];
+      buf.resize(os::kStageHeaderBytes + len);
+      std::memcpy(buf.data(), header.data(), header.size());
+      size_t got = 0;
+      while (got < len) {
+        ssize_t n = ::pread(fds[i], buf.data() + os::kStageHeaderBytes + got, len - got,
+                            static_cast<off_t>(off + got));
+        if (n <= 0) {
+          st = n < 0 ? ErrnoError(errno, "read " + files[i].name)
+                     : DataLossError(files[i].name + " shrank while being staged");
+          break;
+        }
+        got += static_cast<size_t>(n);
+      }
+      if (!st.ok()) break;
+      st = node_->XferAndSignal(set, buf.data(), buf.size(), os::StageSlot(seq), os::kEventStage,
+                                os::kEventStageSent);
+      if (!st.ok()) break;
+      ++in_flight;
+      last = seq;
+      off += len;
+    } while (off < size);
+    std::lock_guard<std::mutex> lock(mu_);
+    auto jt = jobs_.find(id);
+    if (jt == jobs_.end() || jt->second.kill_requested) break;
+  }
+  if (st.ok() && last != 0) st = wait_stored(last);
+  // Collect the local completions (each carries the error of a failed destination).
+  for (; in_flight > 0; --in_flight) {
+    auto done = node_->WaitEvent(os::kEventStageSent, o_.failure_timeout * 5);
+    if (st.ok() && !done.ok()) st = done.status();
+    if (!done.ok() || !*done) break;
+  }
+  return st;
+}
+
+}  // namespace
+
+StatusOr<std::unique_ptr<Coordinator>> Coordinator::Create(const CoordinatorOptions& options) {
+  auto c = std::make_unique<CoordinatorImpl>(options);
+  GOS_RETURN_IF_ERROR(c->Init());
+  return std::unique_ptr<Coordinator>(std::move(c));
+}
+
+}  // namespace gos::coordinator

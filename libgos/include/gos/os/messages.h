@@ -1,0 +1,216 @@
+// Messages of the global OS (docs/specs/strobe.md, docs/specs/os-protocol.md):
+//   - the strobe payload, multicast by the coordinator with XFER-AND-SIGNAL every quantum;
+//   - the staging chunk header (launch: the executable multicast in chunks);
+//   - frames between clients (gos-run, gos-ps, ...) and the coordinator, and between nodeagents
+//     and the coordinator, carried by a Channel (channel.h).
+// Every Decode* bounds-checks and fails with a Status on bad input; none asserts.
+#ifndef GOS_OS_MESSAGES_H_
+#define GOS_OS_MESSAGES_H_
+
+#include <cstdint>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "gos/status.h"
+
+namespace gos::os {
+
+inline constexpr uint16_t kStrobeVersion = 1;
+inline constexpr size_t kMaxArgs = 4096;
+inline constexpr size_t kMaxStringBytes = 32u << 10;
+
+// One run of consecutive ranks on one node: ranks first .. first+count-1 on node.
+struct RankRun {
+  uint32_t node = 0;
+  uint32_t first = 0;
+  uint32_t count = 0;
+};
+
+struct LaunchCommand {
+  uint64_t job = 0;
+  uint32_t slot = 0;
+  uint32_t row = 0;
+  uint32_t uid = 0, gid = 0;
+  uint32_t ntasks = 0;
+  std::vector<RankRun> runs;
+  std::string program;  // file name inside the job dir (the staged executable)
+  std::vector<std::string> argv, env;
+  std::string cwd;
+};
+
+enum class CommandType : uint8_t {
+  kLaunch = 1,  // start the job's local ranks (staged files are in place)
+  kSignal = 2,  // send a signal to the job's ranks (SIGKILL kills the whole cgroup)
+  kForget = 3,  // the job is over: remove its cgroup and job dir
+};
+
+struct StrobeCommand {
+  CommandType type = CommandType::kSignal;
+  uint64_t job = 0;
+  int32_t signal = 0;    // kSignal
+  LaunchCommand launch;  // kLaunch
+};
+
+struct Strobe {
+  uint64_t strobe = 0;
+  uint32_t row = 0;            // gang-matrix row to run during this slice
+  std::vector<StrobeCommand> commands;
+};
+
+// The payload is authenticated: HMAC-SHA256 with the cluster key over everything before it.
+std::vector<uint8_t> EncodeStrobe(const Strobe& s, std::span<const uint8_t> key);
+// Checks version, bounds and the HMAC.
+StatusOr<Strobe> DecodeStrobe(std::span<const uint8_t> bytes, std::span<const uint8_t> key);
+
+// Header of a staging chunk (the chunk's data follows at a fixed offset).
+struct StageHeader {
+  uint64_t seq = 0;       // global chunk sequence number (monotonic)
+  uint64_t job = 0;
+  std::string file;       // name in the job dir
+  uint32_t mode = 0755;
+  uint64_t file_size = 0;
+  uint64_t offset = 0;    // of this chunk in the file
+  uint64_t len = 0;
+};
+std::vector<uint8_t> EncodeStageHeader(const StageHeader& h, std::span<const uint8_t> key);
+StatusOr<StageHeader> DecodeStageHeader(std::span<const uint8_t> bytes,
+                                        std::span<const uint8_t> key);
+
+// ---- Channel frames -------------------------------------------------------------------
+enum class Frame : uint16_t {
+  // client -> coordinator
+  kSubmit = 1,
+  kStdin = 2,      // bytes; empty = EOF
+  kSignalJob = 3,  // SignalRequest
+  kPs = 4,
+  kShutdown = 5,
+  // coordinator -> client
+  kAccepted = 20,  // u64 job
+  kOutput = 21,    // OutputChunk
+  kExit = 22,      // JobExit
+  kError = 23,     // text
+  kPsReply = 24,   // PsReply
+  kOk = 25,        // text
+  kPhase = 26,     // text: a phase line for --timing
+  // nodeagent <-> coordinator
+  kHello = 40,         // AgentHello
+  kWelcome = 41,       // AgentWelcome
+  kAgentOutput = 42,   // OutputChunk
+  kOutputDone = 43,    // u64 job
+  kAgentStdin = 44,    // u64 job + bytes (empty = EOF)
+  kReject = 45,        // text
+};
+
+struct SubmitFile {
+  std::string name;  // in the job dir
+  uint32_t mode = 0755;
+  uint64_t size = 0;  // the file itself comes as a passed fd, in order
+};
+
+struct SubmitRequest {
+  std::vector<std::string> argv;  // argv[0] as the user typed it
+  std::vector<std::string> env;
+  std::string cwd;
+  uint32_t ntasks = 1;
+  uint32_t nodes = 0;
+  uint32_t ranks_per_node = 0;
+  int64_t time_limit_ms = 0;
+  std::vector<SubmitFile> files;  // files[0] is the executable
+};
+
+struct SignalRequest {
+  uint64_t job = 0;
+  int32_t signal = 0;
+};
+
+struct OutputChunk {
+  uint64_t job = 0;
+  uint32_t rank = 0;
+  uint8_t stream = 1;  // 1 stdout, 2 stderr
+  std::string bytes;
+};
+
+struct JobExit {
+  uint64_t job = 0;
+  int32_t exit_code = 0;
+  int32_t failed_rank = -1;
+  int32_t failed_node = -1;
+  std::string message;
+  // Phase times, microseconds since submit (0 = did not happen).
+  int64_t placed_us = 0, staged_us = 0, launched_us = 0, started_us = 0, exited_us = 0;
+};
+
+struct PsJob {
+  uint64_t id = 0;
+  std::string user;
+  std::string state;
+  uint32_t ntasks = 0;
+  std::vector<uint32_t> nodes;
+  int64_t elapsed_ms = 0;
+  int32_t row = -1;
+  int32_t exit_code = -1;
+  std::string command;
+  std::string message;
+};
+
+struct PsNode {
+  uint32_t id = 0;
+  std::string host;
+  bool up = false;
+  std::string down_reason;
+  uint32_t cores = 0;
+  uint64_t mem_bytes = 0;
+  std::vector<uint64_t> jobs;
+  uint32_t ranks = 0;
+};
+
+struct PsReply {
+  std::vector<PsJob> jobs;
+  std::vector<PsNode> nodes;
+  int32_t running_row = -1;
+  uint64_t strobe = 0;
+};
+
+struct AgentHello {
+  std::string name;
+  std::string host;
+  int32_t pid = 0;
+  uint32_t cores = 0;
+  uint64_t mem_bytes = 0;
+  uint32_t requested_node = 0;  // 0 = any
+};
+
+struct AgentWelcome {
+  uint32_t node = 0;
+  std::string bootstrap;  // host:port of the primitives' bootstrap service
+  std::string provider;
+  uint64_t global_memory_bytes = 0;
+  uint32_t fanout = 4;
+};
+
+std::vector<uint8_t> Encode(const SubmitRequest& m);
+std::vector<uint8_t> Encode(const SignalRequest& m);
+std::vector<uint8_t> Encode(const OutputChunk& m);
+std::vector<uint8_t> Encode(const JobExit& m);
+std::vector<uint8_t> Encode(const PsReply& m);
+std::vector<uint8_t> Encode(const AgentHello& m);
+std::vector<uint8_t> Encode(const AgentWelcome& m);
+std::vector<uint8_t> EncodeU64(uint64_t v);
+std::vector<uint8_t> EncodeText(const std::string& text);
+std::vector<uint8_t> EncodeJobBytes(uint64_t job, const std::string& bytes);
+
+StatusOr<SubmitRequest> DecodeSubmit(std::span<const uint8_t> b);
+StatusOr<SignalRequest> DecodeSignal(std::span<const uint8_t> b);
+StatusOr<OutputChunk> DecodeOutput(std::span<const uint8_t> b);
+StatusOr<JobExit> DecodeJobExit(std::span<const uint8_t> b);
+StatusOr<PsReply> DecodePsReply(std::span<const uint8_t> b);
+StatusOr<AgentHello> DecodeHello(std::span<const uint8_t> b);
+StatusOr<AgentWelcome> DecodeWelcome(std::span<const uint8_t> b);
+StatusOr<uint64_t> DecodeU64(std::span<const uint8_t> b);
+StatusOr<std::string> DecodeText(std::span<const uint8_t> b);
+StatusOr<std::pair<uint64_t, std::string>> DecodeJobBytes(std::span<const uint8_t> b);
+
+}  // namespace gos::os
+
+#endif  // GOS_OS_MESSAGES_H_

@@ -1,0 +1,113 @@
+#include "gos/os/auth.h"
+
+#include <fcntl.h>
+#include <openssl/core_names.h>
+#include <openssl/evp.h>
+#include <openssl/params.h>
+#include <sys/random.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+
+namespace gos::os {
+namespace {
+
+constexpr size_t kKeyBytes = 32;
+
+int HexValue(char c) {
+  if (c >= '0' && c <= '9') return c - '0';
+  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+  if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+  return -1;
+}
+
+}  // namespace
+
+StatusOr<std::vector<uint8_t>> LoadClusterKey(const std::string& path) {
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return ErrnoError(errno, "open cluster key " + path);
+  struct stat st {};
+  if (fstat(fd, &st) != 0) {
+    int e = errno;
+    ::close(fd);
+    return ErrnoError(e, "stat cluster key " + path);
+  }
+  if (st.st_mode & 077) {
+    ::close(fd);
+    return PermissionDeniedError("cluster key " + path +
+                                 " is readable by group or others; chmod 600 it");
+  }
+  char buf[256];
+  ssize_t n = ::read(fd, buf, sizeof buf);
+  ::close(fd);
+  if (n < 0) return ErrnoError(errno, "read cluster key " + path);
+  std::vector<uint8_t> key;
+  int hi = -1;
+  for (ssize_t i = 0; i < n; ++i) {
+    if (buf[i] == '\n' || buf[i] == ' ') continue;
+    int v = HexValue(buf[i]);
+    if (v < 0) return DataLossError("cluster key " + path + " is not hex");
+    if (hi < 0) {
+      hi = v;
+    } else {
+      key.push_back(static_cast<uint8_t>(hi << 4 | v));
+      hi = -1;
+    }
+  }
+  if (key.size() < 16 || hi >= 0) {
+    return DataLossError("cluster key " + path + " must hold at least 16 bytes of hex");
+  }
+  return key;
+}
+
+StatusOr<std::vector<uint8_t>> LoadOrCreateClusterKey(const std::string& path) {
+  if (::access(path.c_str(), F_OK) == 0) return LoadClusterKey(path);
+  uint8_t raw[kKeyBytes];
+  if (getrandom(raw, sizeof raw, 0) != static_cast<ssize_t>(sizeof raw)) {
+    return ErrnoError(errno, "getrandom for the cluster key");
+  }
+  std::string hex;
+  static const char* digits = "0123456789abcdef";
+  for (uint8_t b : raw) {
+    hex += digits[b >> 4];
+    hex += digits[b & 15];
+  }
+  hex += '\n';
+  std::string tmp = path + ".tmp";
+  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+  if (fd < 0) return ErrnoError(errno, "create cluster key " + tmp);
+  bool ok = ::write(fd, hex.data(), hex.size()) == static_cast<ssize_t>(hex.size()) &&
+            ::fsync(fd) == 0;
+  ::close(fd);
+  if (!ok || ::rename(tmp.c_str(), path.c_str()) != 0) {
+    return ErrnoError(errno, "write cluster key " + path);
+  }
+  return LoadClusterKey(path);
+}
+
+Mac Hmac(std::span<const uint8_t> key, std::initializer_list<std::span<const uint8_t>> parts) {
+  // One fetched HMAC implementation for the process; a context per call (thread-safe).
+  static EVP_MAC* const mac_impl = EVP_MAC_fetch(nullptr, "HMAC", nullptr);
+  Mac mac{};
+  EVP_MAC_CTX* ctx = EVP_MAC_CTX_new(mac_impl);
+  char digest[] = "SHA256";
+  OSSL_PARAM params[] = {OSSL_PARAM_construct_utf8_string(OSSL_MAC_PARAM_DIGEST, digest, 0),
+                         OSSL_PARAM_construct_end()};
+  EVP_MAC_init(ctx, key.data(), key.size(), params);
+  for (auto p : parts) EVP_MAC_update(ctx, p.data(), p.size());
+  size_t len = 0;
+  EVP_MAC_final(ctx, mac.data(), &len, mac.size());
+  EVP_MAC_CTX_free(ctx);
+  return mac;
+}
+
+bool MacEqual(std::span<const uint8_t> a, std::span<const uint8_t> b) {
+  if (a.size() != b.size()) return false;
+  uint8_t diff = 0;
+  for (size_t i = 0; i < a.size(); ++i) diff |= a[i] ^ b[i];
+  return diff == 0;
+}
+
+}  // namespace gos::os

@@ -1,0 +1,446 @@
+#include "gos/os/messages.h"
+
+#include "gos/os/auth.h"
+#include "libgos/prim/wire.h"
+
+namespace gos::os {
+namespace {
+
+using prim::wire::Reader;
+using prim::wire::Writer;
+
+constexpr uint32_t kStrobeMagic = 0x42544f47;  // "GOTB"
+constexpr uint32_t kStageMagic = 0x47544f47;   // "GOTG"
+constexpr size_t kMaxRuns = 1u << 16;
+constexpr size_t kMaxCommands = 1024;
+constexpr size_t kMaxOutputBytes = 1u << 20;
+constexpr size_t kMaxPsEntries = 1u << 16;
+
+void Strings(Writer& w, const std::vector<std::string>& v) {
+  w.U32(static_cast<uint32_t>(v.size()));
+  for (const auto& s : v) w.Str(s);
+}
+
+bool Strings(Reader& r, std::vector<std::string>* v) {
+  uint32_t n;
+  if (!r.U32(&n) || n > kMaxArgs) return false;
+  v->resize(n);
+  for (auto& s : *v) {
+    if (!r.Str(&s, kMaxStringBytes)) return false;
+  }
+  return true;
+}
+
+template <typename T>
+void Ids(Writer& w, const std::vector<T>& v) {
+  w.U32(static_cast<uint32_t>(v.size()));
+  for (T x : v) w.Raw(&x, sizeof x);
+}
+
+template <typename T>
+bool Ids(Reader& r, std::vector<T>* v) {
+  uint32_t n;
+  if (!r.U32(&n) || n > kMaxPsEntries || r.remaining() < n * sizeof(T)) return false;
+  v->resize(n);
+  for (T& x : *v) {
+    if constexpr (sizeof(T) == 8) {
+      if (!r.U64(reinterpret_cast<uint64_t*>(&x))) return false;
+    } else {
+      if (!r.U32(reinterpret_cast<uint32_t*>(&x))) return false;
+    }
+  }
+  return true;
+}
+
+Status Bad(const char* what) { return InvalidArgumentError(std::string("malformed ") + what); }
+
+// Appends an HMAC over everything written so far.
+void Seal(std::vector<uint8_t>* out, std::span<const uint8_t> key) {
+  Mac mac = Hmac(key, {std::span<const uint8_t>(*out)});
+  out->insert(out->end(), mac.begin(), mac.end());
+}
+
+// Finds the sealed length (u32 after the magic) and checks the HMAC.
+StatusOr<std::span<const uint8_t>> Unseal(std::span<const uint8_t> bytes, uint32_t magic,
+                                          std::span<const uint8_t> key, const char* what) {
+  Reader r(bytes);
+  uint32_t m, len;
+  if (!r.U32(&m) || m != magic) return Bad(what);
+  if (!r.U32(&len) || len < 8 || len > bytes.size() || bytes.size() - len < kMacBytes) {
+    return Bad(what);
+  }
+  Mac mac = Hmac(key, {bytes.first(len)});
+  if (!MacEqual(mac, bytes.subspan(len, kMacBytes))) {
+    return PermissionDeniedError(std::string(what) + " fails authentication (wrong cluster key?)");
+  }
+  return bytes.first(len);
+}
+
+void PatchLength(std::vector<uint8_t>* out) {
+  uint32_t len = static_cast<uint32_t>(out->size());
+  std::memcpy(out->data() + 4, &len, 4);
+}
+
+}  // namespace
+
+std::vector<uint8_t> EncodeStrobe(const Strobe& s, std::span<const uint8_t> key) {
+  std::vector<uint8_t> out;
+  Writer w(&out);
+  w.U32(kStrobeMagic);
+  w.U32(0);  // length, patched
+  w.U16(kStrobeVersion);
+  w.U64(s.strobe);
+  w.U32(s.row);
+  w.U32(static_cast<uint32_t>(s.commands.size()));
+  for (const auto& c : s.commands) {
+    w.U8(static_cast<uint8_t>(c.type));
+    w.U64(c.job);
+    w.I32(c.signal);
+    if (c.type == CommandType::kLaunch) {
+      const LaunchCommand& l = c.launch;
+      w.U32(l.slot);
+      w.U32(l.row);
+      w.U32(l.uid);
+      w.U32(l.gid);
+      w.U32(l.ntasks);
+      w.U32(static_cast<uint32_t>(l.runs.size()));
+      for (const auto& run : l.runs) {
+        w.U32(run.node);
+        w.U32(run.first);
+        w.U32(run.count);
+      }
+      w.Str(l.program);
+      Strings(w, l.argv);
+      Strings(w, l.env);
+      w.Str(l.cwd);
+    }
+  }
+  PatchLength(&out);
+  Seal(&out, key);
+  return out;
+}
+
+StatusOr<Strobe> DecodeStrobe(std::span<const uint8_t> bytes, std::span<const uint8_t> key) {
+  GOS_ASSIGN_OR_RETURN(std::span<const uint8_t> body, Unseal(bytes, kStrobeMagic, key, "strobe"));
+  Reader r(body.subspan(8));
+  Strobe s;
+  uint16_t version;
+  uint32_t n;
+  if (!r.U16(&version)) return Bad("strobe");
+  if (version != kStrobeVersion) {
+    return InvalidArgumentError("strobe version " + std::to_string(version) + ", expected " +
+                                std::to_string(kStrobeVersion));
+  }
+  if (!r.U64(&s.strobe) || !r.U32(&s.row) || !r.U32(&n) || n > kMaxCommands) return Bad("strobe");
+  s.commands.resize(n);
+  for (auto& c : s.commands) {
+    uint8_t type;
+    if (!r.U8(&type) || type < 1 || type > 3 || !r.U64(&c.job) || !r.I32(&c.signal)) {
+      return Bad("strobe command");
+    }
+    c.type = static_cast<CommandType>(type);
+    if (c.type != CommandType::kLaunch) continue;
+    LaunchCommand& l = c.launch;
+    l.job = c.job;
+    uint32_t runs;
+    if (!r.U32(&l.slot) || !r.U32(&l.row) || !r.U32(&l.uid) || !r.U32(&l.gid) ||
+        !r.U32(&l.ntasks) || !r.U32(&runs) || runs > kMaxRuns || r.remaining() < runs * 12) {
+      return Bad("launch command");
+    }
+    l.runs.resize(runs);
+    for (auto& run : l.runs) {
+      if (!r.U32(&run.node) || !r.U32(&run.first) || !r.U32(&run.count)) return Bad("launch");
+    }
+    if (!r.Str(&l.program, kMaxStringBytes) || !Strings(r, &l.argv) || !Strings(r, &l.env) ||
+        !r.Str(&l.cwd, kMaxStringBytes)) {
+      return Bad("launch command");
+    }
+  }
+  if (r.remaining() != 0) return Bad("strobe (trailing bytes)");
+  return s;
+}
+
+std::vector<uint8_t> EncodeStageHeader(const StageHeader& h, std::span<const uint8_t> key) {
+  std::vector<uint8_t> out;
+  Writer w(&out);
+  w.U32(kStageMagic);
+  w.U32(0);
+  w.U64(h.seq);
+  w.U64(h.job);
+  w.Str(h.file);
+  w.U32(h.mode);
+  w.U64(h.file_size);
+  w.U64(h.offset);
+  w.U64(h.len);
+  PatchLength(&out);
+  Seal(&out, key);
+  return out;
+}
+
+StatusOr<StageHeader> DecodeStageHeader(std::span<const uint8_t> bytes,
+                                        std::span<const uint8_t> key) {
+  GOS_ASSIGN_OR_RETURN(std::span<const uint8_t> body,
+                       Unseal(bytes, kStageMagic, key, "staging header"));
+  Reader r(body.subspan(8));
+  StageHeader h;
+  if (!r.U64(&h.seq) || !r.U64(&h.job) || !r.Str(&h.file, 255) || !r.U32(&h.mode) ||
+      !r.U64(&h.file_size) || !r.U64(&h.offset) || !r.U64(&h.len) || r.remaining() != 0) {
+    return Bad("staging header");
+  }
+  if (h.file.empty() || h.file.find('/') != std::string::npos || h.file == "." ||
+      h.file == "..") {
+    return InvalidArgumentError("staging header names a bad file \"" + h.file + "\"");
+  }
+  return h;
+}
+
+// ---- Channel frames -------------------------------------------------------------------
+
+std::vector<uint8_t> Encode(const SubmitRequest& m) {
+  std::vector<uint8_t> out;
+  Writer w(&out);
+  Strings(w, m.argv);
+  Strings(w, m.env);
+  w.Str(m.cwd);
+  w.U32(m.ntasks);
+  w.U32(m.nodes);
+  w.U32(m.ranks_per_node);
+  w.I64(m.time_limit_ms);
+  w.U32(static_cast<uint32_t>(m.files.size()));
+  for (const auto& f : m.files) {
+    w.Str(f.name);
+    w.U32(f.mode);
+    w.U64(f.size);
+  }
+  return out;
+}
+
+StatusOr<SubmitRequest> DecodeSubmit(std::span<const uint8_t> b) {
+  Reader r(b);
+  SubmitRequest m;
+  uint32_t nfiles;
+  if (!Strings(r, &m.argv) || !Strings(r, &m.env) || !r.Str(&m.cwd, kMaxStringBytes) ||
+      !r.U32(&m.ntasks) || !r.U32(&m.nodes) || !r.U32(&m.ranks_per_node) ||
+      !r.I64(&m.time_limit_ms) || !r.U32(&nfiles) || nfiles > 64) {
+    return Bad("submit request");
+  }
+  m.files.resize(nfiles);
+  for (auto& f : m.files) {
+    if (!r.Str(&f.name, 255) || !r.U32(&f.mode) || !r.U64(&f.size)) return Bad("submit file");
+  }
+  if (r.remaining() != 0) return Bad("submit request (trailing bytes)");
+  return m;
+}
+
+std::vector<uint8_t> Encode(const SignalRequest& m) {
+  std::vector<uint8_t> out;
+  Writer w(&out);
+  w.U64(m.job);
+  w.I32(m.signal);
+  return out;
+}
+
+StatusOr<SignalRequest> DecodeSignal(std::span<const uint8_t> b) {
+  Reader r(b);
+  SignalRequest m;
+  if (!r.U64(&m.job) || !r.I32(&m.signal) || r.remaining() != 0) return Bad("signal request");
+  if (m.signal <= 0 || m.signal >= 65) return InvalidArgumentError("bad signal number");
+  return m;
+}
+
+std::vector<uint8_t> Encode(const OutputChunk& m) {
+  std::vector<uint8_t> out;
+  Writer w(&out);
+  w.U64(m.job);
+  w.U32(m.rank);
+  w.U8(m.stream);
+  w.Bytes({reinterpret_cast<const uint8_t*>(m.bytes.data()), m.bytes.size()});
+  return out;
+}
+
+StatusOr<OutputChunk> DecodeOutput(std::span<const uint8_t> b) {
+  Reader r(b);
+  OutputChunk m;
+  std::span<const uint8_t> bytes;
+  if (!r.U64(&m.job) || !r.U32(&m.rank) || !r.U8(&m.stream) || (m.stream != 1 && m.stream != 2) ||
+      !r.Bytes(&bytes, kMaxOutputBytes) || r.remaining() != 0) {
+    return Bad("output chunk");
+  }
+  m.bytes.assign(reinterpret_cast<const char*>(bytes.data()), bytes.size());
+  return m;
+}
+
+std::vector<uint8_t> Encode(const JobExit& m) {
+  std::vector<uint8_t> out;
+  Writer w(&out);
+  w.U64(m.job);
+  w.I32(m.exit_code);
+  w.I32(m.failed_rank);
+  w.I32(m.failed_node);
+  w.Str(m.message);
+  for (int64_t t : {m.placed_us, m.staged_us, m.launched_us, m.started_us, m.exited_us}) w.I64(t);
+  return out;
+}
+
+StatusOr<JobExit> DecodeJobExit(std::span<const uint8_t> b) {
+  Reader r(b);
+  JobExit m;
+  if (!r.U64(&m.job) || !r.I32(&m.exit_code) || !r.I32(&m.failed_rank) ||
+      !r.I32(&m.failed_node) || !r.Str(&m.message, kMaxStringBytes) || !r.I64(&m.placed_us) ||
+      !r.I64(&m.staged_us) || !r.I64(&m.launched_us) || !r.I64(&m.started_us) ||
+      !r.I64(&m.exited_us) || r.remaining() != 0) {
+    return Bad("job exit");
+  }
+  return m;
+}
+
+std::vector<uint8_t> Encode(const PsReply& m) {
+  std::vector<uint8_t> out;
+  Writer w(&out);
+  w.I32(m.running_row);
+  w.U64(m.strobe);
+  w.U32(static_cast<uint32_t>(m.jobs.size()));
+  for (const auto& j : m.jobs) {
+    w.U64(j.id);
+    w.Str(j.user);
+    w.Str(j.state);
+    w.U32(j.ntasks);
+    Ids(w, j.nodes);
+    w.I64(j.elapsed_ms);
+    w.I32(j.row);
+    w.I32(j.exit_code);
+    w.Str(j.command);
+    w.Str(j.message);
+  }
+  w.U32(static_cast<uint32_t>(m.nodes.size()));
+  for (const auto& n : m.nodes) {
+    w.U32(n.id);
+    w.Str(n.host);
+    w.U8(n.up);
+    w.Str(n.down_reason);
+    w.U32(n.cores);
+    w.U64(n.mem_bytes);
+    Ids(w, n.jobs);
+    w.U32(n.ranks);
+  }
+  return out;
+}
+
+StatusOr<PsReply> DecodePsReply(std::span<const uint8_t> b) {
+  Reader r(b);
+  PsReply m;
+  uint32_t n;
+  if (!r.I32(&m.running_row) || !r.U64(&m.strobe) || !r.U32(&n) || n > kMaxPsEntries) {
+    return Bad("ps reply");
+  }
+  m.jobs.resize(n);
+  for (auto& j : m.jobs) {
+    if (!r.U64(&j.id) || !r.Str(&j.user, 256) || !r.Str(&j.state, 64) || !r.U32(&j.ntasks) ||
+        !Ids(r, &j.nodes) || !r.I64(&j.elapsed_ms) || !r.I32(&j.row) || !r.I32(&j.exit_code) ||
+        !r.Str(&j.command, kMaxStringBytes) || !r.Str(&j.message, kMaxStringBytes)) {
+      return Bad("ps reply job");
+    }
+  }
+  if (!r.U32(&n) || n > kMaxPsEntries) return Bad("ps reply");
+  m.nodes.resize(n);
+  for (auto& x : m.nodes) {
+    uint8_t up;
+    if (!r.U32(&x.id) || !r.Str(&x.host, 256) || !r.U8(&up) ||
+        !r.Str(&x.down_reason, kMaxStringBytes) || !r.U32(&x.cores) || !r.U64(&x.mem_bytes) ||
+        !Ids(r, &x.jobs) || !r.U32(&x.ranks)) {
+      return Bad("ps reply node");
+    }
+    x.up = up != 0;
+  }
+  if (r.remaining() != 0) return Bad("ps reply (trailing bytes)");
+  return m;
+}
+
+std::vector<uint8_t> Encode(const AgentHello& m) {
+  std::vector<uint8_t> out;
+  Writer w(&out);
+  w.Str(m.name);
+  w.Str(m.host);
+  w.I32(m.pid);
+  w.U32(m.cores);
+  w.U64(m.mem_bytes);
+  w.U32(m.requested_node);
+  return out;
+}
+
+StatusOr<AgentHello> DecodeHello(std::span<const uint8_t> b) {
+  Reader r(b);
+  AgentHello m;
+  if (!r.Str(&m.name, 256) || !r.Str(&m.host, 256) || !r.I32(&m.pid) || !r.U32(&m.cores) ||
+      !r.U64(&m.mem_bytes) || !r.U32(&m.requested_node) || r.remaining() != 0) {
+    return Bad("agent hello");
+  }
+  return m;
+}
+
+std::vector<uint8_t> Encode(const AgentWelcome& m) {
+  std::vector<uint8_t> out;
+  Writer w(&out);
+  w.U32(m.node);
+  w.Str(m.bootstrap);
+  w.Str(m.provider);
+  w.U64(m.global_memory_bytes);
+  w.U32(m.fanout);
+  return out;
+}
+
+StatusOr<AgentWelcome> DecodeWelcome(std::span<const uint8_t> b) {
+  Reader r(b);
+  AgentWelcome m;
+  if (!r.U32(&m.node) || !r.Str(&m.bootstrap, 256) || !r.Str(&m.provider, 256) ||
+      !r.U64(&m.global_memory_bytes) || !r.U32(&m.fanout) || r.remaining() != 0) {
+    return Bad("agent welcome");
+  }
+  return m;
+}
+
+std::vector<uint8_t> EncodeU64(uint64_t v) {
+  std::vector<uint8_t> out;
+  Writer(&out).U64(v);
+  return out;
+}
+
+StatusOr<uint64_t> DecodeU64(std::span<const uint8_t> b) {
+  Reader r(b);
+  uint64_t v;
+  if (!r.U64(&v) || r.remaining() != 0) return Bad("u64 frame");
+  return v;
+}
+
+std::vector<uint8_t> EncodeText(const std::string& text) {
+  std::vector<uint8_t> out;
+  Writer(&out).Str(text);
+  return out;
+}
+
+StatusOr<std::string> DecodeText(std::span<const uint8_t> b) {
+  Reader r(b);
+  std::string s;
+  if (!r.Str(&s, kMaxStringBytes) || r.remaining() != 0) return Bad("text frame");
+  return s;
+}
+
+std::vector<uint8_t> EncodeJobBytes(uint64_t job, const std::string& bytes) {
+  std::vector<uint8_t> out;
+  Writer w(&out);
+  w.U64(job);
+  w.Bytes({reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size()});
+  return out;
+}
+
+StatusOr<std::pair<uint64_t, std::string>> DecodeJobBytes(std::span<const uint8_t> b) {
+  Reader r(b);
+  uint64_t job;
+  std::span<const uint8_t> bytes;
+  if (!r.U64(&job) || !r.Bytes(&bytes, kMaxOutputBytes) || r.remaining() != 0) {
+    return Bad("job bytes frame");
+  }
+  return std::make_pair(job, std::string(reinterpret_cast<const char*>(bytes.data()), bytes.size()));
+}
+
+}  // namespace gos::os

@@ -1,0 +1,280 @@
+#include "nodeagent/launcher.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <sched.h>
+#include <signal.h>
+#include <string.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <array>
+#include <cstdint>
+
+#include "gos/log.h"
+
+namespace gos::nodeagent {
+namespace {
+
+// Everything the cloned child needs, prepared before the clone: between clone and execve
+// the child may only make async-signal-safe calls (no allocation; another thread of the
+// caller may have held the malloc lock at the moment of the clone).
+struct ChildPlan {
+  // The child's ends of the pipes: become fds 0, 1, 2, 3; sync_fd becomes fd 4.
+  int stdin_fd, stdout_fd, stderr_fd, status_fd;
+  int sync_fd;  // -1 if there is no cgroup to join
+  const char* cgroup_procs;  // nullptr = none
+  bool switch_user;
+  uid_t uid;
+  gid_t gid;
+  const char* cwd;
+  const char* init_path;
+  char* const* init_argv;
+  char* const* envp;
+};
+
+// A fixed-size message buffer, so failures in the child can be reported in one write(2)
+// without allocating.
+class ChildMessage {
+ public:
+  ChildMessage& Add(const char* s) {
+    while (*s != '\0' && len_ < buf_.size()) buf_[len_++] = *s++;
+    return *this;
+  }
+  ChildMessage& AddErrno(int err) {
+    const char* desc = strerrordesc_np(err);
+    if (desc != nullptr) return Add(desc);
+    char digits[16];
+    size_t n = 0;
+    unsigned v = static_cast<unsigned>(err);
+    do {
+      digits[n++] = static_cast<char>('0' + v % 10);
+      v /= 10;
+    } while (v != 0 && n < sizeof digits);
+    Add("errno ");
+    while (n > 0 && len_ < buf_.size()) buf_[len_++] = digits[--n];
+    return *this;
+  }
+  void WriteTo(int fd) {
+    if (len_ == buf_.size()) buf_[len_ - 1] = '\n';
+    ssize_t r = ::write(fd, buf_.data(), len_);
+    (void)r;
+  }
+
+ private:
+  std::array<char, 1024> buf_;
+  size_t len_ = 0;
+};
+
+[[noreturn]] void ChildFail(const char* what, const char* arg, int err) {
+  ChildMessage m;
+  m.Add("gos-rank-launch: cannot ").Add(what);
+  if (arg != nullptr) m.Add(" ").Add(arg);
+  m.Add(": ").AddErrno(err).Add("\n");
+  m.WriteTo(STDERR_FILENO);
+  _exit(127);
+}
+
+// Runs in the cloned child: PID 1 of the new PID namespace. All signals are blocked (the
+// parent blocked them around the clone) and stay blocked across execve, so a signal sent
+// before init is ready stays pending for init to forward instead of being dropped (PID 1
+// ignores signals it has no handler for).
+[[noreturn]] void RunChild(const ChildPlan& p) {
+  // The caller's handlers must not run here, and ignored signals would stay ignored across
+  // execve: reset every disposition.
+  struct sigaction dfl;
+  ::memset(&dfl, 0, sizeof dfl);
+  dfl.sa_handler = SIG_DFL;
+  for (int sig = 1; sig < NSIG; ++sig) {
+    if (sig != SIGKILL && sig != SIGSTOP) ::sigaction(sig, &dfl, nullptr);
+  }
+
+  // Move the pipe ends above 4 first, so none of them is clobbered by the dup2s below.
+  int src[5] = {p.stdin_fd, p.stdout_fd, p.stderr_fd, p.status_fd, p.sync_fd};
+  int tmp[5];
+  for (int i = 0; i < 5; ++i) {
+    tmp[i] = -1;
+    if (src[i] < 0) continue;
+    tmp[i] = ::fcntl(src[i], F_DUPFD_CLOEXEC, 5);
+    if (tmp[i] < 0) ChildFail("dup", "pipe", errno);
+  }
+  for (int i = 0; i < 5; ++i) {
+    if (tmp[i] >= 0 && ::dup2(tmp[i], i) < 0) ChildFail("dup2", "pipe", errno);
+  }
+  // Nothing of the caller's leaks into the rank: close every other fd.
+  const unsigned first_other = p.sync_fd >= 0 ? 5 : 4;
+  if (::syscall(SYS_close_range, first_other, ~0U, 0U) != 0) {
+    for (unsigned fd = first_other; fd < 65536; ++fd) ::close(static_cast<int>(fd));
+  }
+
+  if (p.cgroup_procs != nullptr) {
+    int fd = ::open(p.cgroup_procs, O_WRONLY | O_CLOEXEC);
+    if (fd < 0) ChildFail("open", p.cgroup_procs, errno);
+    if (::write(fd, "0", 1) != 1) ChildFail("join cgroup via", p.cgroup_procs, errno);
+    ::close(fd);
+  }
+  if (p.sync_fd >= 0) {
+    // Tell LaunchRank the cgroup is joined: from now on a Freeze() covers this process.
+    if (::write(4, "j", 1) != 1) ChildFail("write", "sync pipe", errno);
+    ::close(4);
+  }
+
+  if (::setsid() < 0) ChildFail("setsid", nullptr, errno);
+  if (p.switch_user) {
+    // Raw syscalls: glibc's setuid() would try to broadcast to the caller's other threads,
+    // which do not exist in this child.
+    gid_t groups[1] = {p.gid};
+    if (::syscall(SYS_setgroups, 1, groups) != 0) ChildFail("setgroups", nullptr, errno);
+    if (::syscall(SYS_setresgid, p.gid, p.gid, p.gid) != 0) ChildFail("setgid", nullptr, errno);
+    if (::syscall(SYS_setresuid, p.uid, p.uid, p.uid) != 0) ChildFail("setuid", nullptr, errno);
+  }
+  if (::chdir(p.cwd) != 0) ChildFail("chdir to", p.cwd, errno);
+  ::execve(p.init_path, p.init_argv, p.envp);
+  ChildFail("execute", p.init_path, errno);
+}
+
+class Fd {
+ public:
+  Fd() = default;
+  Fd(const Fd&) = delete;
+  Fd& operator=(const Fd&) = delete;
+  ~Fd() { Reset(); }
+  int get() const { return fd_; }
+  int Release() {
+    int fd = fd_;
+    fd_ = -1;
+    return fd;
+  }
+  void Reset(int fd = -1) {
+    if (fd_ >= 0) ::close(fd_);
+    fd_ = fd;
+  }
+
+ private:
+  int fd_ = -1;
+};
+
+struct Pipe {
+  Fd read, write;
+};
+
+Status MakePipe(Pipe* p, const char* what) {
+  int fds[2];
+  if (::pipe2(fds, O_CLOEXEC) != 0) return ErrnoError(errno, std::string("pipe for ") + what);
+  p->read.Reset(fds[0]);
+  p->write.Reset(fds[1]);
+  return OkStatus();
+}
+
+Status SetNonBlocking(int fd) {
+  int flags = ::fcntl(fd, F_GETFL);
+  if (flags < 0 || ::fcntl(fd, F_SETFL, flags | O_NONBLOCK) != 0) {
+    return ErrnoError(errno, "fcntl O_NONBLOCK");
+  }
+  return OkStatus();
+}
+
+}  // namespace
+
+StatusOr<RankProcess> LaunchRank(const RankSpec& spec) {
+  if (spec.program.empty() || spec.program[0] != '/') {
+    return InvalidArgumentError("rank program '" + spec.program + "' is not an absolute path");
+  }
+  if (spec.init_path.empty()) return InvalidArgumentError("no gos-rank-init path given");
+  if (!spec.cwd.empty() && spec.cwd[0] != '/') {
+    return InvalidArgumentError("rank cwd '" + spec.cwd + "' is not an absolute path");
+  }
+
+  // argv of init: gos-rank-init -- PROGRAM ARGV0 ARGS...
+  std::vector<char*> init_argv = {const_cast<char*>("gos-rank-init"), const_cast<char*>("--"),
+                                  const_cast<char*>(spec.program.c_str())};
+  if (spec.argv.empty()) {
+    init_argv.push_back(const_cast<char*>(spec.program.c_str()));
+  } else {
+    for (const auto& a : spec.argv) init_argv.push_back(const_cast<char*>(a.c_str()));
+  }
+  init_argv.push_back(nullptr);
+  std::vector<char*> envp;
+  envp.reserve(spec.env.size() + 1);
+  for (const auto& e : spec.env) envp.push_back(const_cast<char*>(e.c_str()));
+  envp.push_back(nullptr);
+
+  Pipe in, out, err, status, sync;
+  GOS_RETURN_IF_ERROR(MakePipe(&in, "stdin"));
+  GOS_RETURN_IF_ERROR(MakePipe(&out, "stdout"));
+  GOS_RETURN_IF_ERROR(MakePipe(&err, "stderr"));
+  GOS_RETURN_IF_ERROR(MakePipe(&status, "status"));
+  const bool join_cgroup = !spec.cgroup_procs.empty();
+  if (join_cgroup) GOS_RETURN_IF_ERROR(MakePipe(&sync, "sync"));
+  GOS_RETURN_IF_ERROR(SetNonBlocking(out.read.get()));
+  GOS_RETURN_IF_ERROR(SetNonBlocking(err.read.get()));
+  GOS_RETURN_IF_ERROR(SetNonBlocking(status.read.get()));
+
+  ChildPlan plan;
+  plan.stdin_fd = in.read.get();
+  plan.stdout_fd = out.write.get();
+  plan.stderr_fd = err.write.get();
+  plan.status_fd = status.write.get();
+  plan.sync_fd = join_cgroup ? sync.write.get() : -1;
+  plan.cgroup_procs = join_cgroup ? spec.cgroup_procs.c_str() : nullptr;
+  plan.switch_user = spec.uid != ::geteuid() || spec.gid != ::getegid();
+  plan.uid = spec.uid;
+  plan.gid = spec.gid;
+  plan.cwd = spec.cwd.empty() ? "/" : spec.cwd.c_str();
+  plan.init_path = spec.init_path.c_str();
+  plan.init_argv = init_argv.data();
+  plan.envp = envp.data();
+
+  // Block every signal around the clone: the child must not run the caller's handlers
+  // before it has reset them, and keeps them blocked until init has set up forwarding.
+  sigset_t all, old;
+  ::sigfillset(&all);
+  ::pthread_sigmask(SIG_SETMASK, &all, &old);
+  // fork semantics (child continues on a copy of this stack), child is PID 1 of a new
+  // PID namespace. No CLONE_NEWNS: CRIU must be able to dump the tree.
+  long pid = ::syscall(SYS_clone, CLONE_NEWPID | SIGCHLD, 0, 0, 0, 0);
+  if (pid == 0) RunChild(plan);
+  int clone_errno = errno;
+  ::pthread_sigmask(SIG_SETMASK, &old, nullptr);
+  if (pid < 0) return ErrnoError(clone_errno, "clone(CLONE_NEWPID)");
+
+  in.read.Reset();
+  out.write.Reset();
+  err.write.Reset();
+  status.write.Reset();
+  if (join_cgroup) {
+    sync.write.Reset();
+    // Wait until the child is in the cgroup (one byte) or has failed (EOF), so a Freeze()
+    // right after LaunchRank returns cannot miss it.
+    char c;
+    ssize_t n;
+    do {
+      n = ::read(sync.read.get(), &c, 1);
+    } while (n < 0 && errno == EINTR);
+  }
+
+  RankProcess rp;
+  rp.pid = static_cast<pid_t>(pid);
+  rp.stdin_fd = in.write.Release();
+  rp.stdout_fd = out.read.Release();
+  rp.stderr_fd = err.read.Release();
+  rp.status_fd = status.read.Release();
+  GOS_LOG(kDebug, "launcher") << "launched " << spec.program << " under init pid " << rp.pid
+                              << (join_cgroup ? " in " + spec.cgroup_procs : std::string());
+  return rp;
+}
+
+int RankWaitStatus(int status_fd, int init_wait_status) {
+  int32_t rank_status = 0;
+  size_t got = 0;
+  auto* bytes = reinterpret_cast<char*>(&rank_status);
+  while (got < sizeof rank_status) {
+    ssize_t n = ::read(status_fd, bytes + got, sizeof rank_status - got);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) break;  // EOF or EAGAIN: init never reported.
+    got += static_cast<size_t>(n);
+  }
+  return got == sizeof rank_status ? rank_status : init_wait_status;
+}
+
+}  // namespace gos::nodeagent

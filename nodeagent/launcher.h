@@ -1,0 +1,75 @@
+// Launching one rank: a child of the nodeagent that is PID 1 of a fresh PID namespace
+// (gos-rank-init), optionally inside a freezer cgroup, which starts the rank as its only
+// direct child, forwards signals to it, reaps orphans and reports the rank's wait status.
+//
+//   nodeagent --clone(CLONE_NEWPID)--> gos-rank-init (pid 1 inside) --fork/exec--> rank (pid 2)
+//
+// When gos-rank-init exits, the kernel kills whatever is left in the namespace, so a rank
+// leaves no process behind. No private mount namespace is made, so CRIU can dump the tree.
+#ifndef GOS_NODEAGENT_LAUNCHER_H_
+#define GOS_NODEAGENT_LAUNCHER_H_
+
+#include <sys/types.h>
+
+#include <string>
+#include <vector>
+
+#include "gos/status.h"
+
+namespace gos::nodeagent {
+
+struct RankSpec {
+  // Absolute path of the program to exec. Required.
+  std::string program;
+  // argv, argv[0] included. Default: empty = {program}.
+  std::vector<std::string> argv;
+  // The complete environment of the rank, "K=V" entries (nothing is inherited from the
+  // caller). Default: empty.
+  std::vector<std::string> env;
+  // Working directory. If chdir fails, the rank fails: a message on its stderr and exit 127.
+  // Default: empty = "/".
+  std::string cwd;
+  // Run as this user: setgroups({gid}), setgid(gid), setuid(uid) unless both already equal
+  // the caller's effective ids. Default: 0 / 0.
+  uid_t uid = 0;
+  gid_t gid = 0;
+  // cgroup.procs file (FreezerCgroup::procs_file()) that init joins before it execs, so init,
+  // the rank and everything it spawns live in that cgroup. Default: "" = none.
+  std::string cgroup_procs;
+  // Path of the gos-rank-init binary. Required. It must be executable by uid.
+  std::string init_path;
+};
+
+struct RankProcess {
+  // gos-rank-init's pid, as seen by the caller; the caller's child, to be reaped by it.
+  pid_t pid = -1;
+  // The rank's stdin, write end (blocking, O_CLOEXEC). Close it to send EOF.
+  int stdin_fd = -1;
+  // The rank's stdout / stderr, read ends (O_NONBLOCK, O_CLOEXEC).
+  int stdout_fd = -1;
+  int stderr_fd = -1;
+  // Read end (O_NONBLOCK, O_CLOEXEC): init writes the rank's raw wait status (4 bytes,
+  // native-endian int32) here just before it exits. Feed it to RankWaitStatus.
+  int status_fd = -1;
+};
+
+// Starts a rank. The caller owns and must close all four fds of the result, and must reap
+// result.pid (waitpid) - e.g. from its SIGCHLD handling. Safe to call from any thread of a
+// multi-threaded process: the child runs only async-signal-safe code until it execs init.
+//
+// Returns an error only if the rank could not be started at all (bad spec, pipe or clone
+// failure). Failures after the clone (cgroup join, user switch, chdir, exec of init or of the
+// program) are reported the way a shell reports them: a line on the rank's stderr and exit
+// status 127.
+StatusOr<RankProcess> LaunchRank(const RankSpec& spec);
+
+// Decodes the final outcome once RankProcess::pid has been reaped with wait status
+// init_wait_status: if init reported the rank's wait status on status_fd, that is returned;
+// otherwise init itself died or failed before starting the rank (e.g. it was SIGKILLed, or
+// setup failed with 127) and init_wait_status is returned. Use WIFEXITED etc. on the result.
+// Does not close status_fd.
+int RankWaitStatus(int status_fd, int init_wait_status);
+
+}  // namespace gos::nodeagent
+
+#endif  // GOS_NODEAGENT_LAUNCHER_H_

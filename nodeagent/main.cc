@@ -1,0 +1,73 @@
+// gos-nodeagent: the per-node daemon. Parses flags into AgentOptions and runs.
+#include <signal.h>
+
+#include <cstdio>
+
+#include "gos/os/flags.h"
+#include "nodeagent/agent.h"
+
+namespace {
+
+constexpr const char* kUsage = R"(usage: gos-nodeagent --coordinator ADDR|DIR [options]
+
+The gos node daemon: joins the coordinator, runs strobes, launches, freezes and thaws the
+node's ranks, streams their output. Runs as root (PID namespaces, cgroups, setuid).
+
+options:
+  --coordinator ADDR|DIR  coordinator's nodeagent address host:port, or its data dir
+                          (reads DIR/coordinator.addr and DIR/cluster.key)      (required)
+  --key-file FILE         cluster key (mode 0600)         (default DIR/cluster.key)
+  --name NAME             node name, unique in the cluster      (default host name)
+  --state-dir DIR         job dirs        (default /var/lib/gos/nodeagent/NAME)
+  --cgroup-root DIR       freezer cgroups     (default /sys/fs/cgroup/freezer/gos)
+  --cores N               cores to report                  (default online CPUs)
+  --node ID               node id to ask for                          (default any)
+  --connect-timeout DUR   how long to try to reach the coordinator    (default 30s)
+  --exit-with-coordinator exit when the coordinator goes away (else reconnect)
+  -h, --help              this text
+)";
+
+gos::nodeagent::NodeAgent* g_agent = nullptr;
+
+void OnSignal(int) {
+  if (g_agent) g_agent->Stop();
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  gos::nodeagent::AgentOptions o;
+  gos::os::Flags flags(argc, argv, kUsage);
+  flags.String("--coordinator", &o.coordinator);
+  flags.String("--key-file", &o.key_file);
+  flags.String("--name", &o.name);
+  flags.String("--state-dir", &o.state_dir);
+  flags.String("--cgroup-root", &o.cgroup_root);
+  flags.U32("--cores", &o.cores);
+  flags.U32("--node", &o.requested_node);
+  flags.Duration("--connect-timeout", &o.connect_timeout);
+  flags.Bool("--exit-with-coordinator", &o.exit_with_coordinator);
+  if (int rc = flags.Parse(); rc >= 0) return rc;
+  if (o.coordinator.empty()) {
+    std::fprintf(stderr, "gos-nodeagent: --coordinator is required (see --help)\n");
+    return 2;
+  }
+  auto a = gos::nodeagent::NodeAgent::Create(o);
+  if (!a.ok()) {
+    std::fprintf(stderr, "gos-nodeagent: %s\n", a.status().ToString().c_str());
+    return 1;
+  }
+  g_agent = a->get();
+  struct sigaction sa {};
+  sa.sa_handler = OnSignal;
+  sigaction(SIGINT, &sa, nullptr);
+  sigaction(SIGTERM, &sa, nullptr);
+  signal(SIGPIPE, SIG_IGN);
+  gos::Status s = (*a)->Run();
+  g_agent = nullptr;
+  if (!s.ok()) {
+    std::fprintf(stderr, "gos-nodeagent: %s\n", s.ToString().c_str());
+    return 1;
+  }
+  return 0;
+}

@@ -1,0 +1,196 @@
+#include "tools/client.h"
+
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <thread>
+
+#include "gos/os/messages.h"
+
+namespace gos::tools {
+namespace {
+
+using SteadyClock = std::chrono::steady_clock;
+
+pid_t Spawn(const std::vector<std::string>& argv, const std::string& log, bool detach) {
+  std::vector<char*> args;
+  for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
+  args.push_back(nullptr);
+  pid_t pid = fork();
+  if (pid != 0) return pid;
+  if (detach) setsid();
+  int fd = ::open(log.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+  int null = ::open("/dev/null", O_RDONLY | O_CLOEXEC);
+  if (null >= 0) dup2(null, 0);
+  if (fd >= 0) {
+    dup2(fd, 1);
+    dup2(fd, 2);
+  }
+  // Daemons must not die with the user's Ctrl-C to gos-run: gos-run forwards it as a job
+  // signal instead.
+  if (!detach) setpgid(0, 0);
+  execv(args[0], args.data());
+  _exit(127);
+}
+
+}  // namespace
+
+std::string StateDir() {
+  std::string dir;
+  if (const char* s = getenv("GOS_STATE_DIR"); s && *s) {
+    dir = s;
+  } else if (const char* x = getenv("XDG_STATE_HOME"); x && *x) {
+    dir = std::string(x) + "/gos";
+  } else {
+    const char* home = getenv("HOME");
+    dir = std::string(home && *home ? home : "/root") + "/.local/state/gos";
+  }
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);
+  return dir;
+}
+
+std::string BinDir() {
+  std::error_code ec;
+  auto p = std::filesystem::read_symlink("/proc/self/exe", ec);
+  return ec ? "." : p.parent_path().string();
+}
+
+std::string FindCoordinator() {
+  if (const char* c = getenv("GOS_COORDINATOR"); c && *c) return c;
+  std::string sock = StateDir() + "/coordinator.sock";
+  auto fd = os::ConnectAddress(sock, SteadyClock::now());
+  if (!fd.ok()) return "";
+  ::close(*fd);
+  return sock;
+}
+
+StatusOr<std::unique_ptr<os::Channel>> ConnectCoordinator(const std::string& address) {
+  if (!os::IsUnixAddress(address)) {
+    return UnimplementedError("GOS_COORDINATOR=" + address +
+                              ": clients reach the coordinator over its unix socket; TCP "
+                              "clients are not supported yet");
+  }
+  GOS_ASSIGN_OR_RETURN(int fd, os::ConnectAddress(address, SteadyClock::now() +
+                                                               std::chrono::seconds(10)));
+  return std::make_unique<os::Channel>(fd, std::vector<uint8_t>{}, false);
+}
+
+StatusOr<std::unique_ptr<LocalCluster>> LocalCluster::Start(const LocalClusterOptions& o) {
+  std::string state = o.state_dir.empty() ? StateDir() : o.state_dir;
+  std::string bin = BinDir();
+  std::error_code ec;
+  std::filesystem::create_directories(state + "/log", ec);
+  auto c = std::unique_ptr<LocalCluster>(new LocalCluster());
+  c->socket_ = state + "/coordinator.sock";
+  // A stale address file would send the nodeagents to a dead coordinator.
+  ::unlink((state + "/coordinator.addr").c_str());
+  std::vector<std::string> argv = {bin + "/gos-coordinator", "--data-dir", state, "--nodes",
+                                   std::to_string(o.nodes)};
+  if (!o.timeslice.empty()) argv.insert(argv.end(), {"--timeslice", o.timeslice});
+  if (!o.mpl.empty()) argv.insert(argv.end(), {"--mpl", o.mpl});
+  if (!o.failure_timeout.empty()) argv.insert(argv.end(), {"--failure-timeout", o.failure_timeout});
+  if (!o.provider.empty()) argv.insert(argv.end(), {"--provider", o.provider});
+  if (!o.listen.empty()) argv.insert(argv.end(), {"--listen", o.listen});
+  if (o.embedded) argv.push_back("--exit-when-idle");
+  pid_t cpid = Spawn(argv, state + "/log/coordinator.log", o.detach);
+  if (cpid < 0) return ErrnoError(errno, "fork");
+  c->pids_.push_back(cpid);
+  for (uint32_t i = 1; i <= o.nodes; ++i) {
+    std::string name = "n" + std::to_string(i);
+    std::vector<std::string> a = {bin + "/gos-nodeagent",  "--coordinator", state,
+                                  "--name",                name,           "--state-dir",
+                                  state + "/nodes/" + name, "--node",       std::to_string(i),
+                                  "--exit-with-coordinator"};
+    if (i - 1 < o.netns.size() && !o.netns[i - 1].empty()) {
+      a.insert(a.begin(), {"/usr/bin/ip", "netns", "exec", o.netns[i - 1]});
+    }
+    pid_t pid = Spawn(a, state + "/log/" + name + ".log", o.detach);
+    if (pid < 0) return ErrnoError(errno, "fork");
+    c->pids_.push_back(pid);
+  }
+  // The socket answers once the coordinator is up; wait for it (or for it to die).
+  auto deadline = SteadyClock::now() + std::chrono::seconds(30);
+  while (true) {
+    auto fd = os::ConnectAddress(c->socket_, SteadyClock::now());
+    if (fd.ok()) {
+      ::close(*fd);
+      break;
+    }
+    int status;
+    if (waitpid(cpid, &status, WNOHANG) == cpid) {
+      c->pids_.erase(c->pids_.begin());
+      return UnavailableError("the local coordinator exited at start; see " + state +
+                              "/log/coordinator.log");
+    }
+    if (SteadyClock::now() > deadline) {
+      return DeadlineExceededError("the local coordinator did not start; see " + state +
+                                   "/log/coordinator.log");
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  }
+  return c;
+}
+
+LocalCluster::~LocalCluster() {
+  if (!pids_.empty()) Kill();
+}
+
+bool LocalCluster::WaitExit(std::chrono::milliseconds timeout) {
+  auto deadline = SteadyClock::now() + timeout;
+  while (!pids_.empty() && SteadyClock::now() < deadline) {
+    for (auto it = pids_.begin(); it != pids_.end();) {
+      int status;
+      if (waitpid(*it, &status, WNOHANG) == *it) {
+        it = pids_.erase(it);
+      } else {
+        ++it;
+      }
+    }
+    if (!pids_.empty()) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  if (pids_.empty()) return true;
+  Kill();
+  return false;
+}
+
+void LocalCluster::Kill() {
+  for (pid_t p : pids_) ::kill(p, SIGTERM);
+  auto deadline = SteadyClock::now() + std::chrono::seconds(5);
+  for (pid_t p : pids_) {
+    while (waitpid(p, nullptr, WNOHANG) == 0) {
+      if (SteadyClock::now() > deadline) {
+        ::kill(p, SIGKILL);
+        waitpid(p, nullptr, 0);
+        break;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(2));
+    }
+  }
+  pids_.clear();
+}
+
+Status WaitForNodes(const std::string& address, uint32_t nodes,
+                    std::chrono::steady_clock::time_point deadline) {
+  while (true) {
+    GOS_ASSIGN_OR_RETURN(auto ch, ConnectCoordinator(address));
+    GOS_RETURN_IF_ERROR(ch->Send(os::Frame::kPs, {}));
+    GOS_ASSIGN_OR_RETURN(os::FrameIn f, ch->Receive(deadline));
+    GOS_ASSIGN_OR_RETURN(os::PsReply r, os::DecodePsReply(f.payload));
+    uint32_t up = 0;
+    for (const auto& n : r.nodes) up += n.up;
+    if (up >= nodes && r.strobe > 0) return OkStatus();
+    if (SteadyClock::now() > deadline) {
+      return DeadlineExceededError(std::to_string(up) + " of " + std::to_string(nodes) +
+                                   " nodes up");
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+}
+
+}  // namespace gos::tools

@@ -1,0 +1,68 @@
+// What the command-line tools share: where the local cluster lives, how to reach the
+// coordinator, and starting a local cluster (coordinator plus K nodeagents on this machine).
+#ifndef GOS_TOOLS_CLIENT_H_
+#define GOS_TOOLS_CLIENT_H_
+
+#include <sys/types.h>
+
+#include <chrono>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "gos/os/channel.h"
+#include "gos/status.h"
+
+namespace gos::tools {
+
+// $GOS_STATE_DIR, else $XDG_STATE_HOME/gos, else ~/.local/state/gos (created).
+std::string StateDir();
+// Directory of the running executable (where the other gos binaries are).
+std::string BinDir();
+
+// The coordinator to use: $GOS_COORDINATOR if set, else the local cluster's socket if a
+// coordinator answers there, else "" (none running).
+std::string FindCoordinator();
+
+// Connects to a coordinator's client socket.
+StatusOr<std::unique_ptr<os::Channel>> ConnectCoordinator(const std::string& address);
+
+struct LocalClusterOptions {
+  uint32_t nodes = 1;
+  std::string state_dir;             // default StateDir()
+  std::string timeslice;             // e.g. "10ms"; "" = default
+  std::string mpl;                   // "" = default
+  std::string failure_timeout;       // "" = default
+  std::string provider;              // "" = default
+  bool embedded = true;              // exit when idle (gos-run) vs. persistent (gos-cluster)
+  bool detach = false;               // new session, survives the caller (gos-cluster up)
+  std::vector<std::string> netns;    // per node: run its nodeagent in this network namespace
+  std::string listen;                // coordinator's nodeagent address, "" = 127.0.0.1:0
+};
+
+// A coordinator and K nodeagents started on this machine. Logs go to <state>/log/.
+class LocalCluster {
+ public:
+  static StatusOr<std::unique_ptr<LocalCluster>> Start(const LocalClusterOptions& o);
+  ~LocalCluster();
+  const std::string& socket() const { return socket_; }
+  // Waits for every daemon to exit (embedded clusters exit once idle); kills what is left at
+  // the deadline. Returns false if something had to be killed.
+  bool WaitExit(std::chrono::milliseconds timeout);
+  // Kills every daemon now.
+  void Kill();
+  // Lets the daemons outlive this object (gos-cluster up).
+  void Detach() { pids_.clear(); }
+
+ private:
+  std::vector<pid_t> pids_;
+  std::string socket_;
+};
+
+// Waits until the coordinator at address reports `nodes` nodes up, or the deadline.
+Status WaitForNodes(const std::string& address, uint32_t nodes,
+                    std::chrono::steady_clock::time_point deadline);
+
+}  // namespace gos::tools
+
+#endif  // GOS_TOOLS_CLIENT_H_

@@ -1,0 +1,144 @@
+// gos-ps: jobs and nodes of the gos cluster (squeue / flux jobs), or the showmesh-style grid.
+#include <unistd.h>
+
+#include <cstdio>
+#include <set>
+
+#include "gos/os/flags.h"
+#include "gos/os/messages.h"
+#include "gos/storage/tables.h"
+#include "tools/client.h"
+#include "tools/render.h"
+
+namespace gos::tools {
+namespace {
+
+constexpr const char* kUsage = R"(usage: gos-ps [options]
+
+Lists the jobs (id, user, state, ranks, nodes, elapsed) and nodes (up/down, load) of the gos
+cluster. With no coordinator running, reads the job table the last local cluster left in the
+state dir.
+
+options:
+  -a, --all        also list finished jobs (default: the last 20 finished and all live ones)
+      --mesh       showmesh-style grid: a letter per job on every node, with a legend
+      --nodes      only the node table
+      --jobs       only the job table
+  -w, --width N    terminal width for --mesh                    (default $COLUMNS or 80)
+  -h, --help       this text
+)";
+
+StatusOr<os::PsReply> FromTables() {
+  std::string dir = StateDir() + "/db";
+  GOS_ASSIGN_OR_RETURN(auto tables, storage::Tables::Open(dir));
+  GOS_ASSIGN_OR_RETURN(auto jobs, tables->ListJobs());
+  GOS_ASSIGN_OR_RETURN(auto nodes, tables->ListNodes());
+  os::PsReply r;
+  for (const auto& j : jobs) {
+    os::PsJob p;
+    p.id = j.id;
+    p.user = j.user;
+    p.state = storage::JobStateName(j.state);
+    p.ntasks = j.ntasks;
+    std::set<uint32_t> ns(j.rank_nodes.begin(), j.rank_nodes.end());
+    p.nodes.assign(ns.begin(), ns.end());
+    p.elapsed_ms = j.start_ms && j.end_ms ? j.end_ms - j.start_ms : 0;
+    p.row = j.row;
+    p.exit_code = storage::JobStateIsFinal(j.state) ? j.exit_code : -1;
+    for (const auto& a : j.argv) p.command += (p.command.empty() ? "" : " ") + a;
+    p.message = j.message;
+    r.jobs.push_back(p);
+  }
+  for (const auto& n : nodes) {
+    os::PsNode p;
+    p.id = n.id;
+    p.host = n.host;
+    p.up = false;
+    p.down_reason = n.state == storage::NodeState::kUp ? "no coordinator running" : n.down_reason;
+    p.cores = n.cores;
+    p.mem_bytes = n.mem_bytes;
+    r.nodes.push_back(p);
+  }
+  return r;
+}
+
+int Main(int argc, char** argv) {
+  bool all = false, mesh = false, only_nodes = false, only_jobs = false;
+  uint32_t width = 0;
+  os::Flags flags(argc, argv, kUsage);
+  flags.Bool("-a|--all", &all);
+  flags.Bool("--mesh", &mesh);
+  flags.Bool("--nodes", &only_nodes);
+  flags.Bool("--jobs", &only_jobs);
+  flags.U32("-w|--width", &width);
+  if (int rc = flags.Parse(); rc >= 0) return rc;
+  if (width == 0) {
+    const char* cols = getenv("COLUMNS");
+    width = cols && atoi(cols) > 20 ? static_cast<uint32_t>(atoi(cols)) : 80;
+  }
+  StatusOr<os::PsReply> reply = UnavailableError("no coordinator");
+  std::string address = FindCoordinator();
+  bool live = !address.empty();
+  if (live) {
+    auto ch = ConnectCoordinator(address);
+    if (!ch.ok()) {
+      std::fprintf(stderr, "gos-ps: %s\n", ch.status().message().c_str());
+      return 1;
+    }
+    Status s = (*ch)->Send(os::Frame::kPs, {});
+    auto f = s.ok() ? (*ch)->Receive(std::chrono::steady_clock::now() + std::chrono::seconds(10))
+                    : StatusOr<os::FrameIn>(s);
+    reply = f.ok() ? os::DecodePsReply(f->payload) : StatusOr<os::PsReply>(f.status());
+  } else {
+    reply = FromTables();
+  }
+  if (!reply.ok()) {
+    std::fprintf(stderr, "gos-ps: %s\n", reply.status().ToString().c_str());
+    return 1;
+  }
+  std::vector<PsJob> jobs;
+  size_t finished = 0;
+  for (auto it = reply->jobs.rbegin(); it != reply->jobs.rend(); ++it) {
+    bool final = it->exit_code >= 0;
+    if (final && !all && !mesh && ++finished > 20) continue;
+    if (final && mesh) continue;
+    PsJob p;
+    p.id = it->id;
+    p.user = it->user;
+    p.state = it->state;
+    p.ntasks = it->ntasks;
+    p.nodes = it->nodes;
+    p.elapsed_ms = it->elapsed_ms;
+    p.row = it->row;
+    p.exit_code = it->exit_code;
+    p.command = it->command;
+    jobs.insert(jobs.begin(), p);
+  }
+  std::vector<PsNode> nodes;
+  for (const auto& n : reply->nodes) {
+    PsNode p;
+    p.id = n.id;
+    p.host = n.host;
+    p.up = n.up;
+    p.down_reason = n.down_reason;
+    p.cores = n.cores;
+    p.mem_bytes = n.mem_bytes;
+    p.load = n.cores ? static_cast<double>(n.ranks) / n.cores : 0;
+    p.jobs = n.jobs;
+    nodes.push_back(p);
+  }
+  if (!live) std::printf("(no coordinator running: job table of %s)\n", StateDir().c_str());
+  if (mesh) {
+    std::fputs(RenderMesh(nodes, jobs, reply->running_row, static_cast<int>(width)).c_str(), stdout);
+    return 0;
+  }
+  if (!only_nodes) std::fputs(FormatJobs(jobs).c_str(), stdout);
+  if (!only_nodes && !only_jobs) std::fputs("\n", stdout);
+  if (!only_jobs) std::fputs(FormatNodes(nodes).c_str(), stdout);
+  return 0;
+}
+
+}  // namespace
+}  // namespace gos::tools
+
+int main(int argc, char** argv) { return gos::tools::Main(argc, argv); }
