@@ -142,7 +142,7 @@ class CoordinatorImpl final : public Coordinator {
   // Join and strobe threads.
   void JoinGroup();
   void StrobeLoop();
-  void Strobe(uint64_t s);
+  void Strobe(uint64_t s, bool quantum_over);
   void CheckJobs(After& after);
   void NodeDown(uint32_t node, const std::string& reason, After& after);
   void CheckDownNodes(const Status& why, After& after);
@@ -152,6 +152,11 @@ class CoordinatorImpl final : public Coordinator {
   Status Stage(uint64_t id);
 
   // Under mu_.
+  void Command(os::StrobeCommand cmd) {
+    commands_.push_back(std::move(cmd));
+    strobe_now_ = true;
+    strobe_cv_.notify_one();
+  }
   void Schedule(After& after);
   void Finalize(Job& j, JobState state, After& after);
   void PersistJob(const Job& j);
@@ -175,6 +180,11 @@ class CoordinatorImpl final : public Coordinator {
 
   std::mutex mu_;
   std::condition_variable staging_cv_;
+  // Wakes the strobe thread before the quantum ends: a command is waiting or a job's ranks
+  // exited (the early strobe is still an ordinary, numbered global event).
+  std::condition_variable strobe_cv_;
+  bool strobe_now_ = false;
+  std::thread exit_thread_;
   std::map<int, std::shared_ptr<Client>> clients_;
   std::map<int, std::shared_ptr<Agent>> agents_;
   std::map<uint32_t, NodeRecord> nodes_;
@@ -295,7 +305,9 @@ Status CoordinatorImpl::Run() {
 void CoordinatorImpl::Shutdown() {
   stop_ = true;
   staging_cv_.notify_all();
+  strobe_cv_.notify_all();
   if (join_thread_.joinable()) join_thread_.join();
+  if (exit_thread_.joinable()) exit_thread_.join();
   if (strobe_thread_.joinable()) strobe_thread_.join();
   if (staging_thread_.joinable()) staging_thread_.join();
   {
@@ -601,7 +613,7 @@ void CoordinatorImpl::SignalJob(uint64_t id, int sig, const os::PeerCreds& who,
     cmd.type = os::CommandType::kSignal;
     cmd.job = id;
     cmd.signal = sig;
-    commands_.push_back(cmd);
+    Command(cmd);
   }
   respond(Frame::kOk, "signal " + std::to_string(sig) + " sent to job " + std::to_string(id));
 }
@@ -788,7 +800,7 @@ void CoordinatorImpl::Finalize(Job& j, JobState state, After& after) {
     os::StrobeCommand cmd;
     cmd.type = os::CommandType::kForget;
     cmd.job = j.rec.id;
-    commands_.push_back(cmd);
+    Command(cmd);
     for (uint32_t n : j.nodes) {
       auto* rec = reinterpret_cast<os::ExitRecord*>(node_->global_memory().data() +
                                                     os::ExitSlot(j.slot, n));
@@ -871,7 +883,7 @@ void CoordinatorImpl::NodeDown(uint32_t node, const std::string& reason, After& 
       cmd.type = os::CommandType::kSignal;
       cmd.job = id;
       cmd.signal = SIGKILL;
-      commands_.push_back(cmd);
+      Command(cmd);
     }
     if (j.phase == Phase::kStaging) {
       j.kill_requested = true;  // the staging thread finalizes it
@@ -927,40 +939,47 @@ void CoordinatorImpl::JoinGroup() {
                                 << node_->provider();
   staging_thread_ = std::thread([this] { StagingLoop(); });
   strobe_thread_ = std::thread([this] { StrobeLoop(); });
+  // Exit records arrive with an event: strobe early so termination is noticed at once.
+  exit_thread_ = std::thread([this] {
+    while (!stop_) {
+      auto got = node_->WaitEvent(os::kEventExit, std::chrono::milliseconds(100));
+      if (got.ok() && *got) {
+        std::lock_guard<std::mutex> lock(mu_);
+        strobe_now_ = true;
+        strobe_cv_.notify_one();
+      }
+    }
+  });
 }
 
 void CoordinatorImpl::StrobeLoop() {
-  auto next = SteadyClock::now();
+  auto row_since = SteadyClock::now();
+  auto last = SteadyClock::now();
+  const auto slice = std::chrono::duration_cast<SteadyClock::duration>(o_.timeslice);
   while (!stop_) {
-    Strobe(++strobe_);
-    bool busy;
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      busy = !jobs_.empty() || !commands_.empty();
-    }
-    auto period = busy ? std::chrono::duration_cast<SteadyClock::duration>(o_.timeslice)
-                       : std::chrono::duration_cast<SteadyClock::duration>(o_.idle_strobe);
-    next += period;
     auto now = SteadyClock::now();
-    if (next < now) next = now;  // overran: do not try to catch up
-    // Sleep in short steps so Stop() and new work are noticed.
-    while (!stop_ && SteadyClock::now() < next) {
-      std::this_thread::sleep_until(std::min(next, SteadyClock::now() + std::chrono::milliseconds(20)));
-      if (!busy) {
-        std::lock_guard<std::mutex> lock(mu_);
-        if (!commands_.empty() || !jobs_.empty()) break;
-      }
-    }
+    bool quantum_over = now - row_since >= slice;
+    if (quantum_over) row_since = now;
+    last = now;
+    Strobe(++strobe_, quantum_over);
+    std::unique_lock<std::mutex> lock(mu_);
+    bool busy = !jobs_.empty() || !commands_.empty();
+    auto period = busy ? slice : std::chrono::duration_cast<SteadyClock::duration>(o_.idle_strobe);
+    // The next strobe is due one period after this one started, or earlier when woken.
+    strobe_cv_.wait_until(lock, std::max(last + period, SteadyClock::now()),
+                          [&] { return stop_ || strobe_now_; });
+    strobe_now_ = false;
   }
 }
 
-void CoordinatorImpl::Strobe(uint64_t s) {
+void CoordinatorImpl::Strobe(uint64_t s, bool quantum_over) {
   os::Strobe strobe;
   NodeSet live;
   {
     std::lock_guard<std::mutex> lock(mu_);
     strobe.strobe = s;
-    row_ = matrix_.NextRow(row_);
+    // The row changes when its quantum is over, or at once when it has no job left.
+    if (quantum_over || matrix_.JobsInRow(row_).empty()) row_ = matrix_.NextRow(row_);
     strobe.row = row_;
     strobe.commands.swap(commands_);
     for (auto& c : strobe.commands) {
@@ -1027,10 +1046,6 @@ void CoordinatorImpl::Strobe(uint64_t s) {
 
 // Launch confirmation, termination and time limits of placed jobs (under mu_).
 void CoordinatorImpl::CheckJobs(After& after) {
-  while (true) {
-    auto got = node_->TestEvent(os::kEventExit);
-    if (!got.ok() || !*got) break;
-  }
   std::vector<uint64_t> ids;
   for (auto& [id, j] : jobs_) ids.push_back(id);
   auto now = SteadyClock::now();
@@ -1113,7 +1128,7 @@ void CoordinatorImpl::CheckJobs(After& after) {
       cmd.type = os::CommandType::kSignal;
       cmd.job = id;
       cmd.signal = SIGKILL;
-      commands_.push_back(cmd);
+      Command(cmd);
     }
   }
 }
@@ -1174,7 +1189,7 @@ void CoordinatorImpl::StagingLoop() {
         l.argv = j.rec.argv;
         l.env = j.env;
         l.cwd = j.rec.cwd;
-        commands_.push_back(std::move(cmd));
+        Command(std::move(cmd));
       }
     }
     for (auto& fn : after) fn();

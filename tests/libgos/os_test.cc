@@ -1,0 +1,300 @@
+// Unit tests of the global OS's wire layer: strobe and staging codecs (with the HMAC), channel
+// frames (authentication, sequence, fd passing), client/agent message codecs under mutation,
+// the cluster key file, and the flag parser.
+#include <fcntl.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <random>
+
+#include "gos/os/auth.h"
+#include "gos/os/channel.h"
+#include "gos/os/flags.h"
+#include "gos/os/messages.h"
+#include "gtest/gtest.h"
+
+namespace gos::os {
+namespace {
+
+std::vector<uint8_t> Key(uint8_t seed) { return std::vector<uint8_t>(32, seed); }
+
+Strobe SampleStrobe() {
+  Strobe s;
+  s.strobe = 42;
+  s.row = 1;
+  StrobeCommand launch;
+  launch.type = CommandType::kLaunch;
+  launch.job = 7;
+  launch.launch = {7, 3, 1, 1000, 1000, 4, {{1, 0, 2}, {2, 2, 2}}, "hello", {"./hello", "x"},
+                   {"A=1", "PATH=/bin"}, "/tmp"};
+  StrobeCommand sig;
+  sig.type = CommandType::kSignal;
+  sig.job = 9;
+  sig.signal = 2;
+  s.commands = {launch, sig};
+  return s;
+}
+
+TEST(StrobeCodec, RoundTrip) {
+  auto bytes = EncodeStrobe(SampleStrobe(), Key(1));
+  auto s = DecodeStrobe(bytes, Key(1));
+  ASSERT_TRUE(s.ok()) << s.status().ToString();
+  EXPECT_EQ(s->strobe, 42u);
+  EXPECT_EQ(s->row, 1u);
+  ASSERT_EQ(s->commands.size(), 2u);
+  const LaunchCommand& l = s->commands[0].launch;
+  EXPECT_EQ(l.job, 7u);
+  EXPECT_EQ(l.slot, 3u);
+  EXPECT_EQ(l.uid, 1000u);
+  ASSERT_EQ(l.runs.size(), 2u);
+  EXPECT_EQ(l.runs[1].node, 2u);
+  EXPECT_EQ(l.runs[1].first, 2u);
+  EXPECT_EQ(l.argv, (std::vector<std::string>{"./hello", "x"}));
+  EXPECT_EQ(l.env[1], "PATH=/bin");
+  EXPECT_EQ(l.cwd, "/tmp");
+  EXPECT_EQ(s->commands[1].type, CommandType::kSignal);
+  EXPECT_EQ(s->commands[1].signal, 2);
+}
+
+TEST(StrobeCodec, WrongKeyOrTamperingIsRejected) {
+  auto bytes = EncodeStrobe(SampleStrobe(), Key(1));
+  auto s = DecodeStrobe(bytes, Key(2));
+  ASSERT_FALSE(s.ok());
+  EXPECT_EQ(s.status().code(), StatusCode::kPermissionDenied);
+  for (size_t i = 8; i < bytes.size(); i += 7) {
+    auto copy = bytes;
+    copy[i] ^= 0x40;
+    EXPECT_FALSE(DecodeStrobe(copy, Key(1)).ok()) << "flip at " << i;
+  }
+}
+
+TEST(StrobeCodec, MutationsNeverCrash) {
+  auto bytes = EncodeStrobe(SampleStrobe(), Key(1));
+  std::mt19937 rng(7);
+  for (size_t n = 0; n <= bytes.size(); ++n) {
+    EXPECT_FALSE(DecodeStrobe(std::span(bytes).first(n), Key(1)).ok() && n < bytes.size());
+  }
+  for (int i = 0; i < 5000; ++i) {
+    auto copy = bytes;
+    for (int k = 0; k < 4; ++k) copy[rng() % copy.size()] = static_cast<uint8_t>(rng());
+    (void)DecodeStrobe(copy, Key(1));
+    std::vector<uint8_t> junk(rng() % 256);
+    for (auto& b : junk) b = static_cast<uint8_t>(rng());
+    (void)DecodeStrobe(junk, Key(1));
+    (void)DecodeStageHeader(junk, Key(1));
+  }
+}
+
+TEST(StageCodec, RoundTripAndBadNames) {
+  StageHeader h{5, 7, "hello", 0755, 100, 0, 100};
+  auto back = DecodeStageHeader(EncodeStageHeader(h, Key(3)), Key(3));
+  ASSERT_TRUE(back.ok()) << back.status().ToString();
+  EXPECT_EQ(back->seq, 5u);
+  EXPECT_EQ(back->file, "hello");
+  for (const char* bad : {"../etc/passwd", "a/b", "..", ""}) {
+    h.file = bad;
+    EXPECT_FALSE(DecodeStageHeader(EncodeStageHeader(h, Key(3)), Key(3)).ok()) << bad;
+  }
+}
+
+TEST(MessageCodecs, RoundTripAndMutation) {
+  SubmitRequest req;
+  req.argv = {"./a", "b"};
+  req.env = {"X=1"};
+  req.cwd = "/w";
+  req.ntasks = 8;
+  req.nodes = 2;
+  req.time_limit_ms = 5000;
+  req.files = {{"a", 0755, 10}, {"data", 0644, 20}};
+  auto sb = Encode(req);
+  auto back = DecodeSubmit(sb);
+  ASSERT_TRUE(back.ok());
+  EXPECT_EQ(back->ntasks, 8u);
+  EXPECT_EQ(back->files[1].name, "data");
+  PsReply ps;
+  ps.running_row = 1;
+  ps.jobs.push_back({3, "root", "running", 4, {1, 2}, 1000, 0, -1, "a b", ""});
+  ps.nodes.push_back({1, "vm", true, "", 2, 1 << 30, {3}, 2});
+  auto pb = Encode(ps);
+  auto pback = DecodePsReply(pb);
+  ASSERT_TRUE(pback.ok());
+  EXPECT_EQ(pback->jobs[0].nodes, (std::vector<uint32_t>{1, 2}));
+  EXPECT_EQ(pback->nodes[0].jobs, (std::vector<uint64_t>{3}));
+  JobExit e{9, 3, 5, 2, "rank 5 exited", 1, 2, 3, 4, 5};
+  auto eb = DecodeJobExit(Encode(e));
+  ASSERT_TRUE(eb.ok());
+  EXPECT_EQ(eb->failed_rank, 5);
+  std::mt19937 rng(11);
+  for (const auto* base : {&sb, &pb}) {
+    for (size_t n = 0; n < base->size(); ++n) {
+      auto prefix = std::span(*base).first(n);
+      EXPECT_FALSE(DecodeSubmit(prefix).ok() && base == &sb);
+      EXPECT_FALSE(DecodePsReply(prefix).ok() && base == &pb);
+    }
+    for (int i = 0; i < 3000; ++i) {
+      auto copy = *base;
+      copy[rng() % copy.size()] = static_cast<uint8_t>(rng());
+      (void)DecodeSubmit(copy);
+      (void)DecodePsReply(copy);
+      (void)DecodeHello(copy);
+      (void)DecodeOutput(copy);
+    }
+  }
+}
+
+struct Pair {
+  std::unique_ptr<Channel> client, server;
+};
+
+Pair MakePair(std::vector<uint8_t> client_key, std::vector<uint8_t> server_key) {
+  int sv[2];
+  EXPECT_EQ(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv), 0);
+  return {std::make_unique<Channel>(sv[0], client_key, false),
+          std::make_unique<Channel>(sv[1], server_key, true)};
+}
+
+auto Soon() { return std::chrono::steady_clock::now() + std::chrono::seconds(5); }
+
+TEST(ChannelTest, AuthenticatedFramesRoundTrip) {
+  Pair p = MakePair(Key(5), Key(5));
+  ASSERT_TRUE(p.client->Send(Frame::kHello, EncodeText("one")).ok());
+  ASSERT_TRUE(p.client->Send(Frame::kOutputDone, EncodeU64(77)).ok());
+  auto f1 = p.server->Receive(Soon());
+  ASSERT_TRUE(f1.ok()) << f1.status().ToString();
+  EXPECT_EQ(f1->type, Frame::kHello);
+  EXPECT_EQ(*DecodeText(f1->payload), "one");
+  auto f2 = p.server->Receive(Soon());
+  ASSERT_TRUE(f2.ok());
+  EXPECT_EQ(*DecodeU64(f2->payload), 77u);
+  // And back.
+  ASSERT_TRUE(p.server->Send(Frame::kWelcome, EncodeU64(1)).ok());
+  EXPECT_TRUE(p.client->Receive(Soon()).ok());
+}
+
+TEST(ChannelTest, WrongKeyIsRefused) {
+  Pair p = MakePair(Key(5), Key(6));
+  ASSERT_TRUE(p.client->Send(Frame::kHello, EncodeText("x")).ok());
+  auto f = p.server->Receive(Soon());
+  ASSERT_FALSE(f.ok());
+  EXPECT_EQ(f.status().code(), StatusCode::kPermissionDenied);
+  EXPECT_NE(f.status().message().find("cluster key"), std::string::npos);
+}
+
+TEST(ChannelTest, ReplayedOrReflectedFrameIsRefused) {
+  // Capture a frame's bytes by sending into a raw socketpair.
+  int sv[2];
+  ASSERT_EQ(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv), 0);
+  Channel sender(sv[0], Key(5), false);
+  ASSERT_TRUE(sender.Send(Frame::kHello, EncodeText("x")).ok());
+  uint8_t buf[512];
+  ssize_t n = ::read(sv[1], buf, sizeof buf);
+  ASSERT_GT(n, 0);
+  ::close(sv[1]);
+  // Replay: the same frame twice.
+  int rv[2];
+  ASSERT_EQ(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, rv), 0);
+  Channel receiver(rv[1], Key(5), true);
+  ASSERT_EQ(::write(rv[0], buf, n), n);
+  ASSERT_EQ(::write(rv[0], buf, n), n);
+  EXPECT_TRUE(receiver.Receive(Soon()).ok());
+  auto again = receiver.Receive(Soon());
+  ASSERT_FALSE(again.ok());
+  EXPECT_EQ(again.status().code(), StatusCode::kPermissionDenied);
+  ::close(rv[0]);
+  // Reflection: a client's frame fed back to a client is refused (direction is MAC'd).
+  int fv[2];
+  ASSERT_EQ(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, fv), 0);
+  Channel other_client(fv[1], Key(5), false);
+  ASSERT_EQ(::write(fv[0], buf, n), n);
+  EXPECT_FALSE(other_client.Receive(Soon()).ok());
+  ::close(fv[0]);
+}
+
+TEST(ChannelTest, OversizedAndGarbageFramesAreErrors) {
+  int sv[2];
+  ASSERT_EQ(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv), 0);
+  Channel receiver(sv[1], {}, true);
+  uint32_t huge = 0x7fffffff;
+  ASSERT_EQ(::write(sv[0], &huge, 4), 4);
+  auto f = receiver.Receive(Soon());
+  EXPECT_FALSE(f.ok());
+  ::close(sv[0]);
+}
+
+TEST(ChannelTest, PassesFileDescriptorsAndPeerCredentials) {
+  Pair p = MakePair({}, {});
+  char path[] = "/tmp/gos-os-test-XXXXXX";
+  int fd = mkstemp(path);
+  ASSERT_GE(fd, 0);
+  ASSERT_EQ(::write(fd, "abc", 3), 3);
+  int fds[] = {fd};
+  ASSERT_TRUE(p.client->Send(Frame::kSubmit, EncodeText("f"), fds).ok());
+  ::close(fd);
+  auto f = p.server->Receive(Soon());
+  ASSERT_TRUE(f.ok());
+  auto got = p.server->TakeFds(1);
+  ASSERT_EQ(got.size(), 1u);
+  char buf[4] = {};
+  EXPECT_EQ(::pread(got[0], buf, 3, 0), 3);
+  EXPECT_STREQ(buf, "abc");
+  ::close(got[0]);
+  ::unlink(path);
+  auto creds = p.server->Creds();
+  ASSERT_TRUE(creds.ok());
+  EXPECT_EQ(creds->uid, getuid());
+  EXPECT_EQ(creds->pid, getpid());
+}
+
+TEST(ClusterKey, CreatedPrivateAndRefusedWhenReadable) {
+  char dir[] = "/tmp/gos-key-XXXXXX";
+  ASSERT_NE(mkdtemp(dir), nullptr);
+  std::string path = std::string(dir) + "/cluster.key";
+  auto key = LoadOrCreateClusterKey(path);
+  ASSERT_TRUE(key.ok()) << key.status().ToString();
+  EXPECT_EQ(key->size(), 32u);
+  struct stat st {};
+  ASSERT_EQ(stat(path.c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0600u);
+  auto again = LoadOrCreateClusterKey(path);
+  ASSERT_TRUE(again.ok());
+  EXPECT_EQ(*again, *key);
+  chmod(path.c_str(), 0644);
+  auto refused = LoadClusterKey(path);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.status().code(), StatusCode::kPermissionDenied);
+  unlink(path.c_str());
+  rmdir(dir);
+}
+
+TEST(FlagsTest, ParsesDurationsAliasesAndPositionals) {
+  std::chrono::microseconds us;
+  ASSERT_TRUE(ParseDuration("500us", &us));
+  EXPECT_EQ(us.count(), 500);
+  ASSERT_TRUE(ParseDuration("1.5s", &us));
+  EXPECT_EQ(us.count(), 1500000);
+  ASSERT_TRUE(ParseDuration("10", &us, 1000));
+  EXPECT_EQ(us.count(), 10000);
+  EXPECT_FALSE(ParseDuration("10parsecs", &us));
+  const char* argv[] = {"gos-run", "-n", "8", "--time=2m", "--checkpoint", "./app", "-n", "3"};
+  uint32_t n = 0;
+  std::chrono::milliseconds t{0};
+  bool ck = false;
+  std::string ckv;
+  Flags f(8, const_cast<char**>(argv), "usage", true);
+  f.U32("-n|--ntasks", &n);
+  f.Duration("-t|--time", &t);
+  f.OptionalValue("--checkpoint", &ck, &ckv);
+  ASSERT_EQ(f.Parse(), -1);
+  EXPECT_EQ(n, 8u);
+  EXPECT_EQ(t.count(), 120000);
+  EXPECT_TRUE(ck);
+  EXPECT_EQ(f.positional(), (std::vector<std::string>{"./app", "-n", "3"}));
+  const char* bad[] = {"gos-run", "--bogus"};
+  Flags g(2, const_cast<char**>(bad), "usage", true);
+  EXPECT_EQ(g.Parse(), 2);
+}
+
+}  // namespace
+}  // namespace gos::os
