@@ -111,10 +111,12 @@ class NodeAgentImpl final : public NodeAgent {
   void FlushStdin(LocalJob& j);
   void Watch(int fd);
   void Unwatch(int fd);
+  void SweepStaleCgroups();
 
   AgentOptions o_;
   std::vector<uint8_t> key_;
   std::string address_;
+  std::string coordinator_dir_;  // when --coordinator names a data dir
   std::atomic<bool> stop_{false};
   std::atomic<bool> lost_{false};
   int epoll_fd_ = -1, wake_fd_ = -1, sig_fd_ = -1;
@@ -135,15 +137,8 @@ Status NodeAgentImpl::Init() {
   if (o_.coordinator.empty()) return InvalidArgumentError("--coordinator is required");
   struct stat st {};
   if (::stat(o_.coordinator.c_str(), &st) == 0 && S_ISDIR(st.st_mode)) {
+    coordinator_dir_ = o_.coordinator;
     if (o_.key_file.empty()) o_.key_file = o_.coordinator + "/cluster.key";
-    std::string addr_file = o_.coordinator + "/coordinator.addr";
-    auto deadline = SteadyClock::now() + o_.connect_timeout;
-    while ((address_ = ReadFirstLine(addr_file)).empty()) {
-      if (SteadyClock::now() > deadline) {
-        return UnavailableError("no coordinator address in " + addr_file);
-      }
-      std::this_thread::sleep_for(std::chrono::milliseconds(10));
-    }
   } else {
     address_ = o_.coordinator;
   }
@@ -161,6 +156,7 @@ Status NodeAgentImpl::Init() {
   ::chmod(o_.state_dir.c_str(), 0755);
   ::chmod((o_.state_dir + "/jobs").c_str(), 0755);
   if (o_.cores == 0) o_.cores = static_cast<uint32_t>(sysconf(_SC_NPROCESSORS_ONLN));
+  SweepStaleCgroups();
 
   wake_fd_ = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
   epoll_fd_ = epoll_create1(EPOLL_CLOEXEC);
@@ -174,6 +170,28 @@ Status NodeAgentImpl::Init() {
   return OkStatus();
 }
 
+// Cgroups of nodeagents that died (kill -9, node crash) still hold their jobs' processes:
+// kill them and remove the cgroups, so no rank outlives its agent.
+void NodeAgentImpl::SweepStaleCgroups() {
+  std::error_code ec;
+  for (const auto& agent_dir : std::filesystem::directory_iterator(o_.cgroup_root, ec)) {
+    std::string name = agent_dir.path().filename().string();
+    size_t dot = name.rfind('.');
+    if (!agent_dir.is_directory() || dot == std::string::npos) continue;
+    pid_t pid = static_cast<pid_t>(std::atoi(name.c_str() + dot + 1));
+    if (pid <= 0 || ::kill(pid, 0) == 0 || errno != ESRCH) continue;
+    std::error_code ec2;
+    for (const auto& job_dir : std::filesystem::directory_iterator(agent_dir.path(), ec2)) {
+      if (!job_dir.is_directory()) continue;
+      auto cg = FreezerCgroup::Create(o_.cgroup_root,
+                                      name + "/" + job_dir.path().filename().string());
+      if (cg.ok()) (*cg)->Destroy().IgnoreError();
+    }
+    ::rmdir(agent_dir.path().c_str());
+    GOS_LOG(kInfo, "nodeagent") << "removed the cgroups of dead nodeagent " << name;
+  }
+}
+
 void NodeAgentImpl::Watch(int fd) {
   epoll_event ev{};
   ev.events = EPOLLIN;
@@ -185,6 +203,16 @@ void NodeAgentImpl::Unwatch(int fd) { epoll_ctl(epoll_fd_, EPOLL_CTL_DEL, fd, nu
 
 Status NodeAgentImpl::Connect() {
   auto deadline = SteadyClock::now() + o_.connect_timeout;
+  if (!coordinator_dir_.empty()) {
+    // A restarted coordinator listens on a new port: read its address every time.
+    std::string addr_file = coordinator_dir_ + "/coordinator.addr";
+    while ((address_ = ReadFirstLine(addr_file)).empty()) {
+      if (SteadyClock::now() > deadline || stop_) {
+        return UnavailableError("no coordinator address in " + addr_file);
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+  }
   GOS_ASSIGN_OR_RETURN(int fd, os::ConnectAddress(address_, deadline));
   auto ch = std::make_shared<Channel>(fd, key_, false);
   os::AgentHello hello;
@@ -293,6 +321,7 @@ void NodeAgentImpl::Disconnect() {
 
 void NodeAgentImpl::Teardown() {
   if (node_ || ch_ || strobe_thread_.joinable()) Disconnect();
+  ::rmdir((o_.cgroup_root + "/" + o_.name + "." + std::to_string(getpid())).c_str());
   for (int* fd : {&epoll_fd_, &wake_fd_, &sig_fd_}) {
     if (*fd >= 0) ::close(*fd);
     *fd = -1;
