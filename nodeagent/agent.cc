@@ -213,7 +213,10 @@ Status NodeAgentImpl::Connect() {
       std::this_thread::sleep_for(std::chrono::milliseconds(10));
     }
   }
-  GOS_ASSIGN_OR_RETURN(int fd, os::ConnectAddress(address_, deadline));
+  // With a data dir, a refused address may be a stale one: retry soon with a fresh read.
+  auto connect_deadline =
+      coordinator_dir_.empty() ? deadline : SteadyClock::now() + std::chrono::seconds(1);
+  GOS_ASSIGN_OR_RETURN(int fd, os::ConnectAddress(address_, connect_deadline));
   auto ch = std::make_shared<Channel>(fd, key_, false);
   os::AgentHello hello;
   hello.name = o_.name;
