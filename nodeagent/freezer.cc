@@ -97,7 +97,7 @@ std::vector<std::string> SplitPath(const std::string& path) {
 }  // namespace
 
 StatusOr<std::unique_ptr<FreezerCgroup>> FreezerCgroup::Create(const std::string& root,
-                                                              const std::string& name) {
+                                                               const std::string& name) {
   if (root.empty() || root[0] != '/') {
     return InvalidArgumentError("freezer root '" + root + "' is not an absolute path");
   }
@@ -118,8 +118,7 @@ StatusOr<std::unique_ptr<FreezerCgroup>> FreezerCgroup::Create(const std::string
   std::string existing = "/";
   size_t first_missing = 0;
   for (; first_missing < parts.size(); ++first_missing) {
-    std::string next =
-        (existing == "/" ? std::string() : existing) + "/" + parts[first_missing];
+    std::string next = (existing == "/" ? std::string() : existing) + "/" + parts[first_missing];
     if (!IsDirectory(next)) break;
     existing = next;
   }

@@ -5,6 +5,7 @@
 #include <sched.h>
 #include <signal.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -20,10 +21,9 @@ namespace {
 // the child may only make async-signal-safe calls (no allocation; another thread of the
 // caller may have held the malloc lock at the moment of the clone).
 struct ChildPlan {
-  // The child's ends of the pipes: become fds 0, 1, 2, 3; sync_fd becomes fd 4.
+  // The child's ends of the pipes: become fds 0, 1, 2, 3; go_fd becomes fd 4.
   int stdin_fd, stdout_fd, stderr_fd, status_fd;
-  int sync_fd;  // -1 if there is no cgroup to join
-  const char* cgroup_procs;  // nullptr = none
+  int go_fd;  // read end; -1 if there is no cgroup to join
   bool switch_user;
   uid_t uid;
   gid_t gid;
@@ -90,7 +90,7 @@ class ChildMessage {
   }
 
   // Move the pipe ends above 4 first, so none of them is clobbered by the dup2s below.
-  int src[5] = {p.stdin_fd, p.stdout_fd, p.stderr_fd, p.status_fd, p.sync_fd};
+  int src[5] = {p.stdin_fd, p.stdout_fd, p.stderr_fd, p.status_fd, p.go_fd};
   int tmp[5];
   for (int i = 0; i < 5; ++i) {
     tmp[i] = -1;
@@ -102,20 +102,21 @@ class ChildMessage {
     if (tmp[i] >= 0 && ::dup2(tmp[i], i) < 0) ChildFail("dup2", "pipe", errno);
   }
   // Nothing of the caller's leaks into the rank: close every other fd.
-  const unsigned first_other = p.sync_fd >= 0 ? 5 : 4;
+  const unsigned first_other = p.go_fd >= 0 ? 5 : 4;
   if (::syscall(SYS_close_range, first_other, ~0U, 0U) != 0) {
     for (unsigned fd = first_other; fd < 65536; ++fd) ::close(static_cast<int>(fd));
   }
 
-  if (p.cgroup_procs != nullptr) {
-    int fd = ::open(p.cgroup_procs, O_WRONLY | O_CLOEXEC);
-    if (fd < 0) ChildFail("open", p.cgroup_procs, errno);
-    if (::write(fd, "0", 1) != 1) ChildFail("join cgroup via", p.cgroup_procs, errno);
-    ::close(fd);
-  }
-  if (p.sync_fd >= 0) {
-    // Tell LaunchRank the cgroup is joined: from now on a Freeze() covers this process.
-    if (::write(4, "j", 1) != 1) ChildFail("write", "sync pipe", errno);
+  if (p.go_fd >= 0) {
+    // Wait until LaunchRank has moved this process into the cgroup, so that init and all it
+    // forks are inside. If the cgroup is FROZEN, this process freezes right here, and goes
+    // on at Thaw. No byte (EOF): the join failed and LaunchRank wrote why to our stderr.
+    char c = 0;
+    ssize_t n;
+    do {
+      n = ::read(4, &c, 1);
+    } while (n < 0 && errno == EINTR);
+    if (n != 1) _exit(127);
     ::close(4);
   }
 
@@ -129,6 +130,9 @@ class ChildMessage {
     if (::syscall(SYS_setresuid, p.uid, p.uid, p.uid) != 0) ChildFail("setuid", nullptr, errno);
   }
   if (::chdir(p.cwd) != 0) ChildFail("chdir to", p.cwd, errno);
+  // If the nodeagent dies (kill -9, crash), its ranks die with it: no orphan outlives the
+  // node's agent. Set after the user switch, which clears it.
+  ::prctl(PR_SET_PDEATHSIG, SIGKILL);
   ::execve(p.init_path, p.init_argv, p.envp);
   ChildFail("execute", p.init_path, errno);
 }
@@ -174,6 +178,19 @@ Status SetNonBlocking(int fd) {
   return OkStatus();
 }
 
+Status WriteProcs(const std::string& procs_file, pid_t pid) {
+  int fd = ::open(procs_file.c_str(), O_WRONLY | O_CLOEXEC);
+  if (fd < 0) return ErrnoError(errno, "open " + procs_file);
+  std::string text = std::to_string(pid);
+  ssize_t n = ::write(fd, text.data(), text.size());
+  int err = errno;
+  ::close(fd);
+  if (n != static_cast<ssize_t>(text.size())) {
+    return ErrnoError(n < 0 ? err : EIO, "write pid " + text + " to " + procs_file);
+  }
+  return OkStatus();
+}
+
 }  // namespace
 
 StatusOr<RankProcess> LaunchRank(const RankSpec& spec) {
@@ -199,13 +216,13 @@ StatusOr<RankProcess> LaunchRank(const RankSpec& spec) {
   for (const auto& e : spec.env) envp.push_back(const_cast<char*>(e.c_str()));
   envp.push_back(nullptr);
 
-  Pipe in, out, err, status, sync;
+  Pipe in, out, err, status, go;
   GOS_RETURN_IF_ERROR(MakePipe(&in, "stdin"));
   GOS_RETURN_IF_ERROR(MakePipe(&out, "stdout"));
   GOS_RETURN_IF_ERROR(MakePipe(&err, "stderr"));
   GOS_RETURN_IF_ERROR(MakePipe(&status, "status"));
   const bool join_cgroup = !spec.cgroup_procs.empty();
-  if (join_cgroup) GOS_RETURN_IF_ERROR(MakePipe(&sync, "sync"));
+  if (join_cgroup) GOS_RETURN_IF_ERROR(MakePipe(&go, "cgroup sync"));
   GOS_RETURN_IF_ERROR(SetNonBlocking(out.read.get()));
   GOS_RETURN_IF_ERROR(SetNonBlocking(err.read.get()));
   GOS_RETURN_IF_ERROR(SetNonBlocking(status.read.get()));
@@ -215,8 +232,7 @@ StatusOr<RankProcess> LaunchRank(const RankSpec& spec) {
   plan.stdout_fd = out.write.get();
   plan.stderr_fd = err.write.get();
   plan.status_fd = status.write.get();
-  plan.sync_fd = join_cgroup ? sync.write.get() : -1;
-  plan.cgroup_procs = join_cgroup ? spec.cgroup_procs.c_str() : nullptr;
+  plan.go_fd = join_cgroup ? go.read.get() : -1;
   plan.switch_user = spec.uid != ::geteuid() || spec.gid != ::getegid();
   plan.uid = spec.uid;
   plan.gid = spec.gid;
@@ -238,20 +254,32 @@ StatusOr<RankProcess> LaunchRank(const RankSpec& spec) {
   ::pthread_sigmask(SIG_SETMASK, &old, nullptr);
   if (pid < 0) return ErrnoError(clone_errno, "clone(CLONE_NEWPID)");
 
+  if (join_cgroup) {
+    // The caller moves the child (rather than the child joining itself) so that LaunchRank
+    // returns with the child inside, and never waits on it: the cgroup may be FROZEN, and a
+    // child that joined a frozen cgroup would freeze before it could say so. A Freeze()
+    // right after LaunchRank returns covers the new rank.
+    // go.read stays open here until the byte is written: a child that already died must
+    // not turn the write into a SIGPIPE for the caller.
+    Status joined = WriteProcs(spec.cgroup_procs, static_cast<pid_t>(pid));
+    if (joined.ok()) {
+      ssize_t n = ::write(go.write.get(), "g", 1);
+      if (n != 1) joined = ErrnoError(errno, "write to cgroup sync pipe");
+    }
+    go.read.Reset();
+    if (!joined.ok()) {
+      // The child sees EOF and exits 127; its stderr says why, as for any start failure.
+      std::string msg = "gos-rank-launch: cannot join cgroup: " + joined.message() + "\n";
+      ssize_t n = ::write(err.write.get(), msg.data(), msg.size());
+      (void)n;
+      GOS_LOG(kWarn, "launcher") << "rank " << spec.program << ": " << joined.ToString();
+    }
+    go.write.Reset();
+  }
   in.read.Reset();
   out.write.Reset();
   err.write.Reset();
   status.write.Reset();
-  if (join_cgroup) {
-    sync.write.Reset();
-    // Wait until the child is in the cgroup (one byte) or has failed (EOF), so a Freeze()
-    // right after LaunchRank returns cannot miss it.
-    char c;
-    ssize_t n;
-    do {
-      n = ::read(sync.read.get(), &c, 1);
-    } while (n < 0 && errno == EINTR);
-  }
 
   RankProcess rp;
   rp.pid = static_cast<pid_t>(pid);

@@ -33,8 +33,10 @@ struct RankSpec {
   // the caller's effective ids. Default: 0 / 0.
   uid_t uid = 0;
   gid_t gid = 0;
-  // cgroup.procs file (FreezerCgroup::procs_file()) that init joins before it execs, so init,
-  // the rank and everything it spawns live in that cgroup. Default: "" = none.
+  // cgroup.procs file (FreezerCgroup::procs_file()). LaunchRank moves the child into it
+  // before the child may exec init, so init, the rank and everything it spawns live in that
+  // cgroup, and it is already in when LaunchRank returns. The cgroup may be FROZEN: the rank
+  // then starts at Thaw. Default: "" = none.
   std::string cgroup_procs;
   // Path of the gos-rank-init binary. Required. It must be executable by uid.
   std::string init_path;
@@ -56,6 +58,7 @@ struct RankProcess {
 // Starts a rank. The caller owns and must close all four fds of the result, and must reap
 // result.pid (waitpid) - e.g. from its SIGCHLD handling. Safe to call from any thread of a
 // multi-threaded process: the child runs only async-signal-safe code until it execs init.
+// Never waits for the child to make progress (so it cannot hang on a FROZEN cgroup).
 //
 // Returns an error only if the rank could not be started at all (bad spec, pipe or clone
 // failure). Failures after the clone (cgroup join, user switch, chdir, exec of init or of the

@@ -24,7 +24,8 @@ extern char** environ;
 namespace {
 
 constexpr int kStatusFd = 3;
-constexpr int kForwarded[] = {SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2, SIGCONT, SIGWINCH};
+constexpr int kForwarded[] = {SIGINT,  SIGTERM, SIGHUP,  SIGQUIT,
+                              SIGUSR1, SIGUSR2, SIGCONT, SIGWINCH};
 
 int ExitCodeOf(int wait_status) {
   if (WIFEXITED(wait_status)) return WEXITSTATUS(wait_status);

@@ -1,0 +1,337 @@
+// LaunchRank and gos-rank-init with real processes: output capture, environment, cwd, exit
+// codes and signals, signal forwarding through the namespace init, PID namespace, user
+// switch, no leaked fds, no processes left behind, and exec failures. Needs root.
+#include "nodeagent/launcher.h"
+
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <future>
+#include <memory>
+#include <string>
+
+#include "nodeagent/freezer.h"
+#include "tests/nodeagent/rank_harness.h"
+
+namespace gos::nodeagent {
+namespace {
+
+using namespace std::chrono_literals;
+using ::gos::testing::DescribeWaitStatus;
+using testing::HelperPath;
+using testing::InitPath;
+using testing::PollUntil;
+using testing::Rank;
+
+class LauncherTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    std::string why = testing::SkipReason();
+    if (!why.empty()) GTEST_SKIP() << why;
+    char tmpl[] = "/tmp/gos-launcher-test-XXXXXX";
+    ASSERT_NE(::mkdtemp(tmpl), nullptr);
+    dir_ = tmpl;
+  }
+  void TearDown() override {
+    cgroup_.reset();
+    if (!cgroup_root_.empty()) ::rmdir(cgroup_root_.c_str());
+    if (!dir_.empty()) std::filesystem::remove_all(dir_);
+  }
+
+  RankSpec Spec(const std::string& program, std::vector<std::string> argv) {
+    RankSpec s;
+    s.program = program;
+    s.argv = std::move(argv);
+    s.env = {"PATH=/usr/local/bin:/usr/bin:/bin"};
+    s.cwd = dir_;
+    s.init_path = InitPath();
+    return s;
+  }
+  RankSpec Shell(const std::string& script) { return Spec("/bin/sh", {"sh", "-c", script}); }
+
+  // Launches spec, collects all output, reaps init.
+  std::unique_ptr<Rank> Run(const RankSpec& spec) {
+    auto r = Rank::Launch(spec);
+    EXPECT_TRUE(r.ok()) << r.status().ToString();
+    if (!r.ok()) return nullptr;
+    EXPECT_TRUE((*r)->ReadToEof()) << "output did not reach EOF; stdout: " << (*r)->out();
+    EXPECT_TRUE((*r)->Wait().has_value()) << "gos-rank-init did not exit";
+    return std::move(*r);
+  }
+
+  FreezerCgroup* MakeCgroup() {
+    cgroup_root_ = testing::TestCgroupRoot();
+    auto cg = FreezerCgroup::Create(
+        cgroup_root_, ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    EXPECT_TRUE(cg.ok()) << cg.status().ToString();
+    if (!cg.ok()) return nullptr;
+    cgroup_ = std::move(*cg);
+    return cgroup_.get();
+  }
+
+  std::string dir_;
+  std::string cgroup_root_;
+  std::unique_ptr<FreezerCgroup> cgroup_;
+};
+
+TEST_F(LauncherTest, CapturesStdoutAndStderr) {
+  auto r = Run(Shell("echo to-out; echo to-err >&2"));
+  ASSERT_NE(r, nullptr);
+  EXPECT_EQ(r->out(), "to-out\n");
+  EXPECT_EQ(r->err(), "to-err\n");
+  EXPECT_TRUE(WIFEXITED(r->RankStatus()) && WEXITSTATUS(r->RankStatus()) == 0)
+      << DescribeWaitStatus(r->RankStatus());
+}
+
+TEST_F(LauncherTest, FeedsStdin) {
+  auto launched = Rank::Launch(Spec("/bin/cat", {"cat"}));
+  ASSERT_TRUE(launched.ok()) << launched.status().ToString();
+  Rank& r = **launched;
+  ASSERT_TRUE(r.WriteStdin("line one\nline two\n"));
+  r.CloseStdin();
+  ASSERT_TRUE(r.ReadToEof());
+  EXPECT_EQ(r.out(), "line one\nline two\n");
+  ASSERT_TRUE(r.Wait().has_value());
+  EXPECT_EQ(WEXITSTATUS(r.RankStatus()), 0);
+}
+
+TEST_F(LauncherTest, PassesExactlyTheGivenEnvironmentAndCwd) {
+  ASSERT_EQ(::setenv("GOS_LAUNCHER_TEST_CALLER_ONLY", "leak", 1), 0);
+  RankSpec spec = Shell("echo \"foo=$FOO\"; echo \"caller=$GOS_LAUNCHER_TEST_CALLER_ONLY\"; pwd");
+  spec.env.push_back("FOO=bar baz");
+  auto r = Run(spec);
+  ::unsetenv("GOS_LAUNCHER_TEST_CALLER_ONLY");
+  ASSERT_NE(r, nullptr);
+  EXPECT_EQ(r->out(), "foo=bar baz\ncaller=\n" + dir_ + "\n");
+  EXPECT_EQ(r->err(), "");
+}
+
+TEST_F(LauncherTest, PropagatesExitCode) {
+  auto r = Run(Shell("exit 3"));
+  ASSERT_NE(r, nullptr);
+  int st = r->RankStatus();
+  ASSERT_TRUE(WIFEXITED(st)) << DescribeWaitStatus(st);
+  EXPECT_EQ(WEXITSTATUS(st), 3);
+  // init itself exits with the rank's code too.
+  EXPECT_EQ(WEXITSTATUS(*r->Wait()), 3);
+}
+
+TEST_F(LauncherTest, ReportsRankKilledBySignal) {
+  auto r = Run(Shell("kill -TERM $$; sleep 5"));
+  ASSERT_NE(r, nullptr);
+  int st = r->RankStatus();
+  ASSERT_TRUE(WIFSIGNALED(st)) << DescribeWaitStatus(st);
+  EXPECT_EQ(WTERMSIG(st), SIGTERM);
+  int init = *r->Wait();
+  ASSERT_TRUE(WIFEXITED(init)) << DescribeWaitStatus(init);
+  EXPECT_EQ(WEXITSTATUS(init), 128 + SIGTERM);
+}
+
+TEST_F(LauncherTest, ForwardsSigintFromOutsideToTheRank) {
+  // The rank has no SIGINT handler; init (PID 1) would ignore SIGINT if it did not forward.
+  auto launched = Rank::Launch(Shell("echo ready; exec sleep 1000"));
+  ASSERT_TRUE(launched.ok()) << launched.status().ToString();
+  Rank& r = **launched;
+  ASSERT_TRUE(r.ReadUntilStdout("ready\n")) << r.err();
+  ASSERT_EQ(::kill(r.pid(), SIGINT), 0);
+  auto init = r.Wait(10s);
+  ASSERT_TRUE(init.has_value()) << "SIGINT was not forwarded: rank still running";
+  int st = r.RankStatus();
+  ASSERT_TRUE(WIFSIGNALED(st)) << DescribeWaitStatus(st);
+  EXPECT_EQ(WTERMSIG(st), SIGINT);
+  EXPECT_EQ(WEXITSTATUS(*init), 128 + SIGINT);
+}
+
+TEST_F(LauncherTest, SignalSentRightAfterLaunchIsNotLost) {
+  // Sent before init can have set up forwarding: it must stay pending, not be dropped.
+  auto launched = Rank::Launch(Spec("/bin/sleep", {"sleep", "1000"}));
+  ASSERT_TRUE(launched.ok()) << launched.status().ToString();
+  Rank& r = **launched;
+  ASSERT_EQ(::kill(r.pid(), SIGTERM), 0);
+  ASSERT_TRUE(r.Wait(10s).has_value()) << "early SIGTERM was lost";
+  int st = r.RankStatus();
+  ASSERT_TRUE(WIFSIGNALED(st)) << DescribeWaitStatus(st);
+  EXPECT_EQ(WTERMSIG(st), SIGTERM);
+}
+
+TEST_F(LauncherTest, RankIsPid2InItsOwnPidNamespace) {
+  auto r = Run(Shell("echo $$ $PPID"));
+  ASSERT_NE(r, nullptr);
+  EXPECT_EQ(r->out(), "2 1\n") << r->err();
+}
+
+// CRIU must be able to dump the tree: new PID namespace, but no private mount namespace.
+TEST_F(LauncherTest, SharesTheCallersMountNamespace) {
+  auto launched = Rank::Launch(Spec("/bin/sleep", {"sleep", "1000"}));
+  ASSERT_TRUE(launched.ok()) << launched.status().ToString();
+  std::error_code ec;
+  auto init_ns =
+      std::filesystem::read_symlink("/proc/" + std::to_string((*launched)->pid()) + "/ns/mnt", ec);
+  ASSERT_FALSE(ec) << ec.message();
+  EXPECT_EQ(init_ns, std::filesystem::read_symlink("/proc/self/ns/mnt"));
+  auto init_pidns =
+      std::filesystem::read_symlink("/proc/" + std::to_string((*launched)->pid()) + "/ns/pid", ec);
+  ASSERT_FALSE(ec) << ec.message();
+  EXPECT_NE(init_pidns, std::filesystem::read_symlink("/proc/self/ns/pid"));
+}
+
+TEST_F(LauncherTest, RunsAsTheGivenUser) {
+  RankSpec spec = Shell("id -u; id -g; id -G");
+  spec.uid = 65534;
+  spec.gid = 65534;
+  spec.cwd = "/";
+  // The nobody user must be able to reach gos-rank-init through the build tree.
+  for (std::filesystem::path p = std::filesystem::path(InitPath()).parent_path();
+       p != p.root_path(); p = p.parent_path()) {
+    struct stat st;
+    if (::stat(p.c_str(), &st) != 0 || (st.st_mode & S_IXOTH) == 0) {
+      GTEST_SKIP() << "nobody cannot traverse " << p << " to reach gos-rank-init";
+    }
+  }
+  auto r = Run(spec);
+  ASSERT_NE(r, nullptr);
+  EXPECT_EQ(r->out(), "65534\n65534\n65534\n") << r->err();
+  EXPECT_EQ(WEXITSTATUS(r->RankStatus()), 0);
+}
+
+TEST_F(LauncherTest, RankInheritsOnlyStdio) {
+  // An fd the caller forgot to mark CLOEXEC must not leak into the rank; nor may fd 3.
+  int leaky = ::open("/dev/null", O_RDONLY);
+  ASSERT_GE(leaky, 0);
+  auto r = Run(Spec(HelperPath(), {"launcher_test_helper", "fds"}));
+  ::close(leaky);
+  ASSERT_NE(r, nullptr);
+  EXPECT_EQ(r->out(), "0 1 2\n") << r->err();
+}
+
+TEST_F(LauncherTest, BackgroundGrandchildDiesWithTheRank) {
+  FreezerCgroup* cg = MakeCgroup();
+  ASSERT_NE(cg, nullptr);
+  RankSpec spec = Shell("sleep 1000 & echo started $!");
+  spec.cgroup_procs = cg->procs_file();
+  // ReadToEof only finishes if the background sleep, which holds stdout, is gone too.
+  auto r = Run(spec);
+  ASSERT_NE(r, nullptr);
+  EXPECT_EQ(r->out().rfind("started ", 0), 0u) << r->out();
+  EXPECT_EQ(WEXITSTATUS(r->RankStatus()), 0);
+  EXPECT_TRUE(PollUntil([&] { return cg->Pids().empty(); }, 5s))
+      << "processes left in " << cg->path() << ": " << cg->Pids().size();
+}
+
+// The nodeagent launches the ranks of a job whose row is not scheduled into its already
+// FROZEN cgroup: LaunchRank must return at once, and the rank start only on Thaw.
+TEST_F(LauncherTest, LaunchIntoFrozenCgroupReturnsAndRunsOnThaw) {
+  FreezerCgroup* cg = MakeCgroup();
+  ASSERT_NE(cg, nullptr);
+  ASSERT_TRUE(cg->Freeze().ok());
+  RankSpec spec = Shell("echo running");
+  spec.cgroup_procs = cg->procs_file();
+  auto launch = std::async(std::launch::async, [&] { return LaunchRank(spec); });
+  if (launch.wait_for(5s) != std::future_status::ready) {
+    ASSERT_TRUE(cg->Thaw().ok());  // unblock it, then fail
+    launch.wait();
+    FAIL() << "LaunchRank blocked on a frozen cgroup";
+  }
+  auto p = launch.get();
+  ASSERT_TRUE(p.ok()) << p.status().ToString();
+  Rank r(*p);
+  EXPECT_EQ(cg->Pids(), std::vector<pid_t>{r.pid()});
+  // The newcomer passes through FREEZING while it stops.
+  EXPECT_TRUE(PollUntil([&] { return cg->State().value() == "FROZEN"; }, 2s));
+  ASSERT_TRUE(cg->Thaw().ok());
+  ASSERT_TRUE(r.ReadToEof());
+  EXPECT_EQ(r.out(), "running\n") << r.err();
+  ASSERT_TRUE(r.Wait().has_value());
+  EXPECT_EQ(WEXITSTATUS(r.RankStatus()), 0);
+}
+
+TEST_F(LauncherTest, FailedCgroupJoinExits127WithMessage) {
+  RankSpec spec = Shell("echo should-not-run");
+  spec.cgroup_procs = dir_ + "/no-cgroup/cgroup.procs";
+  auto r = Run(spec);
+  ASSERT_NE(r, nullptr);
+  EXPECT_EQ(r->out(), "");
+  EXPECT_NE(r->err().find("cannot join cgroup: open " + spec.cgroup_procs), std::string::npos)
+      << r->err();
+  EXPECT_EQ(WEXITSTATUS(r->RankStatus()), 127);
+}
+
+TEST_F(LauncherTest, MissingProgramExits127WithMessage) {
+  auto r = Run(Spec("/nonexistent/gos-program", {"gos-program"}));
+  ASSERT_NE(r, nullptr);
+  int st = r->RankStatus();
+  ASSERT_TRUE(WIFEXITED(st)) << DescribeWaitStatus(st);
+  EXPECT_EQ(WEXITSTATUS(st), 127);
+  EXPECT_EQ(r->err(),
+            "gos-rank-init: cannot execute /nonexistent/gos-program: No such file or directory\n");
+}
+
+TEST_F(LauncherTest, BadCwdFailsTheRankWith127) {
+  RankSpec spec = Shell("echo should-not-run");
+  spec.cwd = dir_ + "/missing";
+  auto r = Run(spec);
+  ASSERT_NE(r, nullptr);
+  EXPECT_EQ(r->out(), "");
+  EXPECT_NE(r->err().find("chdir to " + dir_ + "/missing: No such file or directory"),
+            std::string::npos)
+      << r->err();
+  int st = r->RankStatus();  // init never ran, so its own status is the outcome
+  ASSERT_TRUE(WIFEXITED(st)) << DescribeWaitStatus(st);
+  EXPECT_EQ(WEXITSTATUS(st), 127);
+}
+
+TEST_F(LauncherTest, MissingInitExits127WithMessage) {
+  RankSpec spec = Shell("true");
+  spec.init_path = dir_ + "/no-init";
+  auto r = Run(spec);
+  ASSERT_NE(r, nullptr);
+  EXPECT_NE(r->err().find("cannot execute " + dir_ + "/no-init"), std::string::npos) << r->err();
+  EXPECT_EQ(WEXITSTATUS(r->RankStatus()), 127);
+}
+
+TEST_F(LauncherTest, KilledInitReportsItsOwnStatusAndTakesTheRankWithIt) {
+  FreezerCgroup* cg = MakeCgroup();
+  ASSERT_NE(cg, nullptr);
+  RankSpec spec = Shell("echo ready; sleep 1000");
+  spec.cgroup_procs = cg->procs_file();
+  auto launched = Rank::Launch(spec);
+  ASSERT_TRUE(launched.ok()) << launched.status().ToString();
+  Rank& r = **launched;
+  ASSERT_TRUE(r.ReadUntilStdout("ready\n"));
+  ASSERT_EQ(::kill(r.pid(), SIGKILL), 0);
+  ASSERT_TRUE(r.Wait().has_value());
+  int st = r.RankStatus();
+  ASSERT_TRUE(WIFSIGNALED(st)) << DescribeWaitStatus(st);
+  EXPECT_EQ(WTERMSIG(st), SIGKILL);
+  EXPECT_TRUE(PollUntil([&] { return cg->Pids().empty(); }, 5s));
+}
+
+TEST_F(LauncherTest, RejectsBadSpecs) {
+  RankSpec relative = Spec("bin/sh", {"sh"});
+  EXPECT_EQ(LaunchRank(relative).status().code(), StatusCode::kInvalidArgument);
+  RankSpec no_init = Shell("true");
+  no_init.init_path.clear();
+  EXPECT_EQ(LaunchRank(no_init).status().code(), StatusCode::kInvalidArgument);
+}
+
+TEST(RankWaitStatusTest, PrefersTheReportedStatus) {
+  int fds[2];
+  ASSERT_EQ(::pipe2(fds, O_NONBLOCK), 0);
+  int32_t reported = 0x0300;  // exit 3
+  ASSERT_EQ(::write(fds[1], &reported, sizeof reported), 4);
+  EXPECT_EQ(RankWaitStatus(fds[0], 0x0900), 0x0300);
+  // Nothing reported (and the writer still open): init's own status.
+  EXPECT_EQ(RankWaitStatus(fds[0], 0x0900), 0x0900);
+  ::close(fds[1]);
+  EXPECT_EQ(RankWaitStatus(fds[0], SIGKILL), SIGKILL);
+  ::close(fds[0]);
+}
+
+}  // namespace
+}  // namespace gos::nodeagent
