@@ -28,6 +28,7 @@
 #include <thread>
 
 #include "coordinator/gang.h"
+#include "coordinator/ps.h"
 #include "gos/log.h"
 #include "gos/os/auth.h"
 #include "gos/os/channel.h"
@@ -692,51 +693,16 @@ void CoordinatorImpl::OnAgentFrame(const std::shared_ptr<Agent>& a, os::FrameIn&
 }
 
 os::PsReply CoordinatorImpl::BuildPs() {
-  os::PsReply r;
+  auto recs = tables_->ListJobs();
+  std::vector<JobRecord> jobs = recs.ok() ? std::move(*recs) : std::vector<JobRecord>{};
+  for (JobRecord& rec : jobs) {
+    if (auto jt = jobs_.find(rec.id); jt != jobs_.end()) rec = jt->second.rec;  // live state
+  }
+  std::vector<NodeRecord> nodes;
+  for (auto& [id, n] : nodes_) nodes.push_back(n);
+  os::PsReply r = BuildPsReply(jobs, nodes, UnixMs(), /*live=*/true);
   r.running_row = static_cast<int32_t>(row_);
   r.strobe = strobe_;
-  auto recs = tables_->ListJobs();
-  int64_t now = UnixMs();
-  std::map<uint32_t, os::PsNode> nodes;
-  for (auto& [id, n] : nodes_) {
-    os::PsNode& p = nodes[id];
-    p.id = id;
-    p.host = n.host;
-    p.up = n.state == NodeState::kUp;
-    p.down_reason = n.down_reason;
-    p.cores = n.cores;
-    p.mem_bytes = n.mem_bytes;
-  }
-  if (recs.ok()) {
-    for (JobRecord& rec : *recs) {
-      auto jt = jobs_.find(rec.id);
-      if (jt != jobs_.end()) rec = jt->second.rec;  // live state
-      os::PsJob p;
-      p.id = rec.id;
-      p.user = rec.user;
-      p.state = storage::JobStateName(rec.state);
-      p.ntasks = rec.ntasks;
-      std::set<uint32_t> ns(rec.rank_nodes.begin(), rec.rank_nodes.end());
-      p.nodes.assign(ns.begin(), ns.end());
-      p.elapsed_ms = rec.start_ms == 0 ? 0 : (rec.end_ms ? rec.end_ms : now) - rec.start_ms;
-      p.row = rec.row;
-      p.exit_code = storage::JobStateIsFinal(rec.state) ? rec.exit_code : -1;
-      p.command = Join(rec.argv);
-      p.message = rec.message;
-      r.jobs.push_back(std::move(p));
-      if (!storage::JobStateIsFinal(rec.state)) {
-        for (uint32_t n : rec.rank_nodes) {
-          auto it = nodes.find(n);
-          if (it == nodes.end()) continue;
-          if (it->second.jobs.empty() || it->second.jobs.back() != rec.id) {
-            it->second.jobs.push_back(rec.id);
-          }
-          it->second.ranks++;
-        }
-      }
-    }
-  }
-  for (auto& [id, n] : nodes) r.nodes.push_back(std::move(n));
   return r;
 }
 

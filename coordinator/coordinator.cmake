@@ -1,3 +1,3 @@
-gos_cc_library(NAME coordinator SRCS coordinator.cc
+gos_cc_library(NAME coordinator SRCS coordinator.cc ps.cc
   DEPS gos::gang gos::os gos::prim gos::storage)
 gos_cc_binary(NAME gos-coordinator SRCS main.cc DEPS gos::coordinator)

@@ -2,8 +2,8 @@
 #include <unistd.h>
 
 #include <cstdio>
-#include <set>
 
+#include "coordinator/ps.h"
 #include "gos/os/flags.h"
 #include "gos/os/messages.h"
 #include "gos/storage/tables.h"
@@ -33,33 +33,10 @@ StatusOr<os::PsReply> FromTables() {
   GOS_ASSIGN_OR_RETURN(auto tables, storage::Tables::Open(dir));
   GOS_ASSIGN_OR_RETURN(auto jobs, tables->ListJobs());
   GOS_ASSIGN_OR_RETURN(auto nodes, tables->ListNodes());
-  os::PsReply r;
-  for (const auto& j : jobs) {
-    os::PsJob p;
-    p.id = j.id;
-    p.user = j.user;
-    p.state = storage::JobStateName(j.state);
-    p.ntasks = j.ntasks;
-    std::set<uint32_t> ns(j.rank_nodes.begin(), j.rank_nodes.end());
-    p.nodes.assign(ns.begin(), ns.end());
-    p.elapsed_ms = j.start_ms && j.end_ms ? j.end_ms - j.start_ms : 0;
-    p.row = j.row;
-    p.exit_code = storage::JobStateIsFinal(j.state) ? j.exit_code : -1;
-    for (const auto& a : j.argv) p.command += (p.command.empty() ? "" : " ") + a;
-    p.message = j.message;
-    r.jobs.push_back(p);
-  }
-  for (const auto& n : nodes) {
-    os::PsNode p;
-    p.id = n.id;
-    p.host = n.host;
-    p.up = false;
-    p.down_reason = n.state == storage::NodeState::kUp ? "no coordinator running" : n.down_reason;
-    p.cores = n.cores;
-    p.mem_bytes = n.mem_bytes;
-    r.nodes.push_back(p);
-  }
-  return r;
+  auto now = std::chrono::duration_cast<std::chrono::milliseconds>(
+                 std::chrono::system_clock::now().time_since_epoch())
+                 .count();
+  return coordinator::BuildPsReply(jobs, nodes, now, /*live=*/false);
 }
 
 int Main(int argc, char** argv) {

@@ -1,5 +1,5 @@
 gos_cc_library(NAME client SRCS client.cc DEPS gos::os)
 gos_cc_binary(NAME gos-run SRCS run_main.cc DEPS gos::client)
-gos_cc_binary(NAME gos-ps SRCS ps_main.cc DEPS gos::client gos::render gos::storage)
+gos_cc_binary(NAME gos-ps SRCS ps_main.cc DEPS gos::client gos::render gos::coordinator)
 gos_cc_binary(NAME gos-kill SRCS kill_main.cc DEPS gos::client)
 gos_cc_binary(NAME gos-cluster SRCS cluster_main.cc DEPS gos::client)
