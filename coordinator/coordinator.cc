@@ -8,11 +8,11 @@
 #include <fcntl.h>
 #include <netinet/in.h>
 #include <pwd.h>
-#include <sys/socket.h>
 #include <signal.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
 #include <sys/mman.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -241,9 +241,9 @@ Status CoordinatorImpl::Init() {
   for (auto& [id, n] : nodes_) node_list.push_back(n);
   GOS_RETURN_IF_ERROR(tables_->PutAll(changed_jobs, node_list));
   if (!jobs.empty() || !nodes.empty()) {
-    GOS_LOG(kInfo, "coordinator") << "recovered " << jobs.size() << " jobs ("
-                                  << changed_jobs.size() << " marked failed) and "
-                                  << nodes.size() << " nodes from " << o_.data_dir;
+    GOS_LOG(kInfo, "coordinator") << "recovered " << jobs.size() << " jobs (" << changed_jobs.size()
+                                  << " marked failed) and " << nodes.size() << " nodes from "
+                                  << o_.data_dir;
   }
 
   std::string host = o_.listen.substr(0, o_.listen.rfind(':'));
@@ -394,8 +394,8 @@ void CoordinatorImpl::OnReadable(int fd) {
       }
       if (!s.ok()) {
         if (s.code() == StatusCode::kPermissionDenied) {
-          GOS_LOG(kWarn, "coordinator") << "refusing nodeagent connection from " << a->peer
-                                        << ": " << s.message();
+          GOS_LOG(kWarn, "coordinator")
+              << "refusing nodeagent connection from " << a->peer << ": " << s.message();
         }
         DropConnection(fd, s.message(), after);
       }
@@ -477,7 +477,8 @@ void CoordinatorImpl::OnClientFrame(const std::shared_ptr<Client>& c, os::FrameI
       GOS_LOG(kInfo, "coordinator") << "shutdown requested by pid " << c->creds.pid;
       {
         auto ch = c->ch;
-        after.push_back([ch] { ch->Send(Frame::kOk, os::EncodeText("shutting down")).IgnoreError(); });
+        after.push_back(
+            [ch] { ch->Send(Frame::kOk, os::EncodeText("shutting down")).IgnoreError(); });
       }
       stop_ = true;
       return;
@@ -499,8 +500,9 @@ void CoordinatorImpl::Submit(const std::shared_ptr<Client>& c, os::FrameIn& f, A
   };
   if (req->files.empty() || fds.size() != req->files.size()) {
     close_fds();
-    return fail("the submit request must pass the executable (and staged files) as file "
-                "descriptors over the local socket");
+    return fail(
+        "the submit request must pass the executable (and staged files) as file "
+        "descriptors over the local socket");
   }
   if (c->job != 0) {
     close_fds();
@@ -515,8 +517,8 @@ void CoordinatorImpl::Submit(const std::shared_ptr<Client>& c, os::FrameIn& f, A
   for (const auto& s : req->env) launch_bytes += s.size() + 2;
   if (launch_bytes > os::kStrobeSlotBytes / 2) {
     close_fds();
-    return fail("argv and environment take " + std::to_string(launch_bytes) +
-                " bytes; at most " + std::to_string(os::kStrobeSlotBytes / 2) + " fit a launch");
+    return fail("argv and environment take " + std::to_string(launch_bytes) + " bytes; at most " +
+                std::to_string(os::kStrobeSlotBytes / 2) + " fit a launch");
   }
   for (size_t i = 0; i < fds.size(); ++i) {
     struct stat st {};
@@ -590,8 +592,9 @@ void CoordinatorImpl::SignalJob(uint64_t id, int sig, const os::PeerCreds& who,
   }
   Job& j = jt->second;
   if (who.uid != 0 && who.uid != j.rec.uid) {
-    return respond(Frame::kError, "permission denied: job " + std::to_string(id) +
-                                      " belongs to " + j.rec.user + ", and only its owner or "
+    return respond(Frame::kError, "permission denied: job " + std::to_string(id) + " belongs to " +
+                                      j.rec.user +
+                                      ", and only its owner or "
                                       "root may signal or kill it");
   }
   if (sig == SIGKILL) {
@@ -797,12 +800,14 @@ void CoordinatorImpl::Finalize(Job& j, JobState state, After& after) {
 
 void CoordinatorImpl::PersistJob(const Job& j) {
   Status s = tables_->PutJob(j.rec);
-  if (!s.ok()) GOS_LOG(kError, "coordinator") << "cannot store job " << j.rec.id << ": " << s.ToString();
+  if (!s.ok())
+    GOS_LOG(kError, "coordinator") << "cannot store job " << j.rec.id << ": " << s.ToString();
 }
 
 void CoordinatorImpl::PersistNode(const NodeRecord& n) {
   Status s = tables_->PutNode(n);
-  if (!s.ok()) GOS_LOG(kError, "coordinator") << "cannot store node " << n.id << ": " << s.ToString();
+  if (!s.ok())
+    GOS_LOG(kError, "coordinator") << "cannot store node " << n.id << ": " << s.ToString();
 }
 
 NodeSet CoordinatorImpl::LiveAgents() const {
@@ -963,8 +968,10 @@ void CoordinatorImpl::Strobe(uint64_t s, bool quantum_over) {
                                    os::kEventStrobe, os::kEventStrobeSent);
   if (st.ok()) {
     auto got = node_->WaitEvent(os::kEventStrobeSent, o_.failure_timeout);
-    if (!got.ok()) st = got.status();
-    else if (!*got) st = DeadlineExceededError("strobe not delivered");
+    if (!got.ok())
+      st = got.status();
+    else if (!*got)
+      st = DeadlineExceededError("strobe not delivered");
   }
   if (!st.ok()) {
     std::lock_guard<std::mutex> lock(mu_);
@@ -1068,15 +1075,14 @@ void CoordinatorImpl::CheckJobs(After& after) {
     bool output_complete = true;
     for (uint32_t n : j.nodes) output_complete &= j.output_done.count(n) > 0;
     if (output_complete || now - j.exited > kOutputGrace) {
-      JobState state = j.kill_requested ? JobState::kKilled
+      JobState state = j.kill_requested   ? JobState::kKilled
                        : j.exit_code == 0 ? JobState::kCompleted
                                           : JobState::kFailed;
       if (j.exit_code != 0 && j.rec.message.empty() && !j.kill_requested) {
-        j.rec.message = "rank " + std::to_string(j.failed_rank) + " on node " +
-                        std::to_string(j.failed_node) +
-                        (j.exit_code > 128 ? " was killed by signal " +
-                                                 std::to_string(j.exit_code - 128)
-                                           : " exited with code " + std::to_string(j.exit_code));
+        j.rec.message =
+            "rank " + std::to_string(j.failed_rank) + " on node " + std::to_string(j.failed_node) +
+            (j.exit_code > 128 ? " was killed by signal " + std::to_string(j.exit_code - 128)
+                               : " exited with code " + std::to_string(j.exit_code));
       }
       Finalize(j, state, after);
     }
@@ -1087,9 +1093,8 @@ void CoordinatorImpl::CheckJobs(After& after) {
     if (j.phase == Phase::kRunning && j.rec.time_limit_ms > 0 && !j.kill_requested &&
         now_ms - j.rec.start_ms > j.rec.time_limit_ms) {
       j.kill_requested = true;
-      j.kill_message =
-          "time limit of " + std::to_string(j.rec.time_limit_ms / 1000.0).substr(0, 6) +
-          " s reached";
+      j.kill_message = "time limit of " +
+                       std::to_string(j.rec.time_limit_ms / 1000.0).substr(0, 6) + " s reached";
       os::StrobeCommand cmd;
       cmd.type = os::CommandType::kSignal;
       cmd.job = id;
@@ -1129,8 +1134,7 @@ void CoordinatorImpl::StagingLoop() {
         if (jobs_.count(id)) {
           Job& jj = jobs_.at(id);
           if (jj.exit_code == 0) jj.exit_code = 128 + SIGKILL;
-          Finalize(jj, jj.kill_requested && s.ok() ? JobState::kKilled : JobState::kFailed,
-                   after);
+          Finalize(jj, jj.kill_requested && s.ok() ? JobState::kKilled : JobState::kFailed, after);
         }
       } else {
         j.staged = SteadyClock::now();
@@ -1183,10 +1187,10 @@ Status CoordinatorImpl::Stage(uint64_t id) {
     auto deadline = deadline_for();
     auto backoff = std::chrono::microseconds(20);
     while (true) {
-      GOS_ASSIGN_OR_RETURN(bool ok, node_->CompareAndWrite(set, os::kVarStaged,
-                                                           prim::CompareOp::kGe,
-                                                           static_cast<int64_t>(seq + 1),
-                                                           prim::Node::kNoWrite, 0, deadline));
+      GOS_ASSIGN_OR_RETURN(
+          bool ok,
+          node_->CompareAndWrite(set, os::kVarStaged, prim::CompareOp::kGe,
+                                 static_cast<int64_t>(seq + 1), prim::Node::kNoWrite, 0, deadline));
       if (ok) return OkStatus();
       if (stop_) return CancelledError("coordinator stopping");
       if (SteadyClock::now() > deadline) {

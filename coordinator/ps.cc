@@ -6,8 +6,7 @@
 namespace gos::coordinator {
 
 os::PsReply BuildPsReply(const std::vector<storage::JobRecord>& jobs,
-                         const std::vector<storage::NodeRecord>& nodes, int64_t now_ms,
-                         bool live) {
+                         const std::vector<storage::NodeRecord>& nodes, int64_t now_ms, bool live) {
   os::PsReply r;
   std::map<uint32_t, os::PsNode> by_id;
   for (const auto& n : nodes) {
@@ -15,8 +14,8 @@ os::PsReply BuildPsReply(const std::vector<storage::JobRecord>& jobs,
     p.id = n.id;
     p.host = n.host;
     p.up = live && n.state == storage::NodeState::kUp;
-    p.down_reason = live || n.state != storage::NodeState::kUp ? n.down_reason
-                                                               : "no coordinator running";
+    p.down_reason =
+        live || n.state != storage::NodeState::kUp ? n.down_reason : "no coordinator running";
     p.cores = n.cores;
     p.mem_bytes = n.mem_bytes;
   }

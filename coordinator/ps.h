@@ -14,8 +14,7 @@ namespace gos::coordinator {
 // jobs ascending by id. now_ms: unix ms, for the elapsed time of running jobs. Without a
 // live coordinator, nodes are shown down ("no coordinator running").
 os::PsReply BuildPsReply(const std::vector<storage::JobRecord>& jobs,
-                         const std::vector<storage::NodeRecord>& nodes, int64_t now_ms,
-                         bool live);
+                         const std::vector<storage::NodeRecord>& nodes, int64_t now_ms, bool live);
 
 }  // namespace gos::coordinator
 

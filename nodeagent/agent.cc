@@ -183,8 +183,8 @@ void NodeAgentImpl::SweepStaleCgroups() {
     std::error_code ec2;
     for (const auto& job_dir : std::filesystem::directory_iterator(agent_dir.path(), ec2)) {
       if (!job_dir.is_directory()) continue;
-      auto cg = FreezerCgroup::Create(o_.cgroup_root,
-                                      name + "/" + job_dir.path().filename().string());
+      auto cg =
+          FreezerCgroup::Create(o_.cgroup_root, name + "/" + job_dir.path().filename().string());
       if (cg.ok()) (*cg)->Destroy().IgnoreError();
     }
     ::rmdir(agent_dir.path().c_str());
@@ -435,7 +435,7 @@ void NodeAgentImpl::MaybeReport(LocalJob& j) {
   rec.job = j.id;
   rec.ranks = static_cast<uint32_t>(j.ranks.size());
   for (const Rank& r : j.ranks) {
-    int code = WIFEXITED(r.wait_status) ? WEXITSTATUS(r.wait_status)
+    int code = WIFEXITED(r.wait_status)     ? WEXITSTATUS(r.wait_status)
                : WIFSIGNALED(r.wait_status) ? 128 + WTERMSIG(r.wait_status)
                                             : 255;
     if (rec.rank < 0 || code > rec.exit_code) {
@@ -445,8 +445,9 @@ void NodeAgentImpl::MaybeReport(LocalJob& j) {
     }
   }
   if (ch_) ch_->Send(Frame::kOutputDone, os::EncodeU64(j.id)).IgnoreError();
-  Status s = node_->XferAndSignal(prim::NodeSet{0}, &rec, sizeof rec, os::ExitSlot(j.slot, node_id_),
-                                  os::kEventExit, os::kEventExitSent);
+  Status s =
+      node_->XferAndSignal(prim::NodeSet{0}, &rec, sizeof rec, os::ExitSlot(j.slot, node_id_),
+                           os::kEventExit, os::kEventExitSent);
   if (s.ok()) {
     auto done = node_->WaitEvent(os::kEventExitSent, std::chrono::seconds(5));
     if (!done.ok()) s = done.status();
@@ -481,7 +482,8 @@ void NodeAgentImpl::StrobeLoop() {
       auto bytes = std::span<const uint8_t>(
           reinterpret_cast<const uint8_t*>(mem.data() + os::StrobeSlot(s)), os::kStrobeSlotBytes);
       auto strobe = os::DecodeStrobe(bytes, key_);
-      if (strobe.ok() && strobe->strobe > last_strobe_ && (!best || strobe->strobe > best->strobe)) {
+      if (strobe.ok() && strobe->strobe > last_strobe_ &&
+          (!best || strobe->strobe > best->strobe)) {
         best = std::move(*strobe);
       }
     }
@@ -555,9 +557,8 @@ void NodeAgentImpl::Launch(const os::LaunchCommand& l, uint32_t current_row) {
   for (const auto& e : std::filesystem::directory_iterator(j.dir, ec)) {
     ::chown(e.path().c_str(), l.uid, l.gid);
   }
-  auto cg = FreezerCgroup::Create(o_.cgroup_root,
-                                  o_.name + "." + std::to_string(getpid()) + "/j" +
-                                      std::to_string(l.job));
+  auto cg = FreezerCgroup::Create(
+      o_.cgroup_root, o_.name + "." + std::to_string(getpid()) + "/j" + std::to_string(l.job));
   std::string failure;
   if (!cg.ok()) {
     failure = cg.status().ToString();
@@ -675,8 +676,8 @@ void NodeAgentImpl::StageLoop() {
             reinterpret_cast<const uint8_t*>(mem.data() + os::StageSlot(slot_seq)),
             os::kStageHeaderBytes);
         auto h = os::DecodeStageHeader(bytes, key_);
-        if (h.ok() && h->seq > last_stage_seq_ && os::StageSlot(h->seq) == os::StageSlot(slot_seq) &&
-            (!next || h->seq < next->seq)) {
+        if (h.ok() && h->seq > last_stage_seq_ &&
+            os::StageSlot(h->seq) == os::StageSlot(slot_seq) && (!next || h->seq < next->seq)) {
           next = std::move(*h);
         }
       }
@@ -694,8 +695,8 @@ void NodeAgentImpl::StageLoop() {
       }
       if (fd >= 0) ::close(fd);
       if (!ok) {
-        GOS_LOG(kError, "nodeagent") << o_.name << ": cannot store " << path << ": "
-                                     << std::strerror(errno);
+        GOS_LOG(kError, "nodeagent")
+            << o_.name << ": cannot store " << path << ": " << std::strerror(errno);
         // Not acknowledging makes the coordinator's flow-control query time out and fail
         // the job, naming this node.
         break;

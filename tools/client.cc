@@ -76,8 +76,8 @@ StatusOr<std::unique_ptr<os::Channel>> ConnectCoordinator(const std::string& add
                               ": clients reach the coordinator over its unix socket; TCP "
                               "clients are not supported yet");
   }
-  GOS_ASSIGN_OR_RETURN(int fd, os::ConnectAddress(address, SteadyClock::now() +
-                                                               std::chrono::seconds(10)));
+  GOS_ASSIGN_OR_RETURN(int fd,
+                       os::ConnectAddress(address, SteadyClock::now() + std::chrono::seconds(10)));
   return std::make_unique<os::Channel>(fd, std::vector<uint8_t>{}, false);
 }
 
@@ -103,9 +103,15 @@ StatusOr<std::unique_ptr<LocalCluster>> LocalCluster::Start(const LocalClusterOp
   c->pids_.push_back(cpid);
   for (uint32_t i = 1; i <= o.nodes; ++i) {
     std::string name = "n" + std::to_string(i);
-    std::vector<std::string> a = {bin + "/gos-nodeagent",  "--coordinator", state,
-                                  "--name",                name,           "--state-dir",
-                                  state + "/nodes/" + name, "--node",       std::to_string(i),
+    std::vector<std::string> a = {bin + "/gos-nodeagent",
+                                  "--coordinator",
+                                  state,
+                                  "--name",
+                                  name,
+                                  "--state-dir",
+                                  state + "/nodes/" + name,
+                                  "--node",
+                                  std::to_string(i),
                                   "--exit-with-coordinator"};
     if (i - 1 < o.netns.size() && !o.netns[i - 1].empty()) {
       a.insert(a.begin(), {"/usr/bin/ip", "netns", "exec", o.netns[i - 1]});

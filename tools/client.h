@@ -29,15 +29,15 @@ StatusOr<std::unique_ptr<os::Channel>> ConnectCoordinator(const std::string& add
 
 struct LocalClusterOptions {
   uint32_t nodes = 1;
-  std::string state_dir;             // default StateDir()
-  std::string timeslice;             // e.g. "10ms"; "" = default
-  std::string mpl;                   // "" = default
-  std::string failure_timeout;       // "" = default
-  std::string provider;              // "" = default
-  bool embedded = true;              // exit when idle (gos-run) vs. persistent (gos-cluster)
-  bool detach = false;               // new session, survives the caller (gos-cluster up)
-  std::vector<std::string> netns;    // per node: run its nodeagent in this network namespace
-  std::string listen;                // coordinator's nodeagent address, "" = 127.0.0.1:0
+  std::string state_dir;           // default StateDir()
+  std::string timeslice;           // e.g. "10ms"; "" = default
+  std::string mpl;                 // "" = default
+  std::string failure_timeout;     // "" = default
+  std::string provider;            // "" = default
+  bool embedded = true;            // exit when idle (gos-run) vs. persistent (gos-cluster)
+  bool detach = false;             // new session, survives the caller (gos-cluster up)
+  std::vector<std::string> netns;  // per node: run its nodeagent in this network namespace
+  std::string listen;              // coordinator's nodeagent address, "" = 127.0.0.1:0
 };
 
 // A coordinator and K nodeagents started on this machine. Logs go to <state>/log/.

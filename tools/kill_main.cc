@@ -54,8 +54,9 @@ int Main(int argc, char** argv) {
   }
   std::string address = FindCoordinator();
   if (address.empty()) {
-    std::fprintf(stderr, "gos-kill: no coordinator is running (set GOS_COORDINATOR or start "
-                         "one with gos-cluster up)\n");
+    std::fprintf(stderr,
+                 "gos-kill: no coordinator is running (set GOS_COORDINATOR or start "
+                 "one with gos-cluster up)\n");
     return 1;
   }
   auto ch = ConnectCoordinator(address);

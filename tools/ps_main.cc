@@ -106,7 +106,8 @@ int Main(int argc, char** argv) {
   }
   if (!live) std::printf("(no coordinator running: job table of %s)\n", StateDir().c_str());
   if (mesh) {
-    std::fputs(RenderMesh(nodes, jobs, reply->running_row, static_cast<int>(width)).c_str(), stdout);
+    std::fputs(RenderMesh(nodes, jobs, reply->running_row, static_cast<int>(width)).c_str(),
+               stdout);
     return 0;
   }
   if (!only_nodes) std::fputs(FormatJobs(jobs).c_str(), stdout);

@@ -124,7 +124,8 @@ class OutputWriter {
   }
   void Flush() {
     for (auto& [key, buf] : partial_) {
-      if (!buf.empty()) WriteAll(key.second == 2 ? 2 : 1, std::to_string(key.first) + ": " + buf + "\n");
+      if (!buf.empty())
+        WriteAll(key.second == 2 ? 2 : 1, std::to_string(key.first) + ": " + buf + "\n");
     }
     partial_.clear();
   }
@@ -218,8 +219,8 @@ int Main(int argc, char** argv) {
         return 2;
       }
     }
-    req.files.push_back({name, static_cast<uint32_t>(st.st_mode & 07777),
-                         static_cast<uint64_t>(st.st_size)});
+    req.files.push_back(
+        {name, static_cast<uint32_t>(st.st_mode & 07777), static_cast<uint64_t>(st.st_size)});
     fds.push_back(fd);
   }
 
@@ -249,8 +250,9 @@ int Main(int argc, char** argv) {
     cluster = std::move(*c);
     address = cluster->socket();
   } else if (!timeslice.empty() || !mpl.empty()) {
-    std::fprintf(stderr, "gos-run: note: --timeslice/--mpl only apply to a local cluster that "
-                         "gos-run starts; the running coordinator keeps its own\n");
+    std::fprintf(stderr,
+                 "gos-run: note: --timeslice/--mpl only apply to a local cluster that "
+                 "gos-run starts; the running coordinator keeps its own\n");
   }
   auto cluster_ready = SteadyClock::now();
   auto ch = ConnectCoordinator(address);
@@ -295,7 +297,8 @@ int Main(int argc, char** argv) {
           }
           last_int = now;
         }
-        (*ch)->Send(os::Frame::kSignalJob, os::Encode(os::SignalRequest{job, forward}))
+        (*ch)
+            ->Send(os::Frame::kSignalJob, os::Encode(os::SignalRequest{job, forward}))
             .IgnoreError();
       }
     }
@@ -306,8 +309,9 @@ int Main(int argc, char** argv) {
         stdin_open = false;
         (*ch)->Send(os::Frame::kStdin, {}).IgnoreError();
       } else {
-        (*ch)->Send(os::Frame::kStdin, std::span<const uint8_t>(
-                                           reinterpret_cast<const uint8_t*>(buf), r))
+        (*ch)
+            ->Send(os::Frame::kStdin,
+                   std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(buf), r))
             .IgnoreError();
       }
     }
@@ -345,8 +349,10 @@ int Main(int argc, char** argv) {
           }
           if (timing) {
             auto ms = [](int64_t us) { return us / 1000.0; };
-            double boot = std::chrono::duration<double, std::milli>(cluster_ready - cluster_start).count();
-            double total = std::chrono::duration<double, std::milli>(SteadyClock::now() - start).count();
+            double boot =
+                std::chrono::duration<double, std::milli>(cluster_ready - cluster_start).count();
+            double total =
+                std::chrono::duration<double, std::milli>(SteadyClock::now() - start).count();
             std::fprintf(stderr,
                          "gos-run: job %llu timing, ms since submit (yod-style phases):\n"
                          "  %-24s %9.3f\n  %-24s %9.3f\n  %-24s %9.3f\n  %-24s %9.3f\n"
@@ -354,8 +360,7 @@ int Main(int argc, char** argv) {
                          (unsigned long long)e->job, "local cluster start", boot, "allocate",
                          ms(e->placed_us), "transfer (staged)", ms(e->staged_us),
                          "exec (launch strobe)", ms(e->launched_us), "all started",
-                         ms(e->started_us), "all exited", ms(e->exited_us), "gos-run total",
-                         total);
+                         ms(e->started_us), "all exited", ms(e->exited_us), "gos-run total", total);
           }
           done = true;
           break;

@@ -52,8 +52,8 @@ Status Channel::Send(Frame type, std::span<const uint8_t> payload, std::span<con
   if (payload.size() > kMaxFrameBytes) return InvalidArgumentError("frame too large to send");
   std::lock_guard<std::mutex> lock(send_mu_);
   std::vector<uint8_t> buf(kHeaderBytes);
-  uint32_t len = static_cast<uint32_t>(kHeaderBytes - 4 + payload.size() +
-                                       (key_.empty() ? 0 : kMacBytes));
+  uint32_t len =
+      static_cast<uint32_t>(kHeaderBytes - 4 + payload.size() + (key_.empty() ? 0 : kMacBytes));
   uint16_t version = kChannelVersion, t = static_cast<uint16_t>(type);
   uint64_t seq = ++send_seq_;
   std::memcpy(buf.data(), &len, 4);
@@ -162,7 +162,8 @@ Status Channel::ReadAvailable(std::vector<FrameIn>* out) {
     }
     size_t body = 4 + len - mac;
     if (mac) {
-      Mac m = Hmac(key_, {std::span<const uint8_t>(&recv_dir_, 1), std::span<const uint8_t>(f, body)});
+      Mac m =
+          Hmac(key_, {std::span<const uint8_t>(&recv_dir_, 1), std::span<const uint8_t>(f, body)});
       if (!MacEqual(m, std::span<const uint8_t>(f + body, mac))) {
         return PermissionDeniedError("frame fails authentication: wrong cluster key");
       }

@@ -14,13 +14,20 @@ bool ParseDuration(const std::string& text, std::chrono::microseconds* out,
   if (end == text.c_str() || v < 0) return false;
   std::string unit(end);
   double scale;
-  if (unit.empty()) scale = static_cast<double>(default_unit_us);
-  else if (unit == "us") scale = 1;
-  else if (unit == "ms") scale = 1e3;
-  else if (unit == "s") scale = 1e6;
-  else if (unit == "m" || unit == "min") scale = 60e6;
-  else if (unit == "h") scale = 3600e6;
-  else return false;
+  if (unit.empty())
+    scale = static_cast<double>(default_unit_us);
+  else if (unit == "us")
+    scale = 1;
+  else if (unit == "ms")
+    scale = 1e3;
+  else if (unit == "s")
+    scale = 1e6;
+  else if (unit == "m" || unit == "min")
+    scale = 60e6;
+  else if (unit == "h")
+    scale = 3600e6;
+  else
+    return false;
   *out = std::chrono::microseconds(static_cast<int64_t>(v * scale + 0.5));
   return true;
 }

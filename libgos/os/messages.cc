@@ -187,8 +187,7 @@ StatusOr<StageHeader> DecodeStageHeader(std::span<const uint8_t> bytes,
       !r.U64(&h.file_size) || !r.U64(&h.offset) || !r.U64(&h.len) || r.remaining() != 0) {
     return Bad("staging header");
   }
-  if (h.file.empty() || h.file.find('/') != std::string::npos || h.file == "." ||
-      h.file == "..") {
+  if (h.file.empty() || h.file.find('/') != std::string::npos || h.file == "." || h.file == "..") {
     return InvalidArgumentError("staging header names a bad file \"" + h.file + "\"");
   }
   return h;
@@ -285,10 +284,10 @@ std::vector<uint8_t> Encode(const JobExit& m) {
 StatusOr<JobExit> DecodeJobExit(std::span<const uint8_t> b) {
   Reader r(b);
   JobExit m;
-  if (!r.U64(&m.job) || !r.I32(&m.exit_code) || !r.I32(&m.failed_rank) ||
-      !r.I32(&m.failed_node) || !r.Str(&m.message, kMaxStringBytes) || !r.I64(&m.placed_us) ||
-      !r.I64(&m.staged_us) || !r.I64(&m.launched_us) || !r.I64(&m.started_us) ||
-      !r.I64(&m.exited_us) || r.remaining() != 0) {
+  if (!r.U64(&m.job) || !r.I32(&m.exit_code) || !r.I32(&m.failed_rank) || !r.I32(&m.failed_node) ||
+      !r.Str(&m.message, kMaxStringBytes) || !r.I64(&m.placed_us) || !r.I64(&m.staged_us) ||
+      !r.I64(&m.launched_us) || !r.I64(&m.started_us) || !r.I64(&m.exited_us) ||
+      r.remaining() != 0) {
     return Bad("job exit");
   }
   return m;
@@ -440,7 +439,8 @@ StatusOr<std::pair<uint64_t, std::string>> DecodeJobBytes(std::span<const uint8_
   if (!r.U64(&job) || !r.Bytes(&bytes, kMaxOutputBytes) || r.remaining() != 0) {
     return Bad("job bytes frame");
   }
-  return std::make_pair(job, std::string(reinterpret_cast<const char*>(bytes.data()), bytes.size()));
+  return std::make_pair(job,
+                        std::string(reinterpret_cast<const char*>(bytes.data()), bytes.size()));
 }
 
 }  // namespace gos::os

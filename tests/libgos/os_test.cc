@@ -27,8 +27,17 @@ Strobe SampleStrobe() {
   StrobeCommand launch;
   launch.type = CommandType::kLaunch;
   launch.job = 7;
-  launch.launch = {7, 3, 1, 1000, 1000, 4, {{1, 0, 2}, {2, 2, 2}}, "hello", {"./hello", "x"},
-                   {"A=1", "PATH=/bin"}, "/tmp"};
+  launch.launch = {7,
+                   3,
+                   1,
+                   1000,
+                   1000,
+                   4,
+                   {{1, 0, 2}, {2, 2, 2}},
+                   "hello",
+                   {"./hello", "x"},
+                   {"A=1", "PATH=/bin"},
+                   "/tmp"};
   StrobeCommand sig;
   sig.type = CommandType::kSignal;
   sig.job = 9;

@@ -34,15 +34,17 @@ constexpr uint64_t VarDone(uint32_t slot) { return kVarDoneBase + 8 * uint64_t{s
 
 inline constexpr uint64_t kStrobeBase = 0x10000;
 inline constexpr size_t kStrobeSlotBytes = 64u << 10;
-constexpr uint64_t StrobeSlot(uint64_t strobe) { return kStrobeBase + (strobe % 2) * kStrobeSlotBytes; }
+constexpr uint64_t StrobeSlot(uint64_t strobe) {
+  return kStrobeBase + (strobe % 2) * kStrobeSlotBytes;
+}
 
 // One agent's summary of a job's local ranks, XFERed into the coordinator's exit table.
 struct ExitRecord {
-  uint64_t job = 0;        // 0 = empty
-  int32_t exit_code = 0;   // highest local exit code (128+signal for a signalled rank)
-  int32_t rank = -1;       // rank that gave it
-  int32_t signal = 0;      // signal that killed that rank, 0 if it exited
-  uint32_t ranks = 0;      // local ranks
+  uint64_t job = 0;       // 0 = empty
+  int32_t exit_code = 0;  // highest local exit code (128+signal for a signalled rank)
+  int32_t rank = -1;      // rank that gave it
+  int32_t signal = 0;     // signal that killed that rank, 0 if it exited
+  uint32_t ranks = 0;     // local ranks
   uint64_t reserved = 0;
 };
 static_assert(sizeof(ExitRecord) == 32);
@@ -55,18 +57,20 @@ inline constexpr uint64_t kStageBase = 0x400000;
 inline constexpr size_t kStageHeaderBytes = 4096;
 inline constexpr size_t kStageChunkBytes = 4u << 20;
 inline constexpr size_t kStageSlotBytes = kStageHeaderBytes + kStageChunkBytes;
-constexpr uint64_t StageSlot(uint64_t chunk_seq) { return kStageBase + (chunk_seq % 2) * kStageSlotBytes; }
+constexpr uint64_t StageSlot(uint64_t chunk_seq) {
+  return kStageBase + (chunk_seq % 2) * kStageSlotBytes;
+}
 
 inline constexpr size_t kGlobalMemoryBytes = kStageBase + 2 * kStageSlotBytes;
 static_assert(ExitSlot(kMaxJobSlots, 0) <= kStageBase);
 
 // Events.
-inline constexpr prim::EventId kEventStrobe = 1;       // agents: a strobe arrived
-inline constexpr prim::EventId kEventStrobeSent = 2;   // coordinator: every agent has it
-inline constexpr prim::EventId kEventStage = 3;        // agents: a staging chunk arrived
-inline constexpr prim::EventId kEventStageSent = 4;    // coordinator: chunk delivered
-inline constexpr prim::EventId kEventExit = 5;         // coordinator: an exit record arrived
-inline constexpr prim::EventId kEventExitSent = 6;     // agent: its exit record is there
+inline constexpr prim::EventId kEventStrobe = 1;      // agents: a strobe arrived
+inline constexpr prim::EventId kEventStrobeSent = 2;  // coordinator: every agent has it
+inline constexpr prim::EventId kEventStage = 3;       // agents: a staging chunk arrived
+inline constexpr prim::EventId kEventStageSent = 4;   // coordinator: chunk delivered
+inline constexpr prim::EventId kEventExit = 5;        // coordinator: an exit record arrived
+inline constexpr prim::EventId kEventExitSent = 6;    // agent: its exit record is there
 
 }  // namespace gos::os
 

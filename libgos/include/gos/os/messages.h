@@ -54,7 +54,7 @@ struct StrobeCommand {
 
 struct Strobe {
   uint64_t strobe = 0;
-  uint32_t row = 0;            // gang-matrix row to run during this slice
+  uint32_t row = 0;  // gang-matrix row to run during this slice
   std::vector<StrobeCommand> commands;
 };
 
@@ -65,12 +65,12 @@ StatusOr<Strobe> DecodeStrobe(std::span<const uint8_t> bytes, std::span<const ui
 
 // Header of a staging chunk (the chunk's data follows at a fixed offset).
 struct StageHeader {
-  uint64_t seq = 0;       // global chunk sequence number (monotonic)
+  uint64_t seq = 0;  // global chunk sequence number (monotonic)
   uint64_t job = 0;
-  std::string file;       // name in the job dir
+  std::string file;  // name in the job dir
   uint32_t mode = 0755;
   uint64_t file_size = 0;
-  uint64_t offset = 0;    // of this chunk in the file
+  uint64_t offset = 0;  // of this chunk in the file
   uint64_t len = 0;
 };
 std::vector<uint8_t> EncodeStageHeader(const StageHeader& h, std::span<const uint8_t> key);
@@ -94,12 +94,12 @@ enum class Frame : uint16_t {
   kOk = 25,        // text
   kPhase = 26,     // text: a phase line for --timing
   // nodeagent <-> coordinator
-  kHello = 40,         // AgentHello
-  kWelcome = 41,       // AgentWelcome
-  kAgentOutput = 42,   // OutputChunk
-  kOutputDone = 43,    // u64 job
-  kAgentStdin = 44,    // u64 job + bytes (empty = EOF)
-  kReject = 45,        // text
+  kHello = 40,        // AgentHello
+  kWelcome = 41,      // AgentWelcome
+  kAgentOutput = 42,  // OutputChunk
+  kOutputDone = 43,   // u64 job
+  kAgentStdin = 44,   // u64 job + bytes (empty = EOF)
+  kReject = 45,       // text
 };
 
 struct SubmitFile {
