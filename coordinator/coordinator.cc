@@ -105,6 +105,7 @@ struct Job {
   uint32_t slot = kNoSlot;
   std::vector<uint32_t> nodes;  // distinct, ascending
   std::set<uint32_t> output_done;
+  std::vector<std::string> stdin_early;  // stdin frames not yet forwarded to rank 0's node
   bool exit_confirmed = false;
   bool kill_requested = false;
   std::string kill_message;
@@ -159,6 +160,7 @@ class CoordinatorImpl final : public Coordinator {
     strobe_cv_.notify_one();
   }
   void Schedule(After& after);
+  void ForwardStdin(Job& j, After& after);
   void Finalize(Job& j, JobState state, After& after);
   void PersistJob(const Job& j);
   void PersistNode(const NodeRecord& n);
@@ -409,6 +411,7 @@ void CoordinatorImpl::DropConnection(int fd, const std::string& why, After& afte
   if (auto it = clients_.find(fd); it != clients_.end()) {
     auto c = it->second;
     clients_.erase(it);
+    std::erase_if(deferred_, [&](const auto& d) { return d.first == c; });
     // Like srun: a job whose gos-run goes away is killed.
     auto jt = jobs_.find(c->job);
     if (jt != jobs_.end() && jt->second.client == c) {
@@ -452,12 +455,11 @@ void CoordinatorImpl::OnClientFrame(const std::shared_ptr<Client>& c, os::FrameI
       return;
     case Frame::kStdin: {
       auto jt = jobs_.find(c->job);
-      if (jt == jobs_.end() || jt->second.rec.rank_nodes.empty()) return;
-      auto ag = node_agents_.find(jt->second.rec.rank_nodes[0]);
-      if (ag == node_agents_.end()) return;
-      auto ch = ag->second->ch;
-      auto bytes = os::EncodeJobBytes(c->job, std::string(f.payload.begin(), f.payload.end()));
-      after.push_back([ch, bytes] { ch->Send(Frame::kAgentStdin, bytes).IgnoreError(); });
+      if (jt == jobs_.end()) return;
+      Job& j = jt->second;
+      // Until the job is placed, its input waits here (an empty frame is EOF).
+      j.stdin_early.emplace_back(f.payload.begin(), f.payload.end());
+      if (!j.rec.rank_nodes.empty()) ForwardStdin(j, after);
       return;
     }
     case Frame::kSignalJob: {
@@ -568,7 +570,7 @@ void CoordinatorImpl::Submit(const std::shared_ptr<Client>& c, os::FrameIn& f, A
   jobs_[*id] = std::move(j);
   PersistJob(jobs_[*id]);
   queue_.Push(jr);
-  GOS_LOG(kInfo, "coordinator") << "job " << *id << " submitted by " << r.user << ": "
+  GOS_LOG(kInfo, "coordinator") << "job " << *id << " submitted by " << jobs_[*id].rec.user << ": "
                                 << req->ntasks << " ranks, " << Join(req->argv);
   auto bytes = os::EncodeU64(*id);
   after.push_back([ch, bytes] { ch->Send(Frame::kAccepted, bytes).IgnoreError(); });
@@ -743,8 +745,19 @@ void CoordinatorImpl::Schedule(After& after) {
     PersistJob(j);
     to_stage_.push_back(p.job);
     staging_cv_.notify_one();
+    ForwardStdin(j, after);
   }
-  (void)after;
+}
+
+void CoordinatorImpl::ForwardStdin(Job& j, After& after) {
+  auto ag = node_agents_.find(j.rec.rank_nodes[0]);
+  if (ag == node_agents_.end()) return;
+  auto ch = ag->second->ch;
+  for (const std::string& bytes : j.stdin_early) {
+    auto frame = os::EncodeJobBytes(j.rec.id, bytes);
+    after.push_back([ch, frame] { ch->Send(Frame::kAgentStdin, frame).IgnoreError(); });
+  }
+  j.stdin_early.clear();
 }
 
 void CoordinatorImpl::Finalize(Job& j, JobState state, After& after) {

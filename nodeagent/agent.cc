@@ -127,7 +127,8 @@ class NodeAgentImpl final : public NodeAgent {
 
   std::mutex mu_;
   std::map<uint64_t, LocalJob> jobs_;
-  std::map<int, std::pair<uint64_t, uint32_t>> pipes_;  // fd -> (job, index of rank)
+  std::map<int, std::pair<uint64_t, uint32_t>> pipes_;            // fd -> (job, index of rank)
+  std::map<uint64_t, std::pair<std::string, bool>> early_stdin_;  // job -> (bytes, EOF)
   uint64_t last_strobe_ = 0;
   uint64_t last_stage_seq_ = 0;
   uint32_t current_row_ = 0;
@@ -141,6 +142,16 @@ Status NodeAgentImpl::Init() {
     if (o_.key_file.empty()) o_.key_file = o_.coordinator + "/cluster.key";
   } else {
     address_ = o_.coordinator;
+  }
+  if (!coordinator_dir_.empty()) {
+    // The coordinator writes its address after creating the key: wait for a fresh one.
+    auto deadline = SteadyClock::now() + o_.connect_timeout;
+    while (ReadFirstLine(coordinator_dir_ + "/coordinator.addr").empty()) {
+      if (SteadyClock::now() > deadline) {
+        return UnavailableError("no coordinator address appeared in " + coordinator_dir_);
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
   }
   if (o_.key_file.empty()) return InvalidArgumentError("--key-file is required");
   GOS_ASSIGN_OR_RETURN(key_, os::LoadClusterKey(o_.key_file));
@@ -340,7 +351,13 @@ void NodeAgentImpl::OnChannel() {
     if (!m.ok()) continue;
     std::lock_guard<std::mutex> lock(mu_);
     auto jt = jobs_.find(m->first);
-    if (jt == jobs_.end()) continue;
+    if (jt == jobs_.end()) {
+      // Input can come before the launch strobe: keep it for the rank (empty = EOF).
+      auto& early = early_stdin_[m->first];
+      early.first += m->second;
+      early.second |= m->second.empty();
+      continue;
+    }
     if (m->second.empty()) jt->second.stdin_eof = true;
     jt->second.stdin_pending += m->second;
     FlushStdin(jt->second);
@@ -621,6 +638,12 @@ void NodeAgentImpl::Launch(const os::LaunchCommand& l, uint32_t current_row) {
       Watch(fd);
     }
   }
+  if (auto early = early_stdin_.find(l.job); early != early_stdin_.end()) {
+    j.stdin_pending = std::move(early->second.first);
+    j.stdin_eof = early->second.second;
+    early_stdin_.erase(early);
+    FlushStdin(j);
+  }
   node_->Store(os::VarStarted(l.slot), static_cast<int64_t>(l.job));
   MaybeReport(j);
 }
@@ -643,6 +666,7 @@ void NodeAgentImpl::ForgetJob(uint64_t id) {
   if (jt == jobs_.end()) {
     std::error_code ec;
     std::filesystem::remove_all(o_.state_dir + "/jobs/" + std::to_string(id), ec);
+    early_stdin_.erase(id);
     return;
   }
   LocalJob& j = jt->second;

@@ -277,13 +277,18 @@ int Main(int argc, char** argv) {
   while (!done) {
     pollfd p[3] = {{(*ch)->fd(), POLLIN, 0},
                    {g_signal_pipe[0], POLLIN, 0},
-                   {0, static_cast<short>(stdin_open && job ? POLLIN : 0), 0}};
+                   // stdin is read once the job is accepted (poll ignores fd -1).
+                   {stdin_open && job ? 0 : -1, POLLIN, 0}};
     int n = ::poll(p, 3, -1);
     if (n < 0 && errno != EINTR) break;
     if (p[1].revents & POLLIN) {
       char sig;
       while (::read(g_signal_pipe[0], &sig, 1) == 1) {
-        if (job == 0) continue;
+        if (job == 0) {
+          // Not accepted yet (the cluster may still be forming): just leave.
+          std::fprintf(stderr, "gos-run: interrupted before the job was accepted\n");
+          return 128 + sig;
+        }
         int forward = sig;
         auto now = SteadyClock::now();
         if (sig == SIGINT) {

@@ -219,6 +219,8 @@ class BootstrapServerImpl final : public BootstrapServer {
 
   void Form() {
     formed_ = true;
+    // Members waited for the group silently: silence counts from now on.
+    for (auto& [id, fd] : members_) conns_.at(fd).last_heard = SteadyClock::now();
     Welcome w;
     for (auto& [id, fd] : members_) w.peers.push_back(conns_.at(fd).join.self);
     for (auto& [id, fd] : members_) {

@@ -1,0 +1,1077 @@
+// Integration tests of the gos global OS (issue 3): a real coordinator, real nodeagents (PID
+// namespaces, freezer cgroups, setuid ranks: root only) and the command-line tools, driven the
+// way a user drives them. Each test has its own state dir, starts its daemons itself (through
+// gos-run's embedded cluster, gos-cluster up, or by hand), waits on conditions with deadlines,
+// and at the end checks that no process of its cluster and no freezer cgroup of its nodeagents
+// (/sys/fs/cgroup/freezer/gos/<name>.<pid>) is left, then removes whatever is.
+//
+// Ranks are examples/hello and tests/os/os_test_rank (spin, sleep, ignore-int, netns).
+#include <dirent.h>
+#include <fcntl.h>
+#include <grp.h>
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <map>
+#include <memory>
+#include <optional>
+#include <regex>
+#include <set>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "gos/os/channel.h"
+#include "gos/os/messages.h"
+#include "gos/storage/tables.h"
+#include "tests/support/netns.h"
+#include "tests/support/subprocess.h"
+
+namespace gos::os {
+namespace {
+
+using namespace std::chrono_literals;
+using gos::testing::DescribeWaitStatus;
+using gos::testing::NetnsHosts;
+using gos::testing::Subprocess;
+using SteadyClock = std::chrono::steady_clock;
+
+constexpr char kFreezerMount[] = "/sys/fs/cgroup/freezer";
+constexpr char kFreezerGos[] = "/sys/fs/cgroup/freezer/gos";
+constexpr uid_t kNobody = 65534;
+
+// ---- Paths and files ----------------------------------------------------------------------
+
+std::string GosBinDir() {
+  const char* d = std::getenv("GOS_BIN_DIR");
+  return d != nullptr && *d != '\0' ? d : gos::testing::TestBinDir() + "/../bin";
+}
+std::string Bin(const std::string& name) { return GosBinDir() + "/" + name; }
+std::string Hello() { return GosBinDir() + "/../examples/hello"; }
+std::string RankHelper() { return gos::testing::TestBinDir() + "/os_test_rank"; }
+
+bool Exists(const std::string& path) {
+  struct stat st {};
+  return ::stat(path.c_str(), &st) == 0;
+}
+
+bool IsDir(const std::string& path) {
+  struct stat st {};
+  return ::stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode);
+}
+
+std::string ReadFile(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+bool WriteFile(const std::string& path, const std::string& text, mode_t mode) {
+  int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, mode);
+  if (fd < 0) return false;
+  bool ok = ::write(fd, text.data(), text.size()) == static_cast<ssize_t>(text.size());
+  ::close(fd);
+  return ok && ::chmod(path.c_str(), mode) == 0;
+}
+
+std::string Trim(std::string s) {
+  while (!s.empty() && (s.back() == '\n' || s.back() == ' ')) s.pop_back();
+  return s;
+}
+
+std::vector<std::string> Lines(const std::string& text) {
+  std::vector<std::string> out;
+  std::istringstream in(text);
+  for (std::string line; std::getline(in, line);) out.push_back(line);
+  return out;
+}
+
+// Sub-directory names of dir (no . and ..), sorted.
+std::vector<std::string> SubDirs(const std::string& dir) {
+  std::vector<std::string> out;
+  DIR* d = ::opendir(dir.c_str());
+  if (d == nullptr) return out;
+  while (dirent* e = ::readdir(d)) {
+    std::string name = e->d_name;
+    if (name == "." || name == ".." || !IsDir(dir + "/" + name)) continue;
+    out.push_back(name);
+  }
+  ::closedir(d);
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+// Polls pred every `step` until it holds or the timeout passes; returns its last value.
+bool WaitUntil(const std::function<bool()>& pred, std::chrono::milliseconds timeout,
+               std::chrono::milliseconds step = 10ms) {
+  auto deadline = SteadyClock::now() + timeout;
+  while (true) {
+    if (pred()) return true;
+    if (SteadyClock::now() >= deadline) return false;
+    std::this_thread::sleep_for(step);
+  }
+}
+
+double SecondsSince(SteadyClock::time_point t) {
+  return std::chrono::duration<double>(SteadyClock::now() - t).count();
+}
+
+// ---- Processes ----------------------------------------------------------------------------
+
+std::string Cmdline(pid_t pid) {
+  std::string raw = ReadFile("/proc/" + std::to_string(pid) + "/cmdline");
+  while (!raw.empty() && raw.back() == '\0') raw.pop_back();
+  std::replace(raw.begin(), raw.end(), '\0', ' ');
+  return raw;
+}
+
+std::string Exe(pid_t pid) {
+  std::error_code ec;
+  auto p = std::filesystem::read_symlink("/proc/" + std::to_string(pid) + "/exe", ec);
+  return ec ? "" : p.string();
+}
+
+// Running: some thread of it is not a zombie (a killed multi-threaded process keeps its files
+// open until its last thread has exited).
+bool Alive(pid_t pid) {
+  const std::string task_dir = "/proc/" + std::to_string(pid) + "/task";
+  DIR* d = ::opendir(task_dir.c_str());
+  if (d == nullptr) return false;
+  bool alive = false;
+  while (dirent* e = ::readdir(d)) {
+    if (e->d_name[0] == '.') continue;
+    std::string stat = ReadFile(task_dir + "/" + e->d_name + "/stat");
+    size_t paren = stat.rfind(')');
+    alive |= paren != std::string::npos && paren + 2 < stat.size() && stat[paren + 2] != 'Z';
+  }
+  ::closedir(d);
+  return alive;
+}
+
+// Live processes (other than this one) whose command line or executable contains every one of
+// `needles`, with their command lines.
+std::map<pid_t, std::string> FindProcesses(const std::vector<std::string>& needles) {
+  std::map<pid_t, std::string> out;
+  DIR* d = ::opendir("/proc");
+  if (d == nullptr) return out;
+  while (dirent* e = ::readdir(d)) {
+    char* end = nullptr;
+    long pid = std::strtol(e->d_name, &end, 10);
+    if (*end != '\0' || pid <= 0 || pid == getpid()) continue;
+    std::string what = Cmdline(static_cast<pid_t>(pid)) + " exe=" + Exe(static_cast<pid_t>(pid));
+    bool all = true;
+    for (const auto& n : needles) all &= what.find(n) != std::string::npos;
+    if (all && Alive(static_cast<pid_t>(pid))) out[static_cast<pid_t>(pid)] = what;
+  }
+  ::closedir(d);
+  return out;
+}
+
+std::string Describe(const std::map<pid_t, std::string>& procs) {
+  std::string s;
+  for (const auto& [pid, what] : procs) s += "  " + std::to_string(pid) + ": " + what + "\n";
+  return s;
+}
+
+// A command with stdout and stderr captured apart: the Subprocess runs a shell that redirects
+// stderr to its own file and execs the command (so pid() is the command's), or, with stdin
+// text, pipes the text into it.
+class Proc {
+ public:
+  Proc(const std::vector<std::string>& argv, const std::vector<std::string>& env,
+       const std::string& err_path, const std::optional<std::string>& stdin_text)
+      : err_path_(err_path), started_(SteadyClock::now()) {
+    std::vector<std::string> sh = {"/bin/sh", "-c"};
+    if (stdin_text) {
+      sh.push_back("e=$1; i=$2; shift 2; printf '%s' \"$i\" | \"$@\" 2>\"$e\"");
+      sh.insert(sh.end(), {"sh", err_path, *stdin_text});
+    } else {
+      sh.push_back("e=$1; shift; exec \"$@\" 2>\"$e\"");
+      sh.insert(sh.end(), {"sh", err_path});
+    }
+    sh.insert(sh.end(), argv.begin(), argv.end());
+    for (const auto& a : argv) command_ += (command_.empty() ? "" : " ") + a;
+    auto p = Subprocess::Start(sh, env);
+    if (p.ok()) {
+      proc_.emplace(std::move(*p));
+    } else {
+      start_error_ = p.status().ToString();
+    }
+  }
+  ~Proc() {
+    proc_.reset();  // kills and reaps if still running
+    ::unlink(err_path_.c_str());
+  }
+  Proc(const Proc&) = delete;
+  Proc& operator=(const Proc&) = delete;
+
+  pid_t pid() const { return proc_ ? proc_->pid() : -1; }
+  // True once exited (waits up to timeout).
+  bool Wait(std::chrono::milliseconds timeout) {
+    if (!proc_) return true;
+    if (!status_) status_ = proc_->Wait(SteadyClock::now() + timeout);
+    if (status_ && !ended_) ended_ = SteadyClock::now();
+    return status_.has_value();
+  }
+  bool Running() { return !Wait(0ms); }
+  // Exit code as a shell reports it (128+signal if killed), -1 if still running.
+  int ExitCode() const {
+    if (!status_) return -1;
+    return WIFEXITED(*status_) ? WEXITSTATUS(*status_) : 128 + WTERMSIG(*status_);
+  }
+  double Seconds() const {
+    return std::chrono::duration<double>(ended_.value_or(SteadyClock::now()) - started_).count();
+  }
+  void Signal(int sig) {
+    if (proc_) proc_->Signal(sig);
+  }
+  std::string Out() const { return proc_ ? proc_->output() : ""; }
+  std::string Err() const { return ReadFile(err_path_); }
+  bool WaitForOutput(const std::string& text, std::chrono::milliseconds timeout) {
+    return WaitUntil([&] { return Out().find(text) != std::string::npos || !Running(); },
+                     timeout) &&
+           Out().find(text) != std::string::npos;
+  }
+  bool WaitForErr(const std::string& text, std::chrono::milliseconds timeout) {
+    return WaitUntil([&] { return Err().find(text) != std::string::npos || !Running(); },
+                     timeout) &&
+           Err().find(text) != std::string::npos;
+  }
+  std::string Describe() const {
+    std::string s = "`" + command_ + "`: ";
+    if (!start_error_.empty()) return s + "did not start: " + start_error_;
+    s += status_ ? DescribeWaitStatus(*status_) : std::string("still running");
+    char buf[32];
+    std::snprintf(buf, sizeof buf, " after %.2f s", Seconds());
+    return s + buf + "\n--- stdout:\n" + Out() + "--- stderr:\n" + Err() + "---\n";
+  }
+
+ private:
+  std::optional<Subprocess> proc_;
+  std::string err_path_;
+  std::string command_;
+  std::string start_error_;
+  std::optional<int> status_;
+  SteadyClock::time_point started_;
+  std::optional<SteadyClock::time_point> ended_;
+};
+
+// Runs argv as another user (fork, setgroups, setgid, setuid, exec); returns the exit status and
+// the merged output.
+struct Outcome {
+  int status = -1;
+  std::string output;
+};
+Outcome RunAs(uid_t uid, gid_t gid, const std::vector<std::string>& argv,
+              const std::vector<std::string>& env, std::chrono::milliseconds timeout) {
+  Outcome o;
+  char tmpl[] = "/tmp/gos-os-test-runas-XXXXXX";
+  int fd = mkstemp(tmpl);
+  if (fd < 0) {
+    o.output = std::string("mkstemp: ") + std::strerror(errno);
+    return o;
+  }
+  std::vector<char*> cargv, cenv;
+  for (const auto& a : argv) cargv.push_back(const_cast<char*>(a.c_str()));
+  cargv.push_back(nullptr);
+  for (const auto& e : env) cenv.push_back(const_cast<char*>(e.c_str()));
+  cenv.push_back(nullptr);
+  pid_t pid = fork();
+  if (pid == 0) {
+    dup2(fd, 1);
+    dup2(fd, 2);
+    int null = ::open("/dev/null", O_RDONLY);
+    if (null >= 0) dup2(null, 0);
+    if (setgroups(0, nullptr) != 0 || setgid(gid) != 0 || setuid(uid) != 0) {
+      dprintf(2, "cannot become uid %u: %s\n", uid, std::strerror(errno));
+      _exit(126);
+    }
+    execve(cargv[0], cargv.data(), cenv.data());
+    dprintf(2, "exec %s: %s\n", cargv[0], std::strerror(errno));
+    _exit(127);
+  }
+  ::close(fd);
+  if (pid > 0) {
+    auto deadline = SteadyClock::now() + timeout;
+    int st = 0;
+    while (waitpid(pid, &st, WNOHANG) == 0) {
+      if (SteadyClock::now() > deadline) {
+        kill(pid, SIGKILL);
+        waitpid(pid, &st, 0);
+        break;
+      }
+      std::this_thread::sleep_for(5ms);
+    }
+    o.status = st;
+  }
+  o.output = ReadFile(tmpl);
+  ::unlink(tmpl);
+  return o;
+}
+
+// ---- The coordinator's client protocol ------------------------------------------------------
+
+// One PS round trip on the coordinator's client socket (the reply carries job messages, which
+// the gos-ps table does not show).
+StatusOr<PsReply> Ps(const std::string& socket) {
+  GOS_ASSIGN_OR_RETURN(int fd, ConnectAddress(socket, SteadyClock::now() + 2s));
+  Channel ch(fd, {}, false);
+  GOS_RETURN_IF_ERROR(ch.Send(Frame::kPs, {}));
+  GOS_ASSIGN_OR_RETURN(FrameIn f, ch.Receive(SteadyClock::now() + 10s));
+  if (f.type != Frame::kPsReply) {
+    return InternalError("unexpected reply to PS: frame " +
+                         std::to_string(static_cast<int>(f.type)));
+  }
+  return DecodePsReply(f.payload);
+}
+
+uint32_t NodesUp(const PsReply& r) {
+  uint32_t up = 0;
+  for (const auto& n : r.nodes) up += n.up ? 1 : 0;
+  return up;
+}
+
+const PsJob* FindJob(const PsReply& r, uint64_t id) {
+  for (const auto& j : r.jobs) {
+    if (j.id == id) return &j;
+  }
+  return nullptr;
+}
+
+std::string DescribePs(const StatusOr<PsReply>& r) {
+  if (!r.ok()) return "PS failed: " + r.status().ToString() + "\n";
+  std::string s = "jobs:\n";
+  for (const auto& j : r->jobs) {
+    s += "  " + std::to_string(j.id) + " " + j.state + " exit " + std::to_string(j.exit_code) +
+         " row " + std::to_string(j.row) + " nodes";
+    for (uint32_t n : j.nodes) s += " " + std::to_string(n);
+    s += " `" + j.command + "` " + j.message + "\n";
+  }
+  s += "nodes:\n";
+  for (const auto& n : r->nodes) {
+    s += "  " + std::to_string(n.id) + " " + n.host + (n.up ? " up" : " down: " + n.down_reason) +
+         "\n";
+  }
+  return s;
+}
+
+// ---- Freezer cgroups ------------------------------------------------------------------------
+
+std::vector<pid_t> CgroupPids(const std::string& cgroup) {
+  std::vector<pid_t> pids;
+  std::istringstream in(ReadFile(cgroup + "/cgroup.procs"));
+  for (long pid; in >> pid;) pids.push_back(static_cast<pid_t>(pid));
+  return pids;
+}
+
+// Kills every process under cgroup (thawed first, so the kill lands) and removes the tree.
+void RemoveCgroupTree(const std::string& cgroup) {
+  for (const auto& sub : SubDirs(cgroup)) RemoveCgroupTree(cgroup + "/" + sub);
+  WriteFile(cgroup + "/freezer.state", "THAWED", 0644);
+  WaitUntil(
+      [&] {
+        auto pids = CgroupPids(cgroup);
+        for (pid_t p : pids) ::kill(p, SIGKILL);
+        return pids.empty();
+      },
+      5s);
+  ::rmdir(cgroup.c_str());
+}
+
+// ---- The fixture ----------------------------------------------------------------------------
+
+class OsTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (geteuid() != 0) {
+      GTEST_SKIP() << "needs root: nodeagents make PID namespaces and freezer cgroups and run "
+                      "ranks as the submitting user";
+    }
+    if (!Exists(std::string(kFreezerMount) + "/cgroup.procs")) {
+      GTEST_SKIP() << "no cgroup v1 freezer hierarchy at " << kFreezerMount;
+    }
+    unsetenv("GOS_COORDINATOR");
+    char tmpl[] = "/tmp/gos-os-test-XXXXXX";
+    ASSERT_NE(mkdtemp(tmpl), nullptr) << std::strerror(errno);
+    state_ = tmpl;
+    // Reachable by other users (the nobody test); the coordinator's socket is 0666.
+    ASSERT_EQ(::chmod(state_.c_str(), 0755), 0);
+    ASSERT_EQ(::mkdir((state_ + "/.test").c_str(), 0700), 0);
+  }
+
+  void TearDown() override;
+
+  // Environment of the tools: this test's state dir, info logs for the daemons.
+  std::vector<std::string> Env(std::vector<std::string> extra = {}) const {
+    extra.insert(extra.begin(), {"GOS_STATE_DIR=" + state_, "GOS_LOG_LEVEL=info"});
+    return extra;
+  }
+
+  std::unique_ptr<Proc> Start(const std::vector<std::string>& argv,
+                              const std::vector<std::string>& extra_env = {},
+                              const std::optional<std::string>& stdin_text = std::nullopt) {
+    std::string err = state_ + "/.test/stderr." + std::to_string(++commands_);
+    return std::make_unique<Proc>(argv, Env(extra_env), err, stdin_text);
+  }
+
+  // Starts and waits for the exit (a failed expectation if it does not exit in time).
+  std::unique_ptr<Proc> Run(const std::vector<std::string>& argv,
+                            const std::vector<std::string>& extra_env = {},
+                            std::chrono::milliseconds timeout = 60s,
+                            const std::optional<std::string>& stdin_text = std::nullopt) {
+    auto p = Start(argv, extra_env, stdin_text);
+    EXPECT_TRUE(p->Wait(timeout)) << "did not finish in " << timeout.count()
+                                  << " ms: " << p->Describe() << Logs();
+    return p;
+  }
+
+  std::string socket() const { return state_ + "/coordinator.sock"; }
+
+  // The daemons' logs (tails), for failure messages.
+  std::string Logs() const {
+    std::error_code ec;
+    std::vector<std::string> files;
+    for (const auto& e : std::filesystem::directory_iterator(state_ + "/log", ec)) {
+      files.push_back(e.path().string());
+    }
+    std::sort(files.begin(), files.end());
+    std::string s;
+    for (const auto& f : files) {
+      std::string text = ReadFile(f);
+      if (text.size() > 6000) text = "...\n" + text.substr(text.size() - 6000);
+      s += "=== " + f + ":\n" + text;
+    }
+    return s;
+  }
+
+  // Waits until the coordinator at `sock` reports `n` nodes up and strobes.
+  ::testing::AssertionResult WaitForNodes(const std::string& sock, uint32_t n,
+                                          std::chrono::milliseconds timeout) {
+    StatusOr<PsReply> last = UnavailableError("no reply yet");
+    bool ok = WaitUntil(
+        [&] {
+          last = Ps(sock);
+          return last.ok() && NodesUp(*last) >= n && last->strobe > 0;
+        },
+        timeout, 20ms);
+    if (ok) return ::testing::AssertionSuccess();
+    return ::testing::AssertionFailure()
+           << n << " nodes not up after " << timeout.count() << " ms:\n"
+           << DescribePs(last);
+  }
+
+  // Processes of this test's cluster: daemons name the state dir on their command line, ranks
+  // and gos-rank-init run staged copies from it.
+  std::map<pid_t, std::string> ClusterProcesses(const std::string& needle = "") const {
+    std::vector<std::string> needles = {state_};
+    if (!needle.empty()) needles.push_back(needle);
+    return FindProcesses(needles);
+  }
+
+  // The one live nodeagent whose state dir is <state>/nodes/<name>, or -1.
+  pid_t AgentPid(const std::string& name) const {
+    auto procs = ClusterProcesses(state_ + "/nodes/" + name + " ");
+    for (const auto& [pid, what] : procs) {
+      if (what.find("gos-nodeagent") != std::string::npos) return pid;
+    }
+    return -1;
+  }
+
+  // The freezer cgroup dir of the nodeagent with this pid, or "" if there is none.
+  static std::string AgentCgroup(pid_t agent) {
+    std::string suffix = "." + std::to_string(agent);
+    for (const auto& d : SubDirs(kFreezerGos)) {
+      if (d.size() > suffix.size() &&
+          d.compare(d.size() - suffix.size(), suffix.size(), suffix) == 0) {
+        return std::string(kFreezerGos) + "/" + d;
+      }
+    }
+    return "";
+  }
+
+  std::string state_;
+  int commands_ = 0;
+  // Agents whose pid the node table may not hold (hand-started, or replaced).
+  std::set<pid_t> agents_;
+  // Agents killed with SIGKILL: they cannot remove their cgroup dir, so it may stay.
+  std::set<pid_t> killed_agents_;
+};
+
+void OsTest::TearDown() {
+  if (state_.empty()) return;
+  // Whatever the test started has been destroyed (killed and reaped) by now; the daemons of
+  // its cluster may still be on their way out, so give them a moment.
+  std::map<pid_t, std::string> left;
+  WaitUntil([&] { return (left = ClusterProcesses()).empty(); }, 10s, 20ms);
+  EXPECT_TRUE(left.empty()) << "processes of this test's cluster still running 10 s after the "
+                               "test:\n"
+                            << Describe(left);
+  for (const auto& [pid, what] : left) ::kill(pid, SIGKILL);
+  WaitUntil([&] { return ClusterProcesses().empty(); }, 5s);
+
+  // Every nodeagent that joined is in the node table (with its pid).
+  std::set<pid_t> agents = agents_;
+  if (IsDir(state_ + "/db")) {
+    // A daemon killed just now may hold the database's lock for a moment longer.
+    StatusOr<std::unique_ptr<storage::Tables>> tables = UnavailableError("not opened");
+    WaitUntil([&] { return (tables = storage::Tables::Open(state_ + "/db")).ok(); }, 10s);
+    if (tables.ok()) {
+      auto nodes = (*tables)->ListNodes();
+      if (nodes.ok()) {
+        for (const auto& n : *nodes) agents.insert(n.pid);
+      }
+    } else {
+      ADD_FAILURE() << "cannot open the node table: " << tables.status().ToString();
+    }
+  }
+  for (pid_t agent : agents) {
+    std::string cg = AgentCgroup(agent);
+    if (cg.empty()) continue;
+    if (!killed_agents_.count(agent)) {
+      std::string jobs;
+      for (const auto& j : SubDirs(cg)) {
+        jobs += " " + j + " (" + std::to_string(CgroupPids(cg + "/" + j).size()) + " processes)";
+      }
+      ADD_FAILURE() << "freezer cgroup of exited nodeagent pid " << agent << " left behind: " << cg
+                    << (jobs.empty() ? " (no job cgroups)" : " with job cgroups" + jobs);
+    }
+    RemoveCgroupTree(cg);
+  }
+  if (HasFailure()) std::printf("daemon logs of %s:\n%s\n", state_.c_str(), Logs().c_str());
+  std::error_code ec;
+  std::filesystem::remove_all(state_, ec);
+}
+
+// Labelled output lines "R: hello from rank R of N on node K ..." -> rank -> node.
+std::map<int, int> ParseHello(const std::string& out, int size, std::string* problems) {
+  static const std::regex kLine(R"(^(\d+): hello from rank (\d+) of (\d+) on node (\d+) .*)");
+  std::map<int, int> nodes;
+  for (const auto& line : Lines(out)) {
+    std::smatch m;
+    if (!std::regex_match(line, m, kLine)) {
+      *problems += "unexpected line: " + line + "\n";
+      continue;
+    }
+    int label = std::stoi(m[1]), rank = std::stoi(m[2]);
+    if (label != rank) *problems += "label " + m[1].str() + " on rank " + m[2].str() + "'s line\n";
+    if (std::stoi(m[3]) != size) *problems += "wrong size: " + line + "\n";
+    if (nodes.count(rank)) *problems += "rank " + m[2].str() + " printed twice\n";
+    nodes[rank] = std::stoi(m[4]);
+  }
+  return nodes;
+}
+
+// ---- 1. gos-run -n 8 -l hello on the embedded cluster ---------------------------------------
+
+TEST_F(OsTest, HelloEightRanksLabelledOnEmbeddedCluster) {
+  auto run = Run({Bin("gos-run"), "-n", "8", "-l", Hello()});
+  ASSERT_EQ(run->ExitCode(), 0) << run->Describe() << Logs();
+  std::string problems;
+  std::map<int, int> nodes = ParseHello(run->Out(), 8, &problems);
+  EXPECT_EQ(problems, "") << run->Describe();
+  EXPECT_EQ(Lines(run->Out()).size(), 8u) << run->Describe();
+  ASSERT_EQ(nodes.size(), 8u) << run->Describe();
+  // The embedded cluster has min(8, 4) = 4 nodes; block distribution: 2 ranks per node.
+  for (const auto& [rank, node] : nodes) {
+    EXPECT_EQ(node, rank / 2 + 1) << "rank " << rank << "\n" << run->Describe();
+  }
+  EXPECT_TRUE(Exists(state_ + "/log/coordinator.log"));
+  std::printf("gos-run -n 8 -l hello: %.2f s\n", run->Seconds());
+}
+
+// ---- 2. A rank's exit code is the job's --------------------------------------------------------
+
+TEST_F(OsTest, RankExitCodePropagatesAndNamesRankAndNode) {
+  auto run = Run({Bin("gos-run"), "-n", "8", "-l", Hello()}, {"HELLO_EXIT_RANK=5", "HELLO_EXIT=3"});
+  EXPECT_EQ(run->ExitCode(), 3) << run->Describe() << Logs();
+  EXPECT_NE(run->Err().find("rank 5"), std::string::npos) << run->Describe();
+  EXPECT_NE(run->Err().find("node 3"), std::string::npos) << run->Describe();  // ranks 4, 5
+  // Every rank still ran and printed.
+  std::string problems;
+  EXPECT_EQ(ParseHello(run->Out(), 8, &problems).size(), 8u) << run->Describe();
+}
+
+// ---- 3. A bad program is refused before anything starts --------------------------------------
+
+TEST_F(OsTest, MissingOrNonExecutableProgramIsRefusedBeforeLaunch) {
+  const std::string fresh = state_ + "/fresh";  // the state dir gos-run is told to use
+  const std::string script = state_ + "/not-executable.sh";
+  ASSERT_TRUE(WriteFile(script, "#!/bin/sh\necho should not run\n", 0644));
+  struct Case {
+    std::string program, why;
+  };
+  for (const Case& c :
+       {Case{state_ + "/no-such-program", "No such file or directory"},
+        Case{script, "not executable"}, Case{"gos-os-test-no-such-command", "not found"}}) {
+    SCOPED_TRACE(c.program);
+    auto run = Run({Bin("gos-run"), "-n", "4", c.program}, {"GOS_STATE_DIR=" + fresh}, 20s);
+    EXPECT_EQ(run->ExitCode(), 2) << run->Describe();
+    EXPECT_NE(run->Err().find("cannot run"), std::string::npos) << run->Describe();
+    EXPECT_NE(run->Err().find(c.program), std::string::npos) << run->Describe();
+    EXPECT_NE(run->Err().find(c.why), std::string::npos) << run->Describe();
+    EXPECT_EQ(run->Out(), "") << run->Describe();
+    EXPECT_LT(run->Seconds(), 5.0) << run->Describe();
+    // No coordinator was started.
+    EXPECT_FALSE(Exists(fresh + "/log/coordinator.log"));
+    EXPECT_FALSE(Exists(fresh + "/coordinator.sock"));
+    EXPECT_TRUE(ClusterProcesses(fresh).empty()) << Describe(ClusterProcesses(fresh));
+  }
+}
+
+// ---- 4. Gang scheduling: two jobs at MPL 2 on the same nodes ----------------------------------
+
+TEST_F(OsTest, TwoJobsOnSameNodesAreGangScheduledOneThawedAtATime) {
+  auto up =
+      Run({Bin("gos-cluster"), "up", "-N", "2", "--timeslice", "20ms", "--mpl", "2"}, {}, 60s);
+  ASSERT_EQ(up->ExitCode(), 0) << up->Describe() << Logs();
+  ASSERT_TRUE(WaitForNodes(socket(), 2, 10s));
+  std::vector<std::string> agent_dirs;  // cgroup dirs <name>.<pid> may appear only at launch
+  std::vector<std::string> agent_prefixes;
+  for (const char* name : {"n1", "n2"}) {
+    pid_t pid = AgentPid(name);
+    ASSERT_GT(pid, 0) << "no nodeagent " << name << ":\n" << Describe(ClusterProcesses());
+    agent_prefixes.push_back(std::string(kFreezerGos) + "/" + name + "." + std::to_string(pid));
+  }
+
+  // Each job needs 1 s of CPU per rank; sharing the nodes, each gets half of the time.
+  const std::vector<std::string> job = {Bin("gos-run"), "-N",         "2",    "-n", "2",
+                                        "-l",           RankHelper(), "spin", "1.0"};
+  auto a = Start(job);
+  auto b = Start(job);
+
+  // Sample the freezer states of every job cgroup of both agents until both jobs end. A job
+  // counts as thawed in a sample if its cgroup holds processes and reads THAWED in two passes
+  // (forward, then backward): the agent freezes one row before it thaws the next, but a single
+  // pass reads the cgroups at slightly different times and could see the hand-over half done.
+  int samples = 0, overlapping = 0;
+  std::vector<std::string> violations;
+  std::set<std::string> seen, seen_thawed;
+  auto deadline = SteadyClock::now() + 90s;
+  while ((a->Running() || b->Running()) && SteadyClock::now() < deadline) {
+    for (const auto& agent : agent_prefixes) {
+      std::vector<std::string> jobs;
+      for (const auto& j : SubDirs(agent)) {
+        if (j[0] == 'j') jobs.push_back(j);
+      }
+      auto thawed = [&](const std::string& j) {
+        std::string dir = agent + "/" + j;
+        return Trim(ReadFile(dir + "/freezer.state")) == "THAWED" && !CgroupPids(dir).empty();
+      };
+      std::map<std::string, bool> first;
+      for (const auto& j : jobs) first[j] = thawed(j);
+      std::vector<std::string> both;
+      int live = 0;
+      for (auto it = jobs.rbegin(); it != jobs.rend(); ++it) {
+        if (thawed(*it) && first[*it]) both.push_back(*it);
+        live += CgroupPids(agent + "/" + *it).empty() ? 0 : 1;
+      }
+      seen.insert(jobs.begin(), jobs.end());
+      seen_thawed.insert(both.begin(), both.end());
+      if (live >= 2) ++overlapping;
+      if (both.size() > 1) {
+        std::string v = agent + ":";
+        for (const auto& j : both) v += " " + j;
+        violations.push_back(v + " THAWED at once");
+      }
+    }
+    ++samples;
+    std::this_thread::sleep_for(2ms);
+  }
+  ASSERT_TRUE(a->Wait(1s)) << a->Describe() << Logs();
+  ASSERT_TRUE(b->Wait(1s)) << b->Describe() << Logs();
+  EXPECT_EQ(a->ExitCode(), 0) << a->Describe() << Logs();
+  EXPECT_EQ(b->ExitCode(), 0) << b->Describe() << Logs();
+  for (Proc* p : {a.get(), b.get()}) {
+    std::vector<std::string> lines = Lines(p->Out());
+    std::sort(lines.begin(), lines.end());
+    EXPECT_EQ(lines, (std::vector<std::string>{"0: ready", "0: spun 1.00 s", "1: ready",
+                                               "1: spun 1.00 s"}))
+        << p->Describe();
+  }
+  EXPECT_TRUE(violations.empty()) << violations.size() << " of " << samples
+                                  << " samples had two jobs thawed on one node, e.g. "
+                                  << violations.front();
+  EXPECT_EQ(seen.size(), 2u) << "job cgroups seen:" << ::testing::PrintToString(seen);
+  EXPECT_EQ(seen_thawed, seen) << "each job must have been seen running (THAWED) at least once";
+  EXPECT_GT(overlapping, 0) << "the two jobs never had processes on a node at the same time";
+  std::printf("%d samples, %d with both jobs on a node; jobs took %.2f s and %.2f s\n", samples,
+              overlapping, a->Seconds(), b->Seconds());
+
+  // Both placed in different rows of the same two nodes.
+  auto ps = Ps(socket());
+  ASSERT_TRUE(ps.ok()) << ps.status().ToString();
+  ASSERT_GE(ps->jobs.size(), 2u) << DescribePs(ps);
+  std::set<int32_t> rows;
+  for (const auto& j : ps->jobs) {
+    EXPECT_EQ(j.state, "completed") << DescribePs(ps);
+    EXPECT_EQ(j.nodes, (std::vector<uint32_t>{1, 2})) << DescribePs(ps);
+    rows.insert(j.row);
+  }
+  EXPECT_EQ(rows.size(), 2u) << DescribePs(ps);
+
+  auto down = Run({Bin("gos-cluster"), "down"}, {}, 30s);
+  EXPECT_EQ(down->ExitCode(), 0) << down->Describe();
+  EXPECT_TRUE(WaitUntil([&] { return ClusterProcesses().empty(); }, 15s))
+      << "gos-cluster down left:\n"
+      << Describe(ClusterProcesses());
+}
+
+// ---- 5. A nodeagent killed during a job ---------------------------------------------------------
+
+TEST_F(OsTest, KilledNodeagentFailsItsJobAndSparesOthers) {
+  auto up = Run({Bin("gos-cluster"), "up", "-N", "3", "--failure-timeout", "1s"}, {}, 60s);
+  ASSERT_EQ(up->ExitCode(), 0) << up->Describe() << Logs();
+  ASSERT_TRUE(WaitForNodes(socket(), 3, 10s));
+
+  // Job A on nodes 1-2 (lowest free nodes of row 0), job B on node 3 (the same row).
+  auto a = Start({Bin("gos-run"), "-N", "2", "-n", "2", "-l", RankHelper(), "sleep", "20000"});
+  ASSERT_TRUE(a->WaitForOutput("0: ready", 30s) && a->WaitForOutput("1: ready", 10s))
+      << a->Describe() << Logs();
+  auto b = Start({Bin("gos-run"), "-N", "1", "-n", "1", "-l", RankHelper(), "sleep", "4000"});
+  ASSERT_TRUE(b->WaitForOutput("0: ready", 30s)) << b->Describe() << Logs();
+  auto ps = Ps(socket());
+  ASSERT_TRUE(ps.ok()) << ps.status().ToString();
+  ASSERT_EQ(ps->jobs.size(), 2u) << DescribePs(ps);
+  const uint64_t job_a = ps->jobs[0].id;
+  ASSERT_EQ(ps->jobs[0].nodes, (std::vector<uint32_t>{1, 2})) << DescribePs(ps);
+  ASSERT_EQ(ps->jobs[1].nodes, (std::vector<uint32_t>{3})) << DescribePs(ps);
+
+  pid_t n1 = AgentPid("n1"), n2 = AgentPid("n2");
+  ASSERT_GT(n1, 0) << Describe(ClusterProcesses());
+  ASSERT_GT(n2, 0) << Describe(ClusterProcesses());
+  const std::string job_dir = "/jobs/" + std::to_string(job_a) + "/";
+  ASSERT_GE(ClusterProcesses(job_dir).size(), 2u)  // its ranks (and their inits), 2 nodes
+      << Describe(ClusterProcesses(job_dir));
+  const std::string a_on_n2 = AgentCgroup(n2) + "/j" + std::to_string(job_a);
+  ASSERT_TRUE(IsDir(a_on_n2)) << a_on_n2;
+
+  killed_agents_.insert(n1);
+  auto killed = SteadyClock::now();
+  ASSERT_EQ(::kill(n1, SIGKILL), 0);
+  ASSERT_TRUE(a->Wait(10s)) << "job A still running 10 s after its node died\n"
+                            << a->Describe() << Logs();
+  double detected = SecondsSince(killed);
+  EXPECT_EQ(a->ExitCode(), 255) << a->Describe();
+  EXPECT_NE(a->Err().find("node 1"), std::string::npos) << a->Describe();
+  EXPECT_LT(detected, 3.0) << "failure timeout is 1 s\n" << a->Describe();
+  std::printf("job A failed %.2f s after kill -9 of node 1's agent\n", detected);
+
+  // Its ranks are gone everywhere; its cgroup on node 2 too.
+  EXPECT_TRUE(WaitUntil([&] { return !IsDir(a_on_n2); }, 5s)) << a_on_n2 << " still there";
+  std::map<pid_t, std::string> left;
+  EXPECT_TRUE(WaitUntil([&] { return (left = ClusterProcesses(job_dir)).empty(); }, 5s))
+      << "processes of failed job " << job_a << " still running:\n"
+      << Describe(left);
+
+  // Job B, on node 3, is not affected.
+  ASSERT_TRUE(b->Wait(30s)) << b->Describe() << Logs();
+  EXPECT_EQ(b->ExitCode(), 0) << b->Describe() << Logs();
+  EXPECT_EQ(b->Out(), "0: ready\n0: slept 4000 ms\n") << b->Describe();
+
+  ps = Ps(socket());
+  ASSERT_TRUE(ps.ok()) << ps.status().ToString();
+  const PsJob* ja = FindJob(*ps, job_a);
+  ASSERT_NE(ja, nullptr) << DescribePs(ps);
+  EXPECT_EQ(ja->state, "failed") << DescribePs(ps);
+  EXPECT_EQ(ja->exit_code, 255) << DescribePs(ps);
+  EXPECT_NE(ja->message.find("node 1"), std::string::npos) << DescribePs(ps);
+  ASSERT_EQ(ps->nodes.size(), 3u) << DescribePs(ps);
+  EXPECT_FALSE(ps->nodes[0].up) << DescribePs(ps);
+  EXPECT_TRUE(ps->nodes[1].up && ps->nodes[2].up) << DescribePs(ps);
+
+  auto down = Run({Bin("gos-cluster"), "down"}, {}, 30s);
+  EXPECT_EQ(down->ExitCode(), 0) << down->Describe();
+  EXPECT_TRUE(WaitUntil([&] { return ClusterProcesses().empty(); }, 15s))
+      << "gos-cluster down left:\n"
+      << Describe(ClusterProcesses());
+}
+
+// ---- 6. Coordinator killed and restarted -------------------------------------------------------
+
+TEST_F(OsTest, CoordinatorRestartRecoversJobAndNodeTables) {
+  auto start_coordinator = [&] {
+    return Start(
+        {Bin("gos-coordinator"), "--data-dir", state_, "--nodes", "2", "--failure-timeout", "1s"});
+  };
+  auto coordinator = start_coordinator();
+  ASSERT_TRUE(WaitUntil([&] { return !Trim(ReadFile(state_ + "/coordinator.addr")).empty(); }, 20s))
+      << coordinator->Describe();
+  std::vector<std::unique_ptr<Proc>> agents;
+  for (const char* name : {"n1", "n2"}) {
+    agents.push_back(Start({Bin("gos-nodeagent"), "--coordinator", state_, "--name", name,
+                            "--state-dir", state_ + "/nodes/" + name}));
+    agents_.insert(agents.back()->pid());
+  }
+  ASSERT_TRUE(WaitForNodes(socket(), 2, 30s)) << coordinator->Describe();
+
+  auto ok = Run({Bin("gos-run"), "-n", "2", Hello()});
+  EXPECT_EQ(ok->ExitCode(), 0) << ok->Describe();
+  auto bad = Run({Bin("gos-run"), "-n", "2", Hello()}, {"HELLO_EXIT_RANK=1", "HELLO_EXIT=3"});
+  EXPECT_EQ(bad->ExitCode(), 3) << bad->Describe();
+  auto running = Start({Bin("gos-run"), "-n", "2", "-l", RankHelper(), "sleep", "0"});
+  ASSERT_TRUE(running->WaitForOutput("0: ready", 30s) && running->WaitForOutput("1: ready", 10s))
+      << running->Describe() << coordinator->Describe();
+  auto before = Ps(socket());
+  ASSERT_TRUE(before.ok()) << before.status().ToString();
+  ASSERT_EQ(before->jobs.size(), 3u) << DescribePs(before);
+  const uint64_t running_id = before->jobs[2].id;
+  EXPECT_EQ(before->jobs[2].state, "running") << DescribePs(before);
+
+  coordinator->Signal(SIGKILL);
+  ASSERT_TRUE(coordinator->Wait(5s));
+  // gos-run loses its coordinator; the agents kill the ranks they can no longer report.
+  ASSERT_TRUE(running->Wait(10s)) << running->Describe();
+  EXPECT_EQ(running->ExitCode(), 255) << running->Describe();
+  EXPECT_NE(running->Err().find("lost the coordinator"), std::string::npos) << running->Describe();
+  const std::string job_dir = "/jobs/" + std::to_string(running_id) + "/";
+  std::map<pid_t, std::string> left;
+  EXPECT_TRUE(WaitUntil([&] { return (left = ClusterProcesses(job_dir)).empty(); }, 10s))
+      << "ranks of job " << running_id << " outlived the coordinator:\n"
+      << Describe(left);
+
+  coordinator = start_coordinator();
+  // The tables come back before the nodes do: gos-ps lists the jobs with their final states.
+  StatusOr<PsReply> after = UnavailableError("no reply");
+  ASSERT_TRUE(WaitUntil([&] { return (after = Ps(socket())).ok(); }, 20s))
+      << after.status().ToString() << coordinator->Describe();
+  ASSERT_EQ(after->jobs.size(), 3u) << DescribePs(after);
+  EXPECT_EQ(after->jobs[0].state, "completed") << DescribePs(after);
+  EXPECT_EQ(after->jobs[0].exit_code, 0) << DescribePs(after);
+  EXPECT_EQ(after->jobs[1].state, "failed") << DescribePs(after);
+  EXPECT_EQ(after->jobs[1].exit_code, 3) << DescribePs(after);
+  EXPECT_EQ(after->jobs[2].id, running_id);
+  EXPECT_EQ(after->jobs[2].state, "failed") << DescribePs(after);
+  EXPECT_NE(after->jobs[2].message.find("restart"), std::string::npos) << DescribePs(after);
+  EXPECT_EQ(after->nodes.size(), 2u) << DescribePs(after);
+
+  auto ps = Run({Bin("gos-ps"), "--jobs"});
+  EXPECT_EQ(ps->ExitCode(), 0) << ps->Describe();
+  const std::vector<std::string> lines = Lines(ps->Out());
+  ASSERT_EQ(lines.size(), 4u) << ps->Describe();  // header and 3 jobs
+  for (int i = 0; i < 3; ++i) {
+    std::istringstream row(lines[1 + i]);
+    std::string id, user, state;
+    row >> id >> user >> state;
+    EXPECT_EQ(id, std::to_string(after->jobs[i].id)) << ps->Describe();
+    EXPECT_EQ(user, "root") << ps->Describe();
+    EXPECT_EQ(state, i == 0 ? "completed" : "failed") << ps->Describe();
+  }
+
+  // The agents rejoin by themselves, and the cluster runs jobs again.
+  ASSERT_TRUE(WaitForNodes(socket(), 2, 30s))
+      << coordinator->Describe() << agents[0]->Describe() << agents[1]->Describe();
+  auto again = Run({Bin("gos-run"), "-n", "2", "-l", Hello()});
+  EXPECT_EQ(again->ExitCode(), 0) << again->Describe() << coordinator->Describe();
+  EXPECT_EQ(Lines(again->Out()).size(), 2u) << again->Describe();
+
+  coordinator->Signal(SIGTERM);
+  EXPECT_TRUE(coordinator->Wait(15s)) << coordinator->Describe();
+  for (auto& agent : agents) {
+    agent->Signal(SIGTERM);
+    EXPECT_TRUE(agent->Wait(15s)) << agent->Describe();
+    EXPECT_EQ(agent->ExitCode(), 0) << agent->Describe();
+  }
+}
+
+// ---- 7. Three hosts in network namespaces ------------------------------------------------------
+
+TEST_F(OsTest, ThreeNetworkNamespaceHosts) {
+  if (std::string why = NetnsHosts::Unsupported(); !why.empty()) GTEST_SKIP() << why;
+  auto hosts = NetnsHosts::Create(3);
+  ASSERT_TRUE(hosts.ok()) << hosts.status().ToString();
+  auto coordinator = Start({Bin("gos-coordinator"), "--data-dir", state_, "--nodes", "3",
+                            "--listen", (*hosts)->bridge_ip() + ":0"});
+  std::string address;
+  ASSERT_TRUE(WaitUntil(
+      [&] { return !(address = Trim(ReadFile(state_ + "/coordinator.addr"))).empty(); }, 20s))
+      << coordinator->Describe();
+  EXPECT_EQ(address.rfind((*hosts)->bridge_ip() + ":", 0), 0u) << address;
+  std::vector<std::unique_ptr<Proc>> agents;
+  for (int i = 0; i < 3; ++i) {
+    std::string name = "h" + std::to_string(i);
+    // Not NetnsHosts::Wrap: `ip netns exec` also remounts /sys, which hides the freezer
+    // hierarchy from the agent; a real host has its cgroups mounted. nsenter --net only
+    // changes the network namespace.
+    agents.push_back(
+        Start({"nsenter", "--net=/run/netns/" + (*hosts)->name(i), "--", Bin("gos-nodeagent"),
+               "--coordinator", address, "--key-file", state_ + "/cluster.key", "--name", name,
+               "--state-dir", state_ + "/nodes/" + name, "--node", std::to_string(i + 1),
+               "--exit-with-coordinator"}));
+    agents_.insert(agents.back()->pid());
+  }
+  ASSERT_TRUE(WaitForNodes(socket(), 3, 30s)) << coordinator->Describe() << agents[0]->Describe()
+                                              << agents[1]->Describe() << agents[2]->Describe();
+
+  const std::string client_env = "GOS_COORDINATOR=" + socket();
+  auto run = Run({Bin("gos-run"), "-n", "3", "-l", Hello()}, {client_env});
+  EXPECT_EQ(run->ExitCode(), 0) << run->Describe() << coordinator->Describe()
+                                << agents[0]->Describe();
+  std::string problems;
+  std::map<int, int> nodes = ParseHello(run->Out(), 3, &problems);
+  EXPECT_EQ(problems, "") << run->Describe();
+  EXPECT_EQ(nodes, (std::map<int, int>{{0, 1}, {1, 2}, {2, 3}})) << run->Describe();
+
+  // Each rank really ran inside its host's network namespace.
+  auto where = Run({Bin("gos-run"), "-n", "3", "-l", RankHelper(), "netns"}, {client_env});
+  EXPECT_EQ(where->ExitCode(), 0) << where->Describe();
+  std::vector<std::string> expected;
+  for (int i = 0; i < 3; ++i) {
+    struct stat st {};
+    ASSERT_EQ(::stat(("/run/netns/" + (*hosts)->name(i)).c_str(), &st), 0);
+    expected.push_back(std::to_string(i) + ": netns " + std::to_string(st.st_ino));
+  }
+  std::vector<std::string> got = Lines(where->Out());
+  std::sort(got.begin(), got.end());
+  EXPECT_EQ(got, expected) << where->Describe();
+
+  coordinator->Signal(SIGTERM);
+  EXPECT_TRUE(coordinator->Wait(15s)) << coordinator->Describe();
+  for (auto& agent : agents) {
+    EXPECT_TRUE(agent->Wait(15s)) << "did not exit with the coordinator: " << agent->Describe();
+  }
+}
+
+// ---- 8. Only a job's owner or root may kill it -------------------------------------------------
+
+TEST_F(OsTest, AnotherUsersKillIsRefused) {
+  auto run = Start({Bin("gos-run"), "-n", "2", "-l", RankHelper(), "sleep", "0"});
+  ASSERT_TRUE(run->WaitForOutput("0: ready", 30s) && run->WaitForOutput("1: ready", 10s))
+      << run->Describe() << Logs();
+  auto ps = Ps(socket());
+  ASSERT_TRUE(ps.ok()) << ps.status().ToString();
+  ASSERT_EQ(ps->jobs.size(), 1u) << DescribePs(ps);
+  const std::string job = std::to_string(ps->jobs[0].id);
+
+  Outcome nobody = RunAs(kNobody, kNobody, {Bin("gos-kill"), job},
+                         {"GOS_STATE_DIR=" + state_, "PATH=/usr/bin:/bin"}, 20s);
+  if (WIFEXITED(nobody.status) && WEXITSTATUS(nobody.status) == 127) {
+    GTEST_SKIP() << "user nobody cannot execute " << Bin("gos-kill") << ": " << nobody.output;
+  }
+  EXPECT_TRUE(WIFEXITED(nobody.status) && WEXITSTATUS(nobody.status) == 1)
+      << DescribeWaitStatus(nobody.status) << ": " << nobody.output;
+  EXPECT_NE(nobody.output.find("permission denied"), std::string::npos) << nobody.output;
+
+  // The job keeps running.
+  EXPECT_TRUE(run->Running()) << run->Describe();
+  ps = Ps(socket());
+  ASSERT_TRUE(ps.ok()) << ps.status().ToString();
+  EXPECT_EQ(ps->jobs[0].state, "running") << DescribePs(ps);
+
+  auto root = Run({Bin("gos-kill"), job}, {}, 20s);
+  EXPECT_EQ(root->ExitCode(), 0) << root->Describe();
+  ASSERT_TRUE(run->Wait(20s)) << run->Describe() << Logs();
+  EXPECT_EQ(run->ExitCode(), 137) << run->Describe();
+  EXPECT_NE(run->Err().find("killed"), std::string::npos) << run->Describe();
+}
+
+// ---- 9. The cluster key
+// --------------------------------------------------------------------------
+
+TEST_F(OsTest, NodeagentWithWrongOrOpenClusterKeyIsRefused) {
+  auto coordinator = Start(
+      {Bin("gos-coordinator"), "--data-dir", state_, "--nodes", "1", "--join-timeout", "60s"});
+  ASSERT_TRUE(WaitUntil([&] { return !Trim(ReadFile(state_ + "/coordinator.addr")).empty(); }, 20s))
+      << coordinator->Describe();
+  auto agent = [&](const std::string& key) {
+    auto p = Start({Bin("gos-nodeagent"), "--coordinator", state_, "--key-file", key, "--name",
+                    "k1", "--state-dir", state_ + "/nodes/k1", "--exit-with-coordinator",
+                    "--connect-timeout", "10s"});
+    agents_.insert(p->pid());
+    return p;
+  };
+
+  // A well-formed key that is not the cluster's.
+  const std::string wrong = state_ + "/wrong.key";
+  ASSERT_TRUE(WriteFile(wrong, std::string(64, 'a') + "\n", 0600));
+  auto refused = agent(wrong);
+  ASSERT_TRUE(refused->Wait(30s)) << refused->Describe() << coordinator->Describe();
+  EXPECT_NE(refused->ExitCode(), 0) << refused->Describe();
+  const std::string why = refused->Err();
+  EXPECT_TRUE(why.find("cluster key") != std::string::npos ||
+              why.find("refused") != std::string::npos)
+      << refused->Describe();
+  EXPECT_TRUE(WaitUntil([&] { return coordinator->Err().find("refus") != std::string::npos; }, 5s))
+      << coordinator->Describe();
+  auto ps = Ps(socket());
+  ASSERT_TRUE(ps.ok()) << ps.status().ToString();
+  EXPECT_EQ(NodesUp(*ps), 0u) << DescribePs(ps);
+
+  // The right key, but readable by others: the agent will not use it.
+  const std::string open = state_ + "/open.key";
+  ASSERT_TRUE(WriteFile(open, ReadFile(state_ + "/cluster.key"), 0644));
+  auto loose = agent(open);
+  ASSERT_TRUE(loose->Wait(30s)) << loose->Describe();
+  EXPECT_NE(loose->ExitCode(), 0) << loose->Describe();
+  EXPECT_NE(loose->Err().find(open), std::string::npos) << loose->Describe();
+  EXPECT_NE(loose->Err().find("600"), std::string::npos) << loose->Describe();
+
+  // The same key with mode 0600 is accepted (the refusals were about the key).
+  ASSERT_EQ(::chmod(open.c_str(), 0600), 0);
+  auto good = agent(open);
+  EXPECT_TRUE(WaitForNodes(socket(), 1, 30s)) << good->Describe() << coordinator->Describe();
+  coordinator->Signal(SIGTERM);
+  EXPECT_TRUE(coordinator->Wait(15s)) << coordinator->Describe();
+  EXPECT_TRUE(good->Wait(15s)) << good->Describe();
+}
+
+// ---- 10. Ctrl-C
+// ----------------------------------------------------------------------------------
+
+TEST_F(OsTest, CtrlCInterruptsEveryRank) {
+  auto run = Start({Bin("gos-run"), "-n", "2", "-l", RankHelper(), "sleep", "0"});
+  ASSERT_TRUE(run->WaitForOutput("0: ready", 30s) && run->WaitForOutput("1: ready", 10s))
+      << run->Describe() << Logs();
+  run->Signal(SIGINT);
+  ASSERT_TRUE(run->Wait(20s)) << run->Describe() << Logs();
+  EXPECT_EQ(run->ExitCode(), 130) << run->Describe();  // 128 + SIGINT: the ranks died of it
+  EXPECT_NE(run->Err().find("SIGINT"), std::string::npos) << run->Describe();
+}
+
+TEST_F(OsTest, CtrlCTwiceKillsJobThatIgnoresSigint) {
+  auto run = Start({Bin("gos-run"), "-n", "2", "-l", RankHelper(), "ignore-int"});
+  ASSERT_TRUE(run->WaitForOutput("0: ready", 30s) && run->WaitForOutput("1: ready", 10s))
+      << run->Describe() << Logs();
+  run->Signal(SIGINT);
+  ASSERT_TRUE(run->WaitForErr("SIGINT", 5s)) << run->Describe();
+  EXPECT_TRUE(run->Running()) << "the ranks ignore SIGINT\n" << run->Describe();
+  run->Signal(SIGINT);
+  ASSERT_TRUE(run->Wait(20s)) << run->Describe() << Logs();
+  EXPECT_EQ(run->ExitCode(), 137) << run->Describe();
+  EXPECT_NE(run->Err().find("killing job"), std::string::npos) << run->Describe();
+}
+
+// ---- 11. stdin goes to rank 0
+// ----------------------------------------------------------------------
+
+TEST_F(OsTest, StdinGoesToRankZero) {
+  auto run = Run({Bin("gos-run"), "-n", "2", "-l", "cat"}, {}, 30s, std::string("hi\n"));
+  EXPECT_EQ(run->ExitCode(), 0) << run->Describe() << Logs();
+  EXPECT_EQ(run->Out(), "0: hi\n") << run->Describe() << Logs();
+}
+
+// ---- 12. Time limit
+// --------------------------------------------------------------------------------
+
+TEST_F(OsTest, TimeLimitKillsJob) {
+  auto run = Run({Bin("gos-run"), "--time", "1s", "-n", "2", RankHelper(), "spin", "0"}, {}, 30s);
+  EXPECT_NE(run->ExitCode(), 0) << run->Describe();
+  EXPECT_EQ(run->ExitCode(), 137) << run->Describe();
+  EXPECT_NE(run->Err().find("time limit"), std::string::npos) << run->Describe();
+  EXPECT_GE(run->Seconds(), 1.0) << run->Describe();
+  EXPECT_LT(run->Seconds(), 10.0) << run->Describe();
+}
+
+}  // namespace
+}  // namespace gos::os
