@@ -113,9 +113,6 @@ StatusOr<std::unique_ptr<LocalCluster>> LocalCluster::Start(const LocalClusterOp
                                   "--node",
                                   std::to_string(i),
                                   "--exit-with-coordinator"};
-    if (i - 1 < o.netns.size() && !o.netns[i - 1].empty()) {
-      a.insert(a.begin(), {"/usr/bin/ip", "netns", "exec", o.netns[i - 1]});
-    }
     pid_t pid = Spawn(a, state + "/log/" + name + ".log", o.detach);
     if (pid < 0) return ErrnoError(errno, "fork");
     c->pids_.push_back(pid);
