@@ -147,7 +147,7 @@ class CoordinatorImpl final : public Coordinator {
   void Strobe(uint64_t s, bool quantum_over);
   void CheckJobs(After& after);
   void NodeDown(uint32_t node, const std::string& reason, After& after);
-  void CheckDownNodes(const Status& why, After& after);
+  void CheckDownNodes(After& after);
 
   // Staging thread.
   void StagingLoop();
@@ -877,13 +877,12 @@ void CoordinatorImpl::NodeDown(uint32_t node, const std::string& reason, After& 
   }
 }
 
-void CoordinatorImpl::CheckDownNodes(const Status& why, After& after) {
+void CoordinatorImpl::CheckDownNodes(After& after) {
   for (auto& [id, n] : std::map<uint32_t, NodeRecord>(nodes_)) {
     if (n.state != NodeState::kUp) continue;
     prim::NodeInfo info = node_->node_info(id);
     if (!info.alive) NodeDown(id, info.down_reason, after);
   }
-  (void)why;
 }
 
 // ---- Join and strobe threads ------------------------------------------------------
@@ -988,7 +987,7 @@ void CoordinatorImpl::Strobe(uint64_t s, bool quantum_over) {
   }
   if (!st.ok()) {
     std::lock_guard<std::mutex> lock(mu_);
-    CheckDownNodes(st, after);
+    CheckDownNodes(after);
   }
   // Confirmation and heartbeat: every live agent has applied strobe s.
   auto deadline = SteadyClock::now() + o_.failure_timeout;
@@ -999,19 +998,17 @@ void CoordinatorImpl::Strobe(uint64_t s, bool quantum_over) {
     if (ok.ok() && *ok) break;
     if (!ok.ok() && ok.status().code() != StatusCode::kDeadlineExceeded) {
       std::lock_guard<std::mutex> lock(mu_);
-      CheckDownNodes(ok.status(), after);
+      CheckDownNodes(after);
       break;
     }
     if (SteadyClock::now() >= deadline) {
       // Find who is late, one by one, and declare them down.
       std::lock_guard<std::mutex> lock(mu_);
       for (uint32_t n : live.ToVector()) {
-        int64_t applied = -1;
         auto one = node_->CompareAndWrite(NodeSet{n}, os::kVarApplied, prim::CompareOp::kGe,
                                           static_cast<int64_t>(s), prim::Node::kNoWrite, 0,
                                           SteadyClock::now() + std::chrono::milliseconds(200));
         if (!one.ok() || !*one) {
-          (void)applied;
           NodeDown(n,
                    "did not confirm strobe " + std::to_string(s) + " within the failure timeout (" +
                        std::to_string(o_.failure_timeout.count()) + " ms)",
@@ -1142,7 +1139,7 @@ void CoordinatorImpl::StagingLoop() {
         if (!s.ok() && j.rec.message.empty()) {
           j.rec.message = "staging the executable failed: " + s.message();
           j.exit_code = kNodeFailureExit;
-          CheckDownNodes(s, after);
+          CheckDownNodes(after);
         }
         if (jobs_.count(id)) {
           Job& jj = jobs_.at(id);

@@ -73,37 +73,15 @@ int Main(int argc, char** argv) {
     std::fprintf(stderr, "gos-ps: %s\n", reply.status().ToString().c_str());
     return 1;
   }
+  // Live jobs, and the last 20 finished ones unless --all (none on the mesh).
   std::vector<PsJob> jobs;
   size_t finished = 0;
   for (auto it = reply->jobs.rbegin(); it != reply->jobs.rend(); ++it) {
     bool final = it->exit_code >= 0;
-    if (final && !all && !mesh && ++finished > 20) continue;
-    if (final && mesh) continue;
-    PsJob p;
-    p.id = it->id;
-    p.user = it->user;
-    p.state = it->state;
-    p.ntasks = it->ntasks;
-    p.nodes = it->nodes;
-    p.elapsed_ms = it->elapsed_ms;
-    p.row = it->row;
-    p.exit_code = it->exit_code;
-    p.command = it->command;
-    jobs.insert(jobs.begin(), p);
+    if (final && (mesh || (!all && ++finished > 20))) continue;
+    jobs.insert(jobs.begin(), *it);
   }
-  std::vector<PsNode> nodes;
-  for (const auto& n : reply->nodes) {
-    PsNode p;
-    p.id = n.id;
-    p.host = n.host;
-    p.up = n.up;
-    p.down_reason = n.down_reason;
-    p.cores = n.cores;
-    p.mem_bytes = n.mem_bytes;
-    p.load = n.cores ? static_cast<double>(n.ranks) / n.cores : 0;
-    p.jobs = n.jobs;
-    nodes.push_back(p);
-  }
+  const std::vector<PsNode>& nodes = reply->nodes;
   if (!live) std::printf("(no coordinator running: job table of %s)\n", StateDir().c_str());
   if (mesh) {
     std::fputs(RenderMesh(nodes, jobs, reply->running_row, static_cast<int>(width)).c_str(),

@@ -189,7 +189,7 @@ std::string FormatNodes(const std::vector<PsNode>& nodes) {
     std::string load = "-";
     if (n.up) {
       char buf[32];
-      std::snprintf(buf, sizeof(buf), "%.2f", n.load);
+      std::snprintf(buf, sizeof(buf), "%.2f", n.cores ? double(n.ranks) / n.cores : 0.0);
       load = buf;
     } else {
       state = n.down_reason.empty() ? "down" : "down (" + Clean(n.down_reason) + ")";

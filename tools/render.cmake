@@ -1,1 +1,1 @@
-gos_cc_library(NAME render SRCS render.cc DEPS gos::common)
+gos_cc_library(NAME render SRCS render.cc DEPS gos::os)

@@ -29,30 +29,14 @@
 #include <string>
 #include <vector>
 
+#include "gos/os/messages.h"
+
 namespace gos::tools {
 
-struct PsJob {
-  uint64_t id = 0;
-  std::string user;
-  std::string state;  // "queued", "running", "completed", ...
-  uint32_t ntasks = 0;
-  std::vector<uint32_t> nodes;  // Distinct nodes, ascending.
-  int64_t elapsed_ms = 0;       // Run time so far / total (0 if queued).
-  int32_t row = -1;             // Gang row, -1 if not placed.
-  int32_t exit_code = -1;       // -1 if not final.
-  std::string command;          // argv joined, for display.
-};
-
-struct PsNode {
-  uint32_t id = 0;
-  std::string host;
-  bool up = false;
-  std::string down_reason;
-  uint32_t cores = 0;
-  uint64_t mem_bytes = 0;
-  double load = 0;             // Running ranks / cores.
-  std::vector<uint64_t> jobs;  // Jobs with ranks here.
-};
+// The rows come straight from the coordinator's status reply (gos/os/messages.h). A node's
+// load is its running ranks / cores.
+using PsJob = os::PsJob;
+using PsNode = os::PsNode;
 
 // `gos-ps`: the jobs table, like squeue / flux jobs, one line per job in the given order:
 //

@@ -41,8 +41,8 @@ PsNode Node(uint32_t id, std::vector<uint64_t> jobs = {}, bool up = true, std::s
                 .down_reason = std::move(reason),
                 .cores = 8,
                 .mem_bytes = uint64_t{16} << 30,
-                .load = jobs.empty() ? 0.0 : 1.0,
-                .jobs = std::move(jobs)};
+                .jobs = jobs,
+                .ranks = jobs.empty() ? 0u : 8u};  // load 1.00 on 8 cores
 }
 
 PsJob Job(uint64_t id, std::string user, std::vector<uint32_t> nodes, int32_t row,
@@ -121,7 +121,7 @@ TEST(FormatJobsTest, ControlCharactersCannotBreakTheTable) {
 TEST(FormatNodesTest, AlignedColumnsAndDownReason) {
   std::vector<PsNode> nodes = {Node(0, {12, 14}), Node(1, {12}, false, "heartbeat lost"),
                                Node(10, {})};
-  nodes[0].load = 1.0;
+  nodes[0].ranks = 8;  // load 1.00
   nodes[2].cores = 64;
   nodes[2].mem_bytes = uint64_t{3} << 29;  // 1.5 GiB.
   nodes[2].host = "bignode";
