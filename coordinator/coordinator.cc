@@ -34,6 +34,7 @@
 #include "gos/os/channel.h"
 #include "gos/os/layout.h"
 #include "gos/os/messages.h"
+#include "gos/os/program.h"
 #include "gos/prim/bootstrap.h"
 #include "gos/prim/prim.h"
 #include "gos/storage/tables.h"
@@ -108,6 +109,8 @@ struct Job {
   std::vector<std::string> stdin_early;  // stdin frames not yet forwarded to rank 0's node
   bool exit_confirmed = false;
   bool kill_requested = false;
+  bool rank_failed = false;  // a communicating rank died: exit code and message are set
+  bool bcs = false;          // the program uses gos's communication library
   std::string kill_message;
   int32_t exit_code = 0, failed_rank = -1, failed_node = -1;
   SteadyClock::time_point submit, placed, staged, launched, started, exited;
@@ -144,6 +147,7 @@ class CoordinatorImpl final : public Coordinator {
   // Join and strobe threads.
   void JoinGroup();
   void StrobeLoop();
+  bool RowBlocked();
   void Strobe(uint64_t s, bool quantum_over);
   void CheckJobs(After& after);
   void NodeDown(uint32_t node, const std::string& reason, After& after);
@@ -188,6 +192,7 @@ class CoordinatorImpl final : public Coordinator {
   std::condition_variable strobe_cv_;
   bool strobe_now_ = false;
   std::thread exit_thread_;
+  std::thread blocked_thread_;
   std::map<int, std::shared_ptr<Client>> clients_;
   std::map<int, std::shared_ptr<Agent>> agents_;
   std::map<uint32_t, NodeRecord> nodes_;
@@ -311,6 +316,7 @@ void CoordinatorImpl::Shutdown() {
   strobe_cv_.notify_all();
   if (join_thread_.joinable()) join_thread_.join();
   if (exit_thread_.joinable()) exit_thread_.join();
+  if (blocked_thread_.joinable()) blocked_thread_.join();
   if (strobe_thread_.joinable()) strobe_thread_.join();
   if (staging_thread_.joinable()) staging_thread_.join();
   {
@@ -685,6 +691,29 @@ void CoordinatorImpl::OnAgentFrame(const std::shared_ptr<Agent>& a, os::FrameIn&
       after.push_back([ch, bytes] { ch->Send(Frame::kOutput, bytes).IgnoreError(); });
       return;
     }
+    case Frame::kRankFailed: {
+      auto e = os::DecodeJobExit(f.payload);
+      if (!e.ok()) return;
+      auto jt = jobs_.find(e->job);
+      if (jt == jobs_.end()) return;
+      Job& j = jt->second;
+      if (j.rank_failed || j.kill_requested || j.phase == Phase::kDone ||
+          std::find(j.nodes.begin(), j.nodes.end(), a->node) == j.nodes.end()) {
+        return;
+      }
+      j.rank_failed = true;
+      j.exit_code = e->exit_code;
+      j.failed_rank = e->failed_rank;
+      j.failed_node = static_cast<int32_t>(a->node);
+      j.rec.message = "job failed: " + e->message;
+      GOS_LOG(kInfo, "coordinator") << "job " << e->job << ": " << e->message;
+      os::StrobeCommand cmd;
+      cmd.type = os::CommandType::kSignal;
+      cmd.job = e->job;
+      cmd.signal = SIGKILL;
+      Command(cmd);
+      return;
+    }
     case Frame::kOutputDone: {
       auto job = os::DecodeU64(f.payload);
       if (!job.ok()) return;
@@ -922,6 +951,19 @@ void CoordinatorImpl::JoinGroup() {
                                 << node_->provider();
   staging_thread_ = std::thread([this] { StagingLoop(); });
   strobe_thread_ = std::thread([this] { StrobeLoop(); });
+  // Blocked records: strobe early when the whole running row waits in communication.
+  blocked_thread_ = std::thread([this] {
+    while (!stop_) {
+      auto got = node_->WaitEvent(os::kEventBlocked, std::chrono::milliseconds(100));
+      if (got.ok() && *got) {
+        std::lock_guard<std::mutex> lock(mu_);
+        if (RowBlocked()) {
+          strobe_now_ = true;
+          strobe_cv_.notify_one();
+        }
+      }
+    }
+  });
   // Exit records arrive with an event: strobe early so termination is noticed at once.
   exit_thread_ = std::thread([this] {
     while (!stop_) {
@@ -933,6 +975,24 @@ void CoordinatorImpl::JoinGroup() {
       }
     }
   });
+}
+
+// Every node of every job in the running row reported, for the current strobe, that all its
+// ranks are blocked in communication, and one of them has work for the next strobe (under mu_).
+bool CoordinatorImpl::RowBlocked() {
+  bool any = false, work = false;
+  for (uint64_t id : matrix_.JobsInRow(row_)) {
+    auto jt = jobs_.find(id);
+    if (jt == jobs_.end() || !jt->second.bcs || jt->second.phase != Phase::kRunning) return false;
+    for (uint32_t n : jt->second.nodes) {
+      os::BlockedRecord rec;
+      std::memcpy(&rec, node_->global_memory().data() + os::BlockedSlot(n), sizeof rec);
+      if (rec.strobe != strobe_ || !rec.blocked) return false;
+      work |= rec.work != 0;
+      any = true;
+    }
+  }
+  return any && work;
 }
 
 void CoordinatorImpl::StrobeLoop() {
@@ -1018,7 +1078,7 @@ void CoordinatorImpl::Strobe(uint64_t s, bool quantum_over) {
       break;
     }
     std::this_thread::sleep_for(backoff);
-    backoff = std::min(backoff * 2, std::chrono::microseconds(2000));
+    backoff = std::min(backoff * 2, std::chrono::microseconds(500));
   }
   {
     std::lock_guard<std::mutex> lock(mu_);
@@ -1077,9 +1137,11 @@ void CoordinatorImpl::CheckJobs(After& after) {
       if (!ok.ok() || !*ok) continue;
       j.exit_confirmed = true;
       j.exited = SteadyClock::now();
-      j.exit_code = code;
-      j.failed_rank = code != 0 ? rank : -1;
-      j.failed_node = code != 0 ? node : -1;
+      if (!j.rank_failed) {  // else the first failure stays what the job reports
+        j.exit_code = code;
+        j.failed_rank = code != 0 ? rank : -1;
+        j.failed_node = code != 0 ? node : -1;
+      }
       if (j.phase == Phase::kLaunching) j.started = j.exited;
     }
     bool output_complete = true;
@@ -1133,6 +1195,7 @@ void CoordinatorImpl::StagingLoop() {
       auto jt = jobs_.find(id);
       if (jt == jobs_.end()) continue;
       Job& j = jt->second;
+      if (!j.fds.empty()) j.bcs = os::ProgramUsesBcs(j.fds[0]);
       for (int fd : j.fds) ::close(fd);
       j.fds.clear();
       if (j.kill_requested || !s.ok()) {
@@ -1159,6 +1222,7 @@ void CoordinatorImpl::StagingLoop() {
         l.uid = j.rec.uid;
         l.gid = j.rec.gid;
         l.ntasks = j.rec.ntasks;
+        if (j.bcs) l.flags |= os::kLaunchBcs;
         for (uint32_t r = 0; r < j.rec.rank_nodes.size(); ++r) {
           if (l.runs.empty() || l.runs.back().node != j.rec.rank_nodes[r]) {
             l.runs.push_back({j.rec.rank_nodes[r], r, 0});

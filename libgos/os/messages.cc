@@ -103,6 +103,7 @@ std::vector<uint8_t> EncodeStrobe(const Strobe& s, std::span<const uint8_t> key)
       w.U32(l.uid);
       w.U32(l.gid);
       w.U32(l.ntasks);
+      w.U32(l.flags);
       w.U32(static_cast<uint32_t>(l.runs.size()));
       for (const auto& run : l.runs) {
         w.U32(run.node);
@@ -144,7 +145,7 @@ StatusOr<Strobe> DecodeStrobe(std::span<const uint8_t> bytes, std::span<const ui
     l.job = c.job;
     uint32_t runs;
     if (!r.U32(&l.slot) || !r.U32(&l.row) || !r.U32(&l.uid) || !r.U32(&l.gid) ||
-        !r.U32(&l.ntasks) || !r.U32(&runs) || runs > kMaxRuns || r.remaining() < runs * 12) {
+        !r.U32(&l.ntasks) || !r.U32(&l.flags) || !r.U32(&runs) || runs > kMaxRuns || r.remaining() < runs * 12) {
       return Bad("launch command");
     }
     l.runs.resize(runs);

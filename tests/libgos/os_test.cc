@@ -13,6 +13,7 @@
 #include "gos/os/channel.h"
 #include "gos/os/flags.h"
 #include "gos/os/messages.h"
+#include "gos/os/program.h"
 #include "gtest/gtest.h"
 
 namespace gos::os {
@@ -33,6 +34,7 @@ Strobe SampleStrobe() {
                    1000,
                    1000,
                    4,
+                   kLaunchBcs,
                    {{1, 0, 2}, {2, 2, 2}},
                    "hello",
                    {"./hello", "x"},
@@ -57,6 +59,7 @@ TEST(StrobeCodec, RoundTrip) {
   EXPECT_EQ(l.job, 7u);
   EXPECT_EQ(l.slot, 3u);
   EXPECT_EQ(l.uid, 1000u);
+  EXPECT_EQ(l.flags, kLaunchBcs);
   ASSERT_EQ(l.runs.size(), 2u);
   EXPECT_EQ(l.runs[1].node, 2u);
   EXPECT_EQ(l.runs[1].first, 2u);
@@ -303,6 +306,30 @@ TEST(FlagsTest, ParsesDurationsAliasesAndPositionals) {
   const char* bad[] = {"gos-run", "--bogus"};
   Flags g(2, const_cast<char**>(bad), "usage", true);
   EXPECT_EQ(g.Parse(), 2);
+}
+
+TEST(ProgramUsesBcs, FindsTheSectionOnlyInProgramsThatHaveIt) {
+  // This test binary has no .gos_bcs section; a copy with one added by objcopy has.
+  int self = ::open("/proc/self/exe", O_RDONLY | O_CLOEXEC);
+  ASSERT_GE(self, 0);
+  EXPECT_FALSE(ProgramUsesBcs(self));
+  ::close(self);
+  char dir[] = "/tmp/gos-elf-XXXXXX";
+  ASSERT_NE(::mkdtemp(dir), nullptr);
+  std::string marked = std::string(dir) + "/marked";
+  std::string cmd = "printf 'gos bcs v1' > " + std::string(dir) +
+                    "/note && objcopy --add-section .gos_bcs=" + std::string(dir) +
+                    "/note /proc/self/exe " + marked;
+  ASSERT_EQ(std::system(cmd.c_str()), 0);
+  int fd = ::open(marked.c_str(), O_RDONLY | O_CLOEXEC);
+  ASSERT_GE(fd, 0);
+  EXPECT_TRUE(ProgramUsesBcs(fd));
+  ::close(fd);
+  // Not ELF at all, and an empty file.
+  int text = ::open((std::string(dir) + "/note").c_str(), O_RDONLY | O_CLOEXEC);
+  EXPECT_FALSE(ProgramUsesBcs(text));
+  ::close(text);
+  std::system(("rm -rf " + std::string(dir)).c_str());
 }
 
 }  // namespace

@@ -9,7 +9,10 @@
 //             kVarDone(s)       job id whose local ranks have all exited, job slot s
 //   0x010000  strobe payloads, two alternating slots (strobe S uses slot S % 2)
 //   0x030000  exit table, in the coordinator's memory: one ExitRecord per (slot, node)
+//   0x240000  blocked table, in the coordinator's memory: one BlockedRecord per node
 //   0x400000  staging: two alternating chunk slots, each a 4 KiB header + up to 4 MiB data
+//   0x1000000 BCS (docs/specs/bcs-exchange.md): descriptor inbox (one slot per position in a
+//             job's node list), data inbox and data outbox of one slice
 #ifndef GOS_OS_LAYOUT_H_
 #define GOS_OS_LAYOUT_H_
 
@@ -61,8 +64,36 @@ constexpr uint64_t StageSlot(uint64_t chunk_seq) {
   return kStageBase + (chunk_seq % 2) * kStageSlotBytes;
 }
 
-inline constexpr size_t kGlobalMemoryBytes = kStageBase + 2 * kStageSlotBytes;
-static_assert(ExitSlot(kMaxJobSlots, 0) <= kStageBase);
+// An agent whose running ranks are all blocked in communication tells the coordinator so
+// (XFER into this table, kEventBlocked): when every node of the running row is blocked and
+// one of them has work for the next strobe, the coordinator strobes early.
+struct BlockedRecord {
+  uint64_t strobe = 0;  // the last strobe the agent applied when it wrote this
+  uint32_t blocked = 0;  // 1 = every local rank of the running row is blocked (or gone)
+  uint32_t work = 0;     // 1 = the next strobe has something to do here
+};
+static_assert(sizeof(BlockedRecord) == 16);
+inline constexpr uint64_t kBlockedTableBase = 0x240000;
+constexpr uint64_t BlockedSlot(uint32_t node) {
+  return kBlockedTableBase + uint64_t{node} * sizeof(BlockedRecord);
+}
+static_assert(ExitSlot(kMaxJobSlots, 0) <= kBlockedTableBase);
+
+inline constexpr uint64_t kBcsBase = 0x1000000;
+// Nodes a communicating job may span.
+inline constexpr uint32_t kMaxBcsNodes = 64;
+inline constexpr size_t kBcsDescSlotBytes = 32u << 10;
+constexpr uint64_t BcsDescSlot(uint32_t position) {
+  return kBcsBase + uint64_t{position} * kBcsDescSlotBytes;
+}
+inline constexpr size_t kBcsInboxBytes = 8u << 20;
+inline constexpr size_t kBcsOutboxBytes = 8u << 20;
+inline constexpr uint64_t kBcsInboxBase = BcsDescSlot(kMaxBcsNodes);
+inline constexpr uint64_t kBcsOutboxBase = kBcsInboxBase + kBcsInboxBytes;
+
+inline constexpr size_t kGlobalMemoryBytes = kBcsOutboxBase + kBcsOutboxBytes;
+static_assert(BlockedSlot(kMaxClusterNodes) <= kStageBase);
+static_assert(kStageBase + 2 * kStageSlotBytes <= kBcsBase);
 
 // Events.
 inline constexpr prim::EventId kEventStrobe = 1;      // agents: a strobe arrived
@@ -71,6 +102,11 @@ inline constexpr prim::EventId kEventStage = 3;       // agents: a staging chunk
 inline constexpr prim::EventId kEventStageSent = 4;   // coordinator: chunk delivered
 inline constexpr prim::EventId kEventExit = 5;        // coordinator: an exit record arrived
 inline constexpr prim::EventId kEventExitSent = 6;    // agent: its exit record is there
+inline constexpr prim::EventId kEventBcsDesc = 7;     // agents: a descriptor block arrived
+inline constexpr prim::EventId kEventBcsData = 8;     // agents: a data block arrived
+inline constexpr prim::EventId kEventBcsSent = 9;     // agent: its BCS block was delivered
+inline constexpr prim::EventId kEventBlocked = 10;    // coordinator: a blocked record arrived
+inline constexpr prim::EventId kEventBlockedSent = 11;  // agent: its blocked record is there
 
 }  // namespace gos::os
 

@@ -16,7 +16,7 @@
 
 namespace gos::os {
 
-inline constexpr uint16_t kStrobeVersion = 1;
+inline constexpr uint16_t kStrobeVersion = 2;
 inline constexpr size_t kMaxArgs = 4096;
 inline constexpr size_t kMaxStringBytes = 32u << 10;
 
@@ -33,11 +33,17 @@ struct LaunchCommand {
   uint32_t row = 0;
   uint32_t uid = 0, gid = 0;
   uint32_t ntasks = 0;
+  uint32_t flags = 0;  // kLaunch*
   std::vector<RankRun> runs;
   std::string program;  // file name inside the job dir (the staged executable)
   std::vector<std::string> argv, env;
   std::string cwd;
 };
+
+// LaunchCommand::flags.
+// The program is linked with gos's communication library (its ELF file has a .gos_bcs section):
+// the job's nodeagents run the BCS exchange for it at every strobe of its row.
+inline constexpr uint32_t kLaunchBcs = 1u << 0;
 
 enum class CommandType : uint8_t {
   kLaunch = 1,  // start the job's local ranks (staged files are in place)
@@ -100,6 +106,7 @@ enum class Frame : uint16_t {
   kOutputDone = 43,   // u64 job
   kAgentStdin = 44,   // u64 job + bytes (empty = EOF)
   kReject = 45,       // text
+  kRankFailed = 46,   // JobExit: a communicating rank died or aborted; the job must fail
 };
 
 struct SubmitFile {
