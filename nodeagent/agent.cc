@@ -19,12 +19,14 @@
 #include <mutex>
 #include <thread>
 
+#include "gos/bcs/channel.h"
 #include "gos/log.h"
 #include "gos/os/auth.h"
 #include "gos/os/channel.h"
 #include "gos/os/layout.h"
 #include "gos/os/messages.h"
 #include "gos/prim/prim.h"
+#include "nodeagent/bcs_engine.h"
 #include "nodeagent/freezer.h"
 #include "nodeagent/launcher.h"
 
@@ -55,6 +57,8 @@ struct LocalJob {
   bool reported = false;
   std::string stdin_pending;
   bool stdin_eof = false;
+  bool bcs = false;  // the program communicates through the BCS engine
+  bool rank_failed = false;
 };
 
 std::string SelfDir() {
@@ -66,6 +70,16 @@ std::string SelfDir() {
 std::string HostName() {
   char buf[256] = {};
   gethostname(buf, sizeof buf - 1);
+  return buf;
+}
+
+// Channel files are named after the cluster (a hash of its key), the job and the rank, so
+// that the same path can be recreated on any node of the cluster.
+std::string ClusterTag(const std::vector<uint8_t>& key) {
+  uint64_t h = 1469598103934665603ull;
+  for (uint8_t b : key) h = (h ^ b) * 1099511628211ull;
+  char buf[17];
+  std::snprintf(buf, sizeof buf, "%08llx", static_cast<unsigned long long>(h >> 32));
   return buf;
 }
 
@@ -108,6 +122,7 @@ class NodeAgentImpl final : public NodeAgent {
   void OnPipe(int fd);
   void Reap();
   void MaybeReport(LocalJob& j);
+  void CheckRankFailure(LocalJob& j, const Rank& r);
   void FlushStdin(LocalJob& j);
   void Watch(int fd);
   void Unwatch(int fd);
@@ -122,6 +137,7 @@ class NodeAgentImpl final : public NodeAgent {
   int epoll_fd_ = -1, wake_fd_ = -1, sig_fd_ = -1;
   std::shared_ptr<Channel> ch_;
   std::unique_ptr<prim::Node> node_;
+  std::unique_ptr<BcsEngine> bcs_;
   uint32_t node_id_ = 0;
   std::thread strobe_thread_, stage_thread_;
 
@@ -267,6 +283,10 @@ Status NodeAgentImpl::Connect() {
   // The join returns once every node has joined; meanwhile the IO loop must not run, which
   // is fine: nothing is launched before the group forms.
   GOS_ASSIGN_OR_RETURN(node_, prim::Node::Join(no));
+  BcsEngineOptions bo;
+  bo.node = node_id_;
+  bo.channel_prefix = "/dev/shm/gos-" + ClusterTag(key_);
+  bcs_ = std::make_unique<BcsEngine>(node_.get(), bo);
   lost_ = false;
   strobe_thread_ = std::thread([this] { StrobeLoop(); });
   stage_thread_ = std::thread([this] { StageLoop(); });
@@ -325,6 +345,7 @@ void NodeAgentImpl::Disconnect() {
     Unwatch(ch_->fd());
     ch_.reset();
   }
+  bcs_.reset();
   if (node_) {
     node_->Leave();
     node_.reset();
@@ -429,6 +450,7 @@ void NodeAgentImpl::Reap() {
         r.wait_status = RankWaitStatus(r.status_fd, status);
         ::close(r.status_fd);
         r.status_fd = -1;
+        if (j.bcs) CheckRankFailure(j, r);
         if (r.stdin_fd >= 0) {
           ::close(r.stdin_fd);
           r.stdin_fd = -1;
@@ -437,6 +459,37 @@ void NodeAgentImpl::Reap() {
       }
     }
   }
+}
+
+// A communicating rank that ends without MPI_Finalize (it crashed, exited early or called
+// MPI_Abort) leaves its peers waiting forever: tell the coordinator, which fails the job and
+// kills its other ranks, like mpirun does.
+void NodeAgentImpl::CheckRankFailure(LocalJob& j, const Rank& r) {
+  auto [state, abort_code] = bcs_ ? bcs_->RankState(j.id, r.rank) : std::pair<uint32_t, int32_t>{};
+  if (bcs_) bcs_->RankExited(j.id, r.rank);
+  if (j.rank_failed || state == bcs::kStateNone || state == bcs::kStateFinalized) return;
+  j.rank_failed = true;
+  int st = r.wait_status;
+  os::JobExit e;
+  e.job = j.id;
+  e.failed_rank = static_cast<int32_t>(r.rank);
+  e.failed_node = static_cast<int32_t>(node_id_);
+  std::string who = "rank " + std::to_string(r.rank) + " on node " + std::to_string(node_id_) +
+                    " (" + o_.name + ")";
+  if (state == bcs::kStateAborted) {
+    e.exit_code = WIFEXITED(st) ? WEXITSTATUS(st) : (abort_code & 0xff);
+    e.message = who + " called MPI_Abort with error code " + std::to_string(abort_code);
+  } else if (WIFSIGNALED(st)) {
+    e.exit_code = 128 + WTERMSIG(st);
+    e.message = who + " was killed by signal " + std::to_string(WTERMSIG(st)) + " (" +
+                strsignal(WTERMSIG(st)) + ") before MPI_Finalize";
+  } else {
+    e.exit_code = WIFEXITED(st) ? WEXITSTATUS(st) : 255;
+    if (e.exit_code == 0) e.exit_code = 1;
+    e.message = who + " exited with code " + std::to_string(WIFEXITED(st) ? WEXITSTATUS(st) : 255) +
+                " before MPI_Finalize";
+  }
+  if (ch_) ch_->Send(Frame::kRankFailed, os::Encode(e)).IgnoreError();
 }
 
 // Once every local rank of j has exited and its output is drained: the rest of the output is
@@ -506,6 +559,7 @@ void NodeAgentImpl::StrobeLoop() {
     }
     if (!best) continue;
     ApplyStrobe(*best);
+    if (bcs_) bcs_->OnStrobe(best->strobe, best->row);
     last_strobe_ = best->strobe;
     node_->Store(os::kVarApplied, static_cast<int64_t>(best->strobe));
   }
@@ -586,6 +640,28 @@ void NodeAgentImpl::Launch(const os::LaunchCommand& l, uint32_t current_row) {
       j.frozen = true;
     }
   }
+  std::map<uint32_t, std::string> channels;
+  if (failure.empty() && (l.flags & os::kLaunchBcs) && bcs_) {
+    BcsJob bj;
+    bj.job = l.job;
+    bj.row = l.row;
+    bj.uid = l.uid;
+    bj.gid = l.gid;
+    bj.rank_node.resize(l.ntasks);
+    for (const auto& run : l.runs) {
+      for (uint32_t k = 0; k < run.count && run.first + k < l.ntasks; ++k) {
+        bj.rank_node[run.first + k] = run.node;
+      }
+    }
+    bj.local = mine;
+    auto paths = bcs_->AddJob(bj);
+    if (paths.ok()) {
+      channels = std::move(*paths);
+      j.bcs = true;
+    } else {
+      failure = paths.status().ToString();
+    }
+  }
   for (uint32_t rank : mine) {
     Rank r;
     r.rank = rank;
@@ -598,6 +674,9 @@ void NodeAgentImpl::Launch(const os::LaunchCommand& l, uint32_t current_row) {
       spec.env.push_back("GOS_SIZE=" + std::to_string(l.ntasks));
       spec.env.push_back("GOS_JOB=" + std::to_string(l.job));
       spec.env.push_back("GOS_NODE=" + std::to_string(node_id_));
+      if (auto ct = channels.find(rank); ct != channels.end()) {
+        spec.env.push_back("GOS_CHANNEL=" + ct->second);
+      }
       spec.cwd = l.cwd;
       spec.uid = l.uid;
       spec.gid = l.gid;
@@ -606,6 +685,7 @@ void NodeAgentImpl::Launch(const os::LaunchCommand& l, uint32_t current_row) {
       auto p = LaunchRank(spec);
       if (p.ok()) {
         r.pid = p->pid;
+        if (j.bcs) bcs_->SetRankInit(l.job, rank, p->pid);
         r.out_fd = p->stdout_fd;
         r.err_fd = p->stderr_fd;
         r.status_fd = p->status_fd;
@@ -671,6 +751,7 @@ void NodeAgentImpl::ForgetJob(uint64_t id) {
   }
   LocalJob& j = jt->second;
   KillJob(j);
+  if (j.bcs && bcs_) bcs_->RemoveJob(id);
   for (Rank& r : j.ranks) {
     for (int* fd : {&r.out_fd, &r.err_fd, &r.status_fd, &r.stdin_fd}) {
       if (*fd < 0) continue;

@@ -18,14 +18,23 @@
 //     waits for a later strobe.
 //   - Barriers complete for every member at the strobe where all group_size members' k-th
 //     barrier descriptor on the context has been seen; broadcasts likewise become one
-//     transfer from the root to every other member once all members have posted.
+//     transfer from the root to every other member once all members have posted. A member
+//     whose buffer is shorter than the root's message completes with kErrTruncate at once and
+//     gets no data.
+//   - Errors complete a descriptor at once: a peer or root outside the job -> kErrRank; an
+//     unknown op, a negative send tag, a bad group_size, members disagreeing on group_size or
+//     root, or a rank posting one collective instance twice -> kErrArg.
+//   - A match or broadcast with no bytes to move completes at once (StepResult::completions);
+//     otherwise its completions ride on the Transfer and come from Scheduler::Finish.
 #ifndef GOS_NODEAGENT_MATCHER_H_
 #define GOS_NODEAGENT_MATCHER_H_
 
+#include <cstddef>
 #include <cstdint>
 #include <deque>
 #include <map>
 #include <span>
+#include <utility>
 #include <vector>
 
 #include "gos/bcs/channel.h"
@@ -79,25 +88,39 @@ class Matcher {
   explicit Matcher(uint32_t world_size);
 
   // Adds the descriptors exchanged at `strobe` (any order; sorted here by (rank, seq)) and
-  // matches. strobe must increase from call to call.
+  // matches. strobe must increase from call to call. Descriptors of ranks >= world_size are
+  // dropped (there is no channel to answer on).
   StepResult Step(uint64_t strobe, std::span<const Posted> posted);
 
   // Unmatched sends and receives, probes and collectives still waiting (for tests and ps).
   size_t pending() const;
 
  private:
-  // Implementation state (see matcher.cc).
   struct SendEntry {
     Posted p;
-    uint64_t strobe = 0;
+    uint64_t strobe = 0;  // strobe of exchange (first key of the arrival order)
   };
+  using CollectiveKey = std::pair<uint64_t, int32_t>;  // (context, collective sequence = tag)
+
+  // Validates a kBarrier/kBcast descriptor and files it under its key, or answers it with an
+  // error completion.
+  void AddCollective(std::map<CollectiveKey, std::vector<Posted>>& table, const Posted& p,
+                     StepResult& out);
+  // Pairs rank r's posted receives with its queue of unmatched sends (rules above).
+  void MatchRank(uint32_t r, StepResult& out);
+  void Pair(const Posted& recv, const Posted& send, StepResult& out);
+  void AnswerProbes(uint32_t r, StepResult& out);
+  void CompleteBarriers(StepResult& out);
+  void CompleteBcasts(StepResult& out);
+
   uint32_t world_size_;
   uint64_t next_transfer_ = 1;
   std::vector<std::deque<SendEntry>> sends_;  // per destination rank, arrival order
   std::vector<std::deque<Posted>> recvs_;     // per rank, posting order
   std::vector<std::deque<Posted>> probes_;    // per rank, posting order (blocking ones wait)
-  std::map<std::pair<uint64_t, int32_t>, std::vector<Posted>> barriers_;  // (ctx, seq)
-  std::map<std::pair<uint64_t, int32_t>, std::vector<Posted>> bcasts_;    // (ctx, seq)
+  // Members seen so far, in arrival order; erased once complete.
+  std::map<CollectiveKey, std::vector<Posted>> barriers_;
+  std::map<CollectiveKey, std::vector<Posted>> bcasts_;
 };
 
 // Per-slice byte budgets.
@@ -140,9 +163,15 @@ struct SlicePlan {
   std::vector<Block> blocks;  // one per (src, dst) pair with data, src_node != dst_node
 };
 
+// Plan rules: transfers in id order; each takes, per dest node (ascending), what the budgets
+// leave: a copy between ranks of one node uses local_bytes; a remote piece uses the dest's
+// inbox and the source's outbox, the first piece of each (src, dst) pair in a slice also paying
+// kBlockHeaderBytes in both. Once a pair cannot take a transfer's remaining bytes, later
+// transfers of that pair get nothing this slice (per-pair FIFO). Budgets must exceed
+// kBlockHeaderBytes or no remote data ever moves.
 class Scheduler {
  public:
-  // rank_node[r] = node of world rank r.
+  // rank_node[r] = node of world rank r; it must cover every rank a transfer names.
   Scheduler(std::vector<uint32_t> rank_node, SchedulerOptions options = {});
 
   // Queues transfers (in id order). Zero-length transfers complete at the next Finish.
@@ -162,6 +191,12 @@ class Scheduler {
     Transfer t;
     std::map<uint32_t, uint64_t> sent;  // dest node -> bytes already moved there
   };
+  uint32_t NodeOf(uint32_t rank) const;
+  // The queued transfer with this id, or nullptr (queue_ is in id order).
+  Queued* FindQueued(uint64_t id);
+  const Queued* FindQueued(uint64_t id) const;
+  bool Complete(const Queued& q) const;
+
   std::vector<uint32_t> rank_node_;
   SchedulerOptions options_;
   std::deque<Queued> queue_;

@@ -1,0 +1,588 @@
+#include "nodeagent/bcs_engine.h"
+
+#include <fcntl.h>
+#include <linux/futex.h>
+#include <sys/mman.h>
+#include <sys/syscall.h>
+#include <sys/uio.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <condition_variable>
+#include <cstring>
+#include <fstream>
+#include <mutex>
+#include <thread>
+
+#include "gos/bcs/channel.h"
+#include "gos/log.h"
+#include "gos/os/layout.h"
+
+namespace gos::nodeagent {
+namespace {
+
+using SteadyClock = std::chrono::steady_clock;
+
+constexpr uint32_t kDescBlockMagic = 0x44584247;  // "GBXD"
+constexpr uint32_t kDataBlockMagic = 0x42584247;  // "GBXB"
+constexpr uint16_t kExchangeVersion = 1;
+
+// Header of a descriptor block and of a data block (docs/specs/bcs-exchange.md).
+struct BlockHeader {
+  uint32_t magic = 0;
+  uint16_t version = 0;
+  uint16_t reserved = 0;
+  uint32_t node = 0;
+  uint32_t count = 0;  // descriptor blocks: entries that follow
+  uint64_t strobe = 0;
+  uint64_t job = 0;
+  uint64_t len = 0;  // data blocks: bytes including this header
+  uint8_t pad[24] = {};
+};
+static_assert(sizeof(BlockHeader) == kBlockHeaderBytes);
+
+struct WireEntry {
+  uint32_t rank = 0;
+  uint32_t reserved = 0;
+  uint64_t seq = 0;
+  bcs::Descriptor d;
+};
+static_assert(sizeof(WireEntry) == 80);
+constexpr size_t kMaxEntries = (os::kBcsDescSlotBytes - sizeof(BlockHeader)) / sizeof(WireEntry);
+
+constexpr size_t kBounceBytes = 4u << 20;
+
+#ifndef SYS_futex_waitv
+#define SYS_futex_waitv 449
+#endif
+
+void FutexWake(std::atomic<uint32_t>* word) {
+  syscall(SYS_futex, reinterpret_cast<uint32_t*>(word), FUTEX_WAKE, INT32_MAX, nullptr, nullptr, 0);
+}
+
+void Bump(std::atomic<uint32_t>* word) {
+  word->fetch_add(1, std::memory_order_release);
+  FutexWake(word);
+}
+
+}  // namespace
+
+struct BcsEngine::Rank {
+  uint32_t rank = 0;
+  std::string path;
+  void* base = nullptr;
+  bcs::ChannelHeader* h = nullptr;
+  std::atomic<pid_t> init_pid{0};
+  pid_t pid = 0;  // the rank itself, resolved lazily (strobe thread)
+  std::atomic<bool> exited{false};
+  uint64_t consumed = 0;  // descriptors drained (== desc_tail)
+
+  ~Rank() {
+    if (base != nullptr) ::munmap(base, bcs::kChannelBytes);
+  }
+};
+
+struct BcsEngine::Job {
+  BcsJob spec;
+  std::vector<uint32_t> nodes;  // the job's nodes, ascending
+  uint32_t position = 0;        // this node's index in nodes
+  std::vector<std::unique_ptr<Rank>> ranks;
+  std::map<uint32_t, Rank*> by_rank;
+  Matcher matcher;
+  Scheduler scheduler;
+  std::map<uint32_t, std::vector<bcs::Completion>> pending;  // per local rank, in order
+  std::atomic<bool> work{false};  // pending completions or transfers (read by the bell thread)
+  bool broken = false;            // a peer failed us: no more exchanges
+  uint64_t last_strobe = 0;
+
+  explicit Job(const BcsJob& s)
+      : spec(s),
+        matcher(static_cast<uint32_t>(s.rank_node.size())),
+        scheduler(s.rank_node,
+                  SchedulerOptions{os::kBcsInboxBytes, os::kBcsOutboxBytes, 64u << 20}) {}
+};
+
+struct BcsEngine::State {
+  std::mutex mu;
+  std::map<uint64_t, std::shared_ptr<Job>> jobs;
+  std::atomic<uint32_t> ctl{0};  // bumped to make the bell thread look again
+  std::atomic<bool> stop{false};
+  std::atomic<uint64_t> strobe{0};   // being applied
+  std::atomic<uint64_t> applied{0};  // slice work done (what blocked reports carry)
+  std::atomic<uint32_t> row{0};
+  std::thread bell;
+  std::vector<std::byte> bounce;
+};
+
+BcsEngine::BcsEngine(prim::Node* node, BcsEngineOptions options)
+    : node_(node), o_(std::move(options)), s_(std::make_unique<State>()) {
+  s_->bell = std::thread([this] { BellLoop(); });
+}
+
+BcsEngine::~BcsEngine() {
+  s_->stop = true;
+  Ring();
+  if (s_->bell.joinable()) s_->bell.join();
+  std::vector<uint64_t> ids;
+  {
+    std::lock_guard<std::mutex> lock(s_->mu);
+    for (auto& [id, j] : s_->jobs) ids.push_back(id);
+  }
+  for (uint64_t id : ids) RemoveJob(id);
+}
+
+void BcsEngine::Ring() { Bump(&s_->ctl); }
+
+StatusOr<std::map<uint32_t, std::string>> BcsEngine::AddJob(const BcsJob& spec) {
+  auto j = std::make_shared<Job>(spec);
+  j->nodes = spec.rank_node;
+  std::sort(j->nodes.begin(), j->nodes.end());
+  j->nodes.erase(std::unique(j->nodes.begin(), j->nodes.end()), j->nodes.end());
+  if (j->nodes.size() > os::kMaxBcsNodes) {
+    return InvalidArgumentError("a communicating job may span at most " +
+                                std::to_string(os::kMaxBcsNodes) + " nodes");
+  }
+  j->position = static_cast<uint32_t>(std::lower_bound(j->nodes.begin(), j->nodes.end(), o_.node) -
+                                      j->nodes.begin());
+  std::map<uint32_t, std::string> paths;
+  for (uint32_t rank : spec.local) {
+    auto r = std::make_unique<Rank>();
+    r->rank = rank;
+    r->path = o_.channel_prefix + "-j" + std::to_string(spec.job) + "-r" + std::to_string(rank);
+    ::unlink(r->path.c_str());
+    int fd = ::open(r->path.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+    if (fd < 0) return ErrnoError(errno, "cannot create channel " + r->path);
+    if (::ftruncate(fd, bcs::kChannelBytes) != 0 || ::fchown(fd, spec.uid, spec.gid) != 0) {
+      Status st = ErrnoError(errno, "cannot set up channel " + r->path);
+      ::close(fd);
+      ::unlink(r->path.c_str());
+      return st;
+    }
+    void* base = ::mmap(nullptr, bcs::kChannelBytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    ::close(fd);
+    if (base == MAP_FAILED) {
+      ::unlink(r->path.c_str());
+      return ErrnoError(errno, "cannot map channel " + r->path);
+    }
+    r->base = base;
+    r->h = new (base) bcs::ChannelHeader{};
+    r->h->magic = bcs::kChannelMagic;
+    r->h->version = bcs::kChannelVersion;
+    r->h->rank = rank;
+    r->h->size = static_cast<uint32_t>(spec.rank_node.size());
+    r->h->job = spec.job;
+    r->h->bytes = bcs::kChannelBytes;
+    paths[rank] = r->path;
+    j->by_rank[rank] = r.get();
+    j->ranks.push_back(std::move(r));
+  }
+  {
+    std::lock_guard<std::mutex> lock(s_->mu);
+    s_->jobs[spec.job] = j;
+  }
+  Ring();
+  return paths;
+}
+
+void BcsEngine::SetRankInit(uint64_t job, uint32_t rank, pid_t init_pid) {
+  std::lock_guard<std::mutex> lock(s_->mu);
+  auto jt = s_->jobs.find(job);
+  if (jt == s_->jobs.end()) return;
+  auto rt = jt->second->by_rank.find(rank);
+  if (rt != jt->second->by_rank.end()) rt->second->init_pid = init_pid;
+}
+
+void BcsEngine::RankExited(uint64_t job, uint32_t rank) {
+  {
+    std::lock_guard<std::mutex> lock(s_->mu);
+    auto jt = s_->jobs.find(job);
+    if (jt == s_->jobs.end()) return;
+    auto rt = jt->second->by_rank.find(rank);
+    if (rt != jt->second->by_rank.end()) rt->second->exited = true;
+  }
+  Ring();
+}
+
+std::pair<uint32_t, int32_t> BcsEngine::RankState(uint64_t job, uint32_t rank) {
+  std::lock_guard<std::mutex> lock(s_->mu);
+  auto jt = s_->jobs.find(job);
+  if (jt == s_->jobs.end()) return {0, 0};
+  auto rt = jt->second->by_rank.find(rank);
+  if (rt == jt->second->by_rank.end()) return {0, 0};
+  return {rt->second->h->state.load(), rt->second->h->abort_code.load()};
+}
+
+bool BcsEngine::HasJob(uint64_t job) {
+  std::lock_guard<std::mutex> lock(s_->mu);
+  return s_->jobs.count(job) > 0;
+}
+
+void BcsEngine::RemoveJob(uint64_t job) {
+  std::shared_ptr<Job> j;
+  {
+    std::lock_guard<std::mutex> lock(s_->mu);
+    auto jt = s_->jobs.find(job);
+    if (jt == s_->jobs.end()) return;
+    j = jt->second;
+    s_->jobs.erase(jt);
+  }
+  // The strobe or bell thread may still hold j; the mappings go with the last reference.
+  for (auto& r : j->ranks) ::unlink(r->path.c_str());
+}
+
+// The rank is gos-rank-init's only child: /proc/<init>/task/<init>/children.
+pid_t BcsEngine::RankPid(Rank& r) {
+  if (r.pid > 0) return r.pid;
+  pid_t init = r.init_pid.load();
+  if (init <= 0) return 0;
+  std::ifstream in("/proc/" + std::to_string(init) + "/task/" + std::to_string(init) + "/children");
+  long pid = 0;
+  if (in >> pid) r.pid = static_cast<pid_t>(pid);
+  return r.pid;
+}
+
+void BcsEngine::Publish(Job& j) {
+  for (auto& [rank, list] : j.pending) {
+    if (list.empty()) continue;
+    Rank* r = j.by_rank.at(rank);
+    bcs::ChannelHeader* h = r->h;
+    uint64_t head = h->compl_head.load(std::memory_order_relaxed);
+    uint64_t tail = h->compl_tail.load(std::memory_order_acquire);
+    size_t room =
+        bcs::kComplSlots - static_cast<size_t>(std::min<uint64_t>(head - tail, bcs::kComplSlots));
+    size_t n = std::min(room, list.size());
+    bcs::Completion* ring = bcs::ComplRing(r->base);
+    for (size_t i = 0; i < n; ++i) ring[(head + i) % bcs::kComplSlots] = list[i];
+    list.erase(list.begin(), list.begin() + static_cast<ptrdiff_t>(n));
+    if (n > 0) h->compl_head.store(head + n, std::memory_order_release);
+  }
+  for (auto& r : j.ranks) {
+    r->h->strobe.store(s_->strobe.load(), std::memory_order_relaxed);
+    Bump(&r->h->wake);
+  }
+}
+
+void BcsEngine::OnStrobe(uint64_t strobe, uint32_t row) {
+  s_->strobe = strobe;
+  s_->row = row;
+  std::vector<std::shared_ptr<Job>> jobs;
+  {
+    std::lock_guard<std::mutex> lock(s_->mu);
+    for (auto& [id, j] : s_->jobs) jobs.push_back(j);
+  }
+  // Completions of the previous slice become visible now, for every job (running or not).
+  for (auto& j : jobs) {
+    bool any = false;
+    for (auto& [rank, list] : j->pending) any |= !list.empty();
+    if (any) Publish(*j);
+  }
+  for (auto& j : jobs) {
+    if (j->spec.row != row || j->broken) continue;
+    Slice(strobe, *j);
+    bool any = !j->scheduler.idle();
+    for (auto& [rank, list] : j->pending) any |= !list.empty();
+    j->work = any;
+  }
+  // Reports of "all blocked" made during the slice carry the previous strobe, which the
+  // coordinator ignores; from now on they count.
+  s_->applied = strobe;
+  Ring();
+}
+
+void BcsEngine::Slice(uint64_t strobe, Job& j) {
+  j.last_strobe = strobe;
+  std::vector<Posted> all;
+  if (!Exchange(strobe, j, &all)) {
+    j.broken = true;
+    return;
+  }
+  StepResult step = j.matcher.Step(strobe, all);
+  for (const RankCompletion& c : step.completions) {
+    if (j.by_rank.count(c.rank)) j.pending[c.rank].push_back(c.c);
+  }
+  j.scheduler.Add(std::move(step.transfers));
+  if (!MoveData(strobe, j)) j.broken = true;
+}
+
+// Drains the local ranks' descriptors and trades blocks with the job's other nodes. On return
+// `all` holds every descriptor the job's ranks posted since the last exchange.
+bool BcsEngine::Exchange(uint64_t strobe, Job& j, std::vector<Posted>* all) {
+  std::vector<std::byte> block(sizeof(BlockHeader));
+  size_t entries = 0;
+  bool freed = false;
+  for (auto& r : j.ranks) {
+    bcs::ChannelHeader* h = r->h;
+    uint64_t head = h->desc_head.load(std::memory_order_acquire);
+    if (head - r->consumed > bcs::kDescSlots) head = r->consumed + bcs::kDescSlots;  // corrupt
+    const bcs::Descriptor* ring = bcs::DescRing(r->base);
+    while (r->consumed < head && entries < kMaxEntries) {
+      WireEntry e;
+      e.rank = r->rank;
+      e.seq = r->consumed;
+      std::memcpy(&e.d, &ring[r->consumed % bcs::kDescSlots], sizeof e.d);
+      block.resize(block.size() + sizeof e);
+      std::memcpy(block.data() + block.size() - sizeof e, &e, sizeof e);
+      all->push_back(Posted{e.rank, e.seq, e.d});
+      ++r->consumed;
+      ++entries;
+      freed = true;
+    }
+    h->desc_tail.store(r->consumed, std::memory_order_release);
+  }
+  if (freed) {
+    for (auto& r : j.ranks) Bump(&r->h->wake);
+  }
+  if (j.nodes.size() < 2) return true;
+
+  BlockHeader bh;
+  bh.magic = kDescBlockMagic;
+  bh.version = kExchangeVersion;
+  bh.node = o_.node;
+  bh.count = static_cast<uint32_t>(entries);
+  bh.strobe = strobe;
+  bh.job = j.spec.job;
+  std::memcpy(block.data(), &bh, sizeof bh);
+  prim::NodeSet others;
+  std::vector<uint64_t> offsets;
+  std::vector<uint32_t> from;
+  for (uint32_t p = 0; p < j.nodes.size(); ++p) {
+    if (p == j.position) continue;
+    others.Add(j.nodes[p]);
+    offsets.push_back(os::BcsDescSlot(p));
+    from.push_back(j.nodes[p]);
+  }
+  Status st = node_->XferAndSignal(others, block.data(), block.size(), os::BcsDescSlot(j.position),
+                                   os::kEventBcsDesc, os::kEventBcsSent);
+  if (st.ok()) {
+    auto sent = node_->WaitEvent(os::kEventBcsSent, o_.peer_timeout);
+    if (!sent.ok()) st = sent.status();
+    if (st.ok() && !*sent) st = DeadlineExceededError("descriptor block not delivered");
+  }
+  if (!st.ok()) {
+    GOS_LOG(kWarn, "bcs") << "job " << j.spec.job << " strobe " << strobe
+                          << ": descriptor exchange failed: " << st.ToString();
+    return false;
+  }
+  if (!WaitBlocks(strobe, j, os::kEventBcsDesc, offsets, kDescBlockMagic, from)) return false;
+  const std::byte* mem = node_->global_memory().data();
+  for (uint64_t off : offsets) {
+    BlockHeader h;
+    std::memcpy(&h, mem + off, sizeof h);
+    size_t n = std::min<size_t>(h.count, kMaxEntries);
+    for (size_t i = 0; i < n; ++i) {
+      WireEntry e;
+      std::memcpy(&e, mem + off + sizeof h + i * sizeof e, sizeof e);
+      // A block may only speak for ranks of its own node.
+      if (e.rank >= j.spec.rank_node.size() || j.spec.rank_node[e.rank] != h.node) continue;
+      all->push_back(Posted{e.rank, e.seq, e.d});
+    }
+  }
+  return true;
+}
+
+// Waits until every block at `offsets` (global memory) carries this strobe and job.
+bool BcsEngine::WaitBlocks(uint64_t strobe, Job& j, uint32_t event,
+                           const std::vector<uint64_t>& offsets, uint32_t magic,
+                           const std::vector<uint32_t>& from) {
+  const std::byte* mem = node_->global_memory().data();
+  auto deadline = SteadyClock::now() + o_.peer_timeout;
+  while (true) {
+    bool all = true;
+    for (size_t i = 0; i < offsets.size() && all; ++i) {
+      BlockHeader h;
+      std::memcpy(&h, mem + offsets[i], sizeof h);
+      all = h.magic == magic && h.version == kExchangeVersion && h.strobe == strobe &&
+            h.job == j.spec.job && h.node == from[i];
+    }
+    if (all) return true;
+    for (uint32_t n : from) {
+      if (!node_->node_info(n).alive) {
+        GOS_LOG(kWarn, "bcs") << "job " << j.spec.job << ": node " << n
+                              << " is down: " << node_->node_info(n).down_reason;
+        return false;
+      }
+    }
+    if (SteadyClock::now() >= deadline) {
+      GOS_LOG(kWarn, "bcs") << "job " << j.spec.job << " strobe " << strobe
+                            << ": peers' blocks did not arrive within " << o_.peer_timeout.count()
+                            << " ms";
+      return false;
+    }
+    auto got = node_->WaitEvent(event, std::chrono::milliseconds(50));
+    if (!got.ok()) {
+      GOS_LOG(kWarn, "bcs") << "job " << j.spec.job << ": " << got.status().ToString();
+      return false;
+    }
+  }
+}
+
+bool BcsEngine::MoveData(uint64_t strobe, Job& j) {
+  if (j.scheduler.idle()) return true;
+  SlicePlan plan = j.scheduler.Plan();
+  const uint32_t self = o_.node;
+  std::byte* mem = node_->global_memory().data();
+  std::byte* outbox = mem + os::kBcsOutboxBase;
+  std::byte* inbox = mem + os::kBcsInboxBase;
+  if (s_->bounce.empty()) s_->bounce.resize(kBounceBytes);
+
+  auto read_from = [&](const Transfer& t, uint64_t offset, std::byte* dst, uint64_t len) {
+    Rank* r = j.by_rank.count(t.src_rank) ? j.by_rank.at(t.src_rank) : nullptr;
+    pid_t pid = r ? RankPid(*r) : 0;
+    iovec local{dst, len};
+    iovec remote{reinterpret_cast<void*>(t.src_addr + offset), len};
+    ssize_t n = pid > 0 ? ::process_vm_readv(pid, &local, 1, &remote, 1, 0) : -1;
+    if (n != static_cast<ssize_t>(len)) {
+      GOS_LOG(kWarn, "bcs") << "job " << j.spec.job << ": cannot read " << len
+                            << " bytes from rank " << t.src_rank << ": " << std::strerror(errno);
+    }
+  };
+  auto write_to = [&](const Transfer& t, uint64_t offset, const std::byte* src, uint64_t len) {
+    for (const Transfer::Dest& d : t.dests) {
+      if (j.spec.rank_node[d.rank] != self) continue;
+      Rank* r = j.by_rank.count(d.rank) ? j.by_rank.at(d.rank) : nullptr;
+      pid_t pid = r ? RankPid(*r) : 0;
+      iovec local{const_cast<std::byte*>(src), len};
+      iovec remote{reinterpret_cast<void*>(d.addr + offset), len};
+      ssize_t n = pid > 0 ? ::process_vm_writev(pid, &local, 1, &remote, 1, 0) : -1;
+      if (n != static_cast<ssize_t>(len)) {
+        GOS_LOG(kWarn, "bcs") << "job " << j.spec.job << ": cannot write " << len
+                              << " bytes to rank " << d.rank << ": " << std::strerror(errno);
+      }
+    }
+  };
+
+  // 1. Local senders: copy to local receivers, or into the outbox for other nodes.
+  for (const Move& m : plan.moves) {
+    if (m.src_node != self) continue;
+    const Transfer* t = j.scheduler.Find(m.transfer);
+    if (t == nullptr) continue;
+    if (m.dst_node == self) {
+      for (uint64_t done = 0; done < m.len;) {
+        uint64_t n = std::min<uint64_t>(m.len - done, kBounceBytes);
+        read_from(*t, m.offset + done, s_->bounce.data(), n);
+        write_to(*t, m.offset + done, s_->bounce.data(), n);
+        done += n;
+      }
+    } else {
+      read_from(*t, m.offset, outbox + m.outbox_offset, m.len);
+    }
+  }
+  // 2. One block per destination node.
+  int sent = 0;
+  Status st;
+  std::vector<uint64_t> in_offsets;
+  std::vector<uint32_t> in_from;
+  for (const Block& b : plan.blocks) {
+    if (b.dst_node == self) {
+      in_offsets.push_back(os::kBcsInboxBase + b.inbox_offset);
+      in_from.push_back(b.src_node);
+    }
+    if (b.src_node != self || !st.ok()) continue;
+    BlockHeader h;
+    h.magic = kDataBlockMagic;
+    h.version = kExchangeVersion;
+    h.node = self;
+    h.strobe = strobe;
+    h.job = j.spec.job;
+    h.len = b.len;
+    std::memcpy(outbox + b.outbox_offset, &h, sizeof h);
+    st = node_->XferAndSignal(prim::NodeSet{b.dst_node}, outbox + b.outbox_offset, b.len,
+                              os::kBcsInboxBase + b.inbox_offset, os::kEventBcsData,
+                              os::kEventBcsSent);
+    if (st.ok()) ++sent;
+  }
+  bool ok = st.ok();
+  if (!ok) GOS_LOG(kWarn, "bcs") << "job " << j.spec.job << ": " << st.ToString();
+  // 3. Blocks for this node: into the local receivers.
+  if (ok && !in_offsets.empty()) {
+    ok = WaitBlocks(strobe, j, os::kEventBcsData, in_offsets, kDataBlockMagic, in_from);
+    if (ok) {
+      for (const Move& m : plan.moves) {
+        if (m.dst_node != self || m.src_node == self) continue;
+        const Transfer* t = j.scheduler.Find(m.transfer);
+        if (t != nullptr) write_to(*t, m.offset, inbox + m.inbox_offset, m.len);
+      }
+    }
+  }
+  // 4. Our blocks must be delivered before the slice is over (the boundary is quiescent).
+  auto deadline = SteadyClock::now() + o_.peer_timeout;
+  for (int i = 0; i < sent && ok; ++i) {
+    auto got = node_->TestEvent(os::kEventBcsSent, deadline);
+    ok = got.ok() && *got;
+  }
+  if (!ok) return false;
+  for (const RankCompletion& c : j.scheduler.Finish(plan)) {
+    if (j.by_rank.count(c.rank)) j.pending[c.rank].push_back(c.c);
+  }
+  return true;
+}
+
+// Watches the doorbells of the running row's local ranks; reports "all blocked" to the
+// coordinator so that it can strobe early.
+void BcsEngine::BellLoop() {
+  os::BlockedRecord last{};
+  while (!s_->stop) {
+    uint32_t ctl = s_->ctl.load(std::memory_order_acquire);
+    std::shared_ptr<Job> j;
+    {
+      std::lock_guard<std::mutex> lock(s_->mu);
+      for (auto& [id, job] : s_->jobs) {
+        if (job->spec.row == s_->row.load() && !job->broken) j = job;
+      }
+    }
+    std::vector<futex_waitv> waiters;
+    futex_waitv w{};
+    w.val = ctl;
+    w.uaddr = reinterpret_cast<uintptr_t>(&s_->ctl);
+    w.flags = FUTEX_32;
+    waiters.push_back(w);
+    if (j) {
+      bool blocked = !j->ranks.empty();
+      bool work = j->work.load();
+      for (auto& r : j->ranks) {
+        bcs::ChannelHeader* h = r->h;
+        uint32_t bell = h->bell.load(std::memory_order_acquire);
+        uint32_t state = h->state.load(std::memory_order_acquire);
+        if (waiters.size() < 128) {
+          w.val = bell;
+          w.uaddr = reinterpret_cast<uintptr_t>(&h->bell);
+          waiters.push_back(w);
+        }
+        bool gone =
+            r->exited.load() || state == bcs::kStateFinalized || state == bcs::kStateAborted;
+        // A blocked rank with completions it has not consumed yet is about to wake up.
+        bool waiting =
+            state == bcs::kStateBlocked && h->compl_tail.load(std::memory_order_acquire) ==
+                                               h->compl_head.load(std::memory_order_relaxed);
+        if (!gone && !waiting) blocked = false;
+        if (!gone && h->desc_head.load(std::memory_order_acquire) !=
+                         h->desc_tail.load(std::memory_order_relaxed)) {
+          work = true;
+        }
+      }
+      os::BlockedRecord rec;
+      rec.strobe = s_->applied.load();
+      rec.blocked = blocked ? 1 : 0;
+      rec.work = work ? 1 : 0;
+      if (blocked &&
+          (rec.strobe != last.strobe || rec.work != last.work || rec.blocked != last.blocked)) {
+        Status st = node_->XferAndSignal(prim::NodeSet{0}, &rec, sizeof rec,
+                                         os::BlockedSlot(o_.node), os::kEventBlocked);
+        if (!st.ok()) GOS_LOG(kDebug, "bcs") << "blocked report: " << st.ToString();
+        last = rec;
+      }
+    }
+    timespec deadline{};
+    clock_gettime(CLOCK_MONOTONIC, &deadline);
+    deadline.tv_nsec += 200 * 1000 * 1000;
+    if (deadline.tv_nsec >= 1000000000) {
+      deadline.tv_sec += 1;
+      deadline.tv_nsec -= 1000000000;
+    }
+    syscall(SYS_futex_waitv, waiters.data(), static_cast<unsigned>(waiters.size()), 0u, &deadline,
+            CLOCK_MONOTONIC);
+  }
+}
+
+}  // namespace gos::nodeagent

@@ -1,0 +1,100 @@
+// The nodeagent's BCS engine: the "NIC" of the local ranks of communicating jobs
+// (docs/specs/bcs-exchange.md).
+//
+// Per rank it owns a shared-memory channel (gos/bcs/channel.h). At every strobe the strobe
+// thread calls OnStrobe, which
+//   1. publishes the completions of the previous slice to the ranks' channels;
+//   2. for the job of the running row: drains the descriptors its local ranks posted, sends
+//      them to the job's other nodes (XFER-AND-SIGNAL) and waits for theirs (the partial
+//      exchange), runs the deterministic Matcher over all of them, plans the slice with the
+//      Scheduler and moves the data: process_vm_readv from local senders, XFER-AND-SIGNAL of
+//      one block per (source, destination) node pair, process_vm_writev into local receivers.
+// When OnStrobe returns, the job's network traffic of that slice is over (a quiescent
+// boundary) and the agent confirms the strobe.
+//
+// A bell thread waits on the ranks' doorbells (futex_waitv); when every local rank of the
+// running row is blocked in communication it tells the coordinator (XFER into its blocked
+// table), which strobes early once every node of the row is blocked and one has work.
+//
+// Threading: OnStrobe runs on the strobe thread only; the other methods are thread-safe.
+#ifndef GOS_NODEAGENT_BCS_ENGINE_H_
+#define GOS_NODEAGENT_BCS_ENGINE_H_
+
+#include <sys/types.h>
+
+#include <chrono>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "gos/prim/prim.h"
+#include "gos/status.h"
+#include "nodeagent/matcher.h"
+
+namespace gos::nodeagent {
+
+struct BcsEngineOptions {
+  // This node's id in the primitives group.
+  uint32_t node = 0;
+  // Channel files are <channel_prefix>-j<job>-r<rank>. Required.
+  std::string channel_prefix;
+  // How long a node waits for a peer's block within one slice before it gives up on the job's
+  // communication. Default: 1.5 s (below the coordinator's default failure timeout, so that a
+  // live node still confirms its strobe in time).
+  std::chrono::milliseconds peer_timeout{1500};
+};
+
+struct BcsJob {
+  uint64_t job = 0;
+  uint32_t row = 0;
+  uint32_t uid = 0, gid = 0;
+  std::vector<uint32_t> rank_node;  // node of each world rank
+  std::vector<uint32_t> local;      // this node's world ranks, ascending
+};
+
+class BcsEngine {
+ public:
+  BcsEngine(prim::Node* node, BcsEngineOptions options);
+  ~BcsEngine();
+  BcsEngine(const BcsEngine&) = delete;
+  BcsEngine& operator=(const BcsEngine&) = delete;
+
+  // Creates the job's state and a channel file per local rank (owned by uid/gid, mode 0600).
+  // Returns the channel path of each local rank.
+  StatusOr<std::map<uint32_t, std::string>> AddJob(const BcsJob& job);
+  // The rank's gos-rank-init pid (the rank is its only child).
+  void SetRankInit(uint64_t job, uint32_t rank, pid_t init_pid);
+  void RankExited(uint64_t job, uint32_t rank);
+  // The bcs::RankState the rank left in its channel and its abort code; {0, 0} if unknown.
+  std::pair<uint32_t, int32_t> RankState(uint64_t job, uint32_t rank);
+  // Unmaps and removes the job's channels.
+  void RemoveJob(uint64_t job);
+  bool HasJob(uint64_t job);
+
+  // Strobe thread: see the file comment.
+  void OnStrobe(uint64_t strobe, uint32_t row);
+
+ private:
+  struct Job;
+  struct Rank;
+  void BellLoop();
+  void Ring();
+  void Slice(uint64_t strobe, Job& j);
+  bool Exchange(uint64_t strobe, Job& j, std::vector<Posted>* all);
+  bool MoveData(uint64_t strobe, Job& j);
+  void Publish(Job& j);
+  bool WaitBlocks(uint64_t strobe, Job& j, uint32_t event, const std::vector<uint64_t>& offsets,
+                  uint32_t magic, const std::vector<uint32_t>& from);
+  pid_t RankPid(Rank& r);
+
+  prim::Node* node_;
+  BcsEngineOptions o_;
+  struct State;
+  std::unique_ptr<State> s_;
+};
+
+}  // namespace gos::nodeagent
+
+#endif  // GOS_NODEAGENT_BCS_ENGINE_H_
