@@ -1,0 +1,242 @@
+#include "libgos/mpi/datatype.h"
+
+#include <algorithm>
+#include <array>
+#include <cstring>
+#include <cwchar>
+
+#include "gos/gos.h"
+
+namespace gos::mpi {
+namespace {
+
+// The value/index pairs of MINLOC and MAXLOC, laid out as C lays out MPI's pair structs.
+template <typename T>
+struct Pair {
+  T value;
+  int index;
+};
+
+constexpr std::array<size_t, GOS_TYPE_COUNT> kBasicSizes = [] {
+  std::array<size_t, GOS_TYPE_COUNT> s{};
+  s[GOS_CHAR] = sizeof(char);
+  s[GOS_SIGNED_CHAR] = sizeof(signed char);
+  s[GOS_UNSIGNED_CHAR] = sizeof(unsigned char);
+  s[GOS_BYTE] = 1;
+  s[GOS_SHORT] = sizeof(short);
+  s[GOS_UNSIGNED_SHORT] = sizeof(unsigned short);
+  s[GOS_INT] = sizeof(int);
+  s[GOS_UNSIGNED] = sizeof(unsigned);
+  s[GOS_LONG] = sizeof(long);
+  s[GOS_UNSIGNED_LONG] = sizeof(unsigned long);
+  s[GOS_LONG_LONG] = sizeof(long long);
+  s[GOS_UNSIGNED_LONG_LONG] = sizeof(unsigned long long);
+  s[GOS_INT8] = 1;
+  s[GOS_UINT8] = 1;
+  s[GOS_INT16] = 2;
+  s[GOS_UINT16] = 2;
+  s[GOS_INT32] = 4;
+  s[GOS_UINT32] = 4;
+  s[GOS_INT64] = 8;
+  s[GOS_UINT64] = 8;
+  s[GOS_FLOAT] = sizeof(float);
+  s[GOS_DOUBLE] = sizeof(double);
+  s[GOS_LONG_DOUBLE] = sizeof(long double);
+  s[GOS_C_BOOL] = sizeof(bool);
+  s[GOS_WCHAR] = sizeof(wchar_t);
+  s[GOS_FLOAT_INT] = sizeof(Pair<float>);
+  s[GOS_DOUBLE_INT] = sizeof(Pair<double>);
+  s[GOS_LONG_INT] = sizeof(Pair<long>);
+  s[GOS_2INT] = sizeof(Pair<int>);
+  s[GOS_SHORT_INT] = sizeof(Pair<short>);
+  s[GOS_LONG_DOUBLE_INT] = sizeof(Pair<long double>);
+  return s;
+}();
+
+bool IsInteger(int t) {
+  switch (t) {
+    case GOS_CHAR:
+    case GOS_SIGNED_CHAR:
+    case GOS_UNSIGNED_CHAR:
+    case GOS_SHORT:
+    case GOS_UNSIGNED_SHORT:
+    case GOS_INT:
+    case GOS_UNSIGNED:
+    case GOS_LONG:
+    case GOS_UNSIGNED_LONG:
+    case GOS_LONG_LONG:
+    case GOS_UNSIGNED_LONG_LONG:
+    case GOS_INT8:
+    case GOS_UINT8:
+    case GOS_INT16:
+    case GOS_UINT16:
+    case GOS_INT32:
+    case GOS_UINT32:
+    case GOS_INT64:
+    case GOS_UINT64:
+      return true;
+    default:
+      return false;
+  }
+}
+
+bool IsFloating(int t) { return t == GOS_FLOAT || t == GOS_DOUBLE || t == GOS_LONG_DOUBLE; }
+
+bool IsPair(int t) { return t >= GOS_FLOAT_INT && t <= GOS_LONG_DOUBLE_INT; }
+
+// Moves the data of one element laid out at `base` to or from the stream at `*stream`,
+// advancing the stream; stops once `*budget` bytes have moved.
+template <bool kPack>
+void Walk(char* base, const TypeNode& t, char** stream, size_t* budget) {
+  if (*budget == 0) return;
+  if (t.contiguous) {
+    size_t n = std::min(t.size, *budget);
+    if (kPack) {
+      std::memcpy(*stream, base, n);
+    } else {
+      std::memcpy(base, *stream, n);
+    }
+    *stream += n;
+    *budget -= n;
+    return;
+  }
+  // Only vectors can be non-contiguous.
+  const TypeNode& old = *t.old;
+  const ptrdiff_t old_extent = old.extent();
+  for (int i = 0; i<t.count&& * budget> 0; ++i) {
+    char* block = base + static_cast<ptrdiff_t>(i) * t.stride * old_extent;
+    if (old.contiguous) {
+      // A block of contiguous elements is one run of bytes.
+      size_t n = std::min(static_cast<size_t>(t.blocklen) * old.size, *budget);
+      if (kPack) {
+        std::memcpy(*stream, block, n);
+      } else {
+        std::memcpy(block, *stream, n);
+      }
+      *stream += n;
+      *budget -= n;
+      continue;
+    }
+    for (int j = 0; j<t.blocklen&& * budget> 0; ++j) {
+      Walk<kPack>(block + static_cast<ptrdiff_t>(j) * old_extent, old, stream, budget);
+    }
+  }
+}
+
+}  // namespace
+
+size_t BasicTypeSize(int gos_type) {
+  if (gos_type < 0 || gos_type >= GOS_TYPE_COUNT) return 0;
+  return kBasicSizes[static_cast<size_t>(gos_type)];
+}
+
+const std::shared_ptr<const TypeNode>& BasicType(int gos_type) {
+  static const auto* nodes = [] {
+    auto* v = new std::array<std::shared_ptr<const TypeNode>, GOS_TYPE_COUNT + 1>();
+    for (int t = 0; t < GOS_TYPE_COUNT; ++t) {
+      auto n = std::make_shared<TypeNode>();
+      n->kind = TypeNode::Kind::kBasic;
+      n->basic = t;
+      n->size = kBasicSizes[static_cast<size_t>(t)];
+      n->lb = 0;
+      n->ub = static_cast<ptrdiff_t>(n->size);
+      n->contiguous = true;
+      (*v)[static_cast<size_t>(t)] = std::move(n);
+    }
+    return v;  // The last entry stays null: the answer for out-of-range types.
+  }();
+  if (gos_type < 0 || gos_type >= GOS_TYPE_COUNT) return (*nodes)[GOS_TYPE_COUNT];
+  return (*nodes)[static_cast<size_t>(gos_type)];
+}
+
+std::shared_ptr<const TypeNode> MakeVector(int count, int blocklen, int stride,
+                                           std::shared_ptr<const TypeNode> old) {
+  if (count < 0 || blocklen < 0 || old == nullptr) return nullptr;
+  auto t = std::make_shared<TypeNode>();
+  t->kind = TypeNode::Kind::kVector;
+  t->count = count;
+  t->blocklen = blocklen;
+  t->stride = stride;
+  t->size = static_cast<size_t>(count) * static_cast<size_t>(blocklen) * old->size;
+  const ptrdiff_t old_extent = old->extent();
+  if (count == 0 || blocklen == 0) {
+    t->lb = 0;
+    t->ub = 0;
+  } else {
+    // Block i covers [i*stride*ext + old.lb, i*stride*ext + (blocklen-1)*ext + old.ub); the
+    // extremes are at the first and last block whichever way the stride points.
+    const ptrdiff_t first = 0;
+    const ptrdiff_t last = static_cast<ptrdiff_t>(count - 1) * stride * old_extent;
+    const ptrdiff_t span = static_cast<ptrdiff_t>(blocklen - 1) * old_extent;
+    t->lb = std::min(first, last) + old->lb;
+    t->ub = std::max(first, last) + span + old->ub;
+  }
+  t->contiguous = old->contiguous && old->lb == 0 && static_cast<size_t>(old_extent) == old->size &&
+                  (count <= 1 || stride == blocklen) && t->lb == 0 &&
+                  static_cast<size_t>(t->extent()) == t->size;
+  t->old = std::move(old);
+  return t;
+}
+
+std::shared_ptr<const TypeNode> MakeContiguous(int count, std::shared_ptr<const TypeNode> old) {
+  return MakeVector(count, 1, 1, std::move(old));
+}
+
+void Pack(const void* buf, size_t count, const TypeNode& t, void* out) {
+  char* stream = static_cast<char*>(out);
+  size_t budget = PackedSize(count, t);
+  if (t.contiguous) {
+    if (budget > 0) std::memcpy(stream, buf, budget);
+    return;
+  }
+  // Walk never writes through `base` when packing; the cast only shares the code.
+  char* base = const_cast<char*>(static_cast<const char*>(buf));
+  for (size_t k = 0; k < count && budget > 0; ++k) {
+    Walk<true>(base + static_cast<ptrdiff_t>(k) * t.extent(), t, &stream, &budget);
+  }
+}
+
+void Unpack(const void* in, size_t bytes, size_t count, const TypeNode& t, void* buf) {
+  char* stream = const_cast<char*>(static_cast<const char*>(in));
+  size_t budget = std::min(bytes, PackedSize(count, t));
+  if (t.contiguous) {
+    if (budget > 0) std::memcpy(buf, stream, budget);
+    return;
+  }
+  char* base = static_cast<char*>(buf);
+  for (size_t k = 0; k < count && budget > 0; ++k) {
+    Walk<false>(base + static_cast<ptrdiff_t>(k) * t.extent(), t, &stream, &budget);
+  }
+}
+
+int CountOf(size_t bytes, const TypeNode& t, int undefined) {
+  if (t.size == 0) return 0;
+  if (bytes % t.size != 0) return undefined;
+  return static_cast<int>(bytes / t.size);
+}
+
+bool OpValid(int op, int type) {
+  if (type < 0 || type >= GOS_TYPE_COUNT) return false;
+  switch (op) {
+    case GOS_SUM:
+    case GOS_PROD:
+    case GOS_MIN:
+    case GOS_MAX:
+      return IsInteger(type) || IsFloating(type);
+    case GOS_LAND:
+    case GOS_LOR:
+    case GOS_LXOR:
+      return IsInteger(type) || type == GOS_C_BOOL;
+    case GOS_BAND:
+    case GOS_BOR:
+    case GOS_BXOR:
+      return IsInteger(type) || type == GOS_BYTE;
+    case GOS_MINLOC:
+    case GOS_MAXLOC:
+      return IsPair(type);
+    default:
+      return false;
+  }
+}
+
+}  // namespace gos::mpi

@@ -1,0 +1,230 @@
+/* The gos MPI subset (docs/mpi.md), for C and C++ programs compiled with gos-cc / gos-c++.
+ *
+ * Every call maps onto the gos native API (gos/gos.h): a rank holds no network state, its
+ * sends and receives are descriptors matched by the nodeagents at global strobes. Only the
+ * calls declared here exist; a program using anything else (MPI_Put, MPI_Comm_spawn, ...)
+ * fails to compile (implicit declaration) or to link (undefined reference), never at run time.
+ *
+ * Handles are ints (as in MPICH). Errors: MPI_ERRORS_ARE_FATAL by default, so any error prints
+ * "gos MPI: <call>: <reason> (rank <r>)" to stderr and ends the job with exit code 1; after
+ * MPI_Comm_set_errhandler(comm, MPI_ERRORS_RETURN), calls on that communicator return the
+ * error class instead (MPI_ERR_TRUNCATE, MPI_ERR_RANK, ...).
+ *
+ * Threads: MPI_THREAD_FUNNELED at most; call MPI from one thread at a time.
+ */
+#ifndef GOS_MPI_H_
+#define GOS_MPI_H_
+
+#include <stddef.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define MPI_VERSION 3
+#define MPI_SUBVERSION 1
+
+typedef int MPI_Comm;
+typedef int MPI_Datatype;
+typedef int MPI_Op;
+typedef int MPI_Request;
+typedef int MPI_Errhandler;
+typedef ptrdiff_t MPI_Aint;
+
+/* MPI_SOURCE, MPI_TAG and MPI_ERROR are public; gos_bytes is private (use MPI_Get_count). */
+typedef struct MPI_Status {
+  int MPI_SOURCE;
+  int MPI_TAG;
+  int MPI_ERROR;
+  size_t gos_bytes;
+} MPI_Status;
+
+/* Error classes (values as MPICH's). */
+#define MPI_SUCCESS 0
+#define MPI_ERR_BUFFER 1
+#define MPI_ERR_COUNT 2
+#define MPI_ERR_TYPE 3
+#define MPI_ERR_TAG 4
+#define MPI_ERR_COMM 5
+#define MPI_ERR_RANK 6
+#define MPI_ERR_ROOT 7
+#define MPI_ERR_GROUP 8
+#define MPI_ERR_OP 9
+#define MPI_ERR_ARG 12
+#define MPI_ERR_UNKNOWN 13
+#define MPI_ERR_TRUNCATE 14
+#define MPI_ERR_OTHER 15
+#define MPI_ERR_INTERN 16
+#define MPI_ERR_IN_STATUS 17
+#define MPI_ERR_PENDING 18
+#define MPI_ERR_REQUEST 19
+#define MPI_ERR_LASTCODE 0x3fffffff
+
+#define MPI_MAX_PROCESSOR_NAME 256
+#define MPI_MAX_ERROR_STRING 512
+
+#define MPI_THREAD_SINGLE 0
+#define MPI_THREAD_FUNNELED 1
+#define MPI_THREAD_SERIALIZED 2
+#define MPI_THREAD_MULTIPLE 3
+
+#define MPI_UNDEFINED (-32766)
+#define MPI_PROC_NULL (-1)
+#define MPI_ANY_SOURCE (-2)
+#define MPI_ANY_TAG (-1)
+
+#define MPI_COMM_NULL ((MPI_Comm)0)
+#define MPI_COMM_WORLD ((MPI_Comm)1)
+#define MPI_COMM_SELF ((MPI_Comm)2)
+
+#define MPI_REQUEST_NULL ((MPI_Request)0)
+
+#define MPI_ERRHANDLER_NULL ((MPI_Errhandler)0)
+#define MPI_ERRORS_ARE_FATAL ((MPI_Errhandler)1)
+#define MPI_ERRORS_RETURN ((MPI_Errhandler)2)
+
+#define MPI_STATUS_IGNORE ((MPI_Status*)0)
+#define MPI_STATUSES_IGNORE ((MPI_Status*)0)
+#define MPI_IN_PLACE ((void*)-1)
+
+/* Basic datatypes: handle = gos_type_t + 1 (see gos/gos.h). Derived types get handles >= 64. */
+#define MPI_DATATYPE_NULL ((MPI_Datatype)0)
+#define MPI_CHAR ((MPI_Datatype)1)
+#define MPI_SIGNED_CHAR ((MPI_Datatype)2)
+#define MPI_UNSIGNED_CHAR ((MPI_Datatype)3)
+#define MPI_BYTE ((MPI_Datatype)4)
+#define MPI_SHORT ((MPI_Datatype)5)
+#define MPI_UNSIGNED_SHORT ((MPI_Datatype)6)
+#define MPI_INT ((MPI_Datatype)7)
+#define MPI_UNSIGNED ((MPI_Datatype)8)
+#define MPI_LONG ((MPI_Datatype)9)
+#define MPI_UNSIGNED_LONG ((MPI_Datatype)10)
+#define MPI_LONG_LONG ((MPI_Datatype)11)
+#define MPI_LONG_LONG_INT MPI_LONG_LONG
+#define MPI_UNSIGNED_LONG_LONG ((MPI_Datatype)12)
+#define MPI_INT8_T ((MPI_Datatype)13)
+#define MPI_UINT8_T ((MPI_Datatype)14)
+#define MPI_INT16_T ((MPI_Datatype)15)
+#define MPI_UINT16_T ((MPI_Datatype)16)
+#define MPI_INT32_T ((MPI_Datatype)17)
+#define MPI_UINT32_T ((MPI_Datatype)18)
+#define MPI_INT64_T ((MPI_Datatype)19)
+#define MPI_UINT64_T ((MPI_Datatype)20)
+#define MPI_FLOAT ((MPI_Datatype)21)
+#define MPI_DOUBLE ((MPI_Datatype)22)
+#define MPI_LONG_DOUBLE ((MPI_Datatype)23)
+#define MPI_C_BOOL ((MPI_Datatype)24)
+#define MPI_WCHAR ((MPI_Datatype)25)
+/* Value/index pairs for MINLOC and MAXLOC: struct { T value; int index; } (C layout). */
+#define MPI_FLOAT_INT ((MPI_Datatype)26)
+#define MPI_DOUBLE_INT ((MPI_Datatype)27)
+#define MPI_LONG_INT ((MPI_Datatype)28)
+#define MPI_2INT ((MPI_Datatype)29)
+#define MPI_SHORT_INT ((MPI_Datatype)30)
+#define MPI_LONG_DOUBLE_INT ((MPI_Datatype)31)
+
+/* Predefined reduction operations: handle = gos_op_t + 1. */
+#define MPI_OP_NULL ((MPI_Op)0)
+#define MPI_SUM ((MPI_Op)1)
+#define MPI_PROD ((MPI_Op)2)
+#define MPI_MIN ((MPI_Op)3)
+#define MPI_MAX ((MPI_Op)4)
+#define MPI_LAND ((MPI_Op)5)
+#define MPI_LOR ((MPI_Op)6)
+#define MPI_LXOR ((MPI_Op)7)
+#define MPI_BAND ((MPI_Op)8)
+#define MPI_BOR ((MPI_Op)9)
+#define MPI_BXOR ((MPI_Op)10)
+#define MPI_MINLOC ((MPI_Op)11)
+#define MPI_MAXLOC ((MPI_Op)12)
+
+/* Start / stop. */
+int MPI_Init(int* argc, char*** argv);
+int MPI_Init_thread(int* argc, char*** argv, int required, int* provided);
+int MPI_Finalize(void);
+int MPI_Initialized(int* flag);
+int MPI_Finalized(int* flag);
+int MPI_Abort(MPI_Comm comm, int errorcode);
+
+/* Communicators. */
+int MPI_Comm_rank(MPI_Comm comm, int* rank);
+int MPI_Comm_size(MPI_Comm comm, int* size);
+int MPI_Comm_dup(MPI_Comm comm, MPI_Comm* newcomm);
+int MPI_Comm_split(MPI_Comm comm, int color, int key, MPI_Comm* newcomm);
+int MPI_Comm_free(MPI_Comm* comm);
+int MPI_Comm_set_errhandler(MPI_Comm comm, MPI_Errhandler errhandler);
+int MPI_Comm_get_errhandler(MPI_Comm comm, MPI_Errhandler* errhandler);
+
+/* Point-to-point. */
+int MPI_Send(const void* buf, int count, MPI_Datatype datatype, int dest, int tag, MPI_Comm comm);
+int MPI_Ssend(const void* buf, int count, MPI_Datatype datatype, int dest, int tag, MPI_Comm comm);
+int MPI_Recv(void* buf, int count, MPI_Datatype datatype, int source, int tag, MPI_Comm comm,
+             MPI_Status* status);
+int MPI_Isend(const void* buf, int count, MPI_Datatype datatype, int dest, int tag, MPI_Comm comm,
+              MPI_Request* request);
+int MPI_Irecv(void* buf, int count, MPI_Datatype datatype, int source, int tag, MPI_Comm comm,
+              MPI_Request* request);
+int MPI_Sendrecv(const void* sendbuf, int sendcount, MPI_Datatype sendtype, int dest, int sendtag,
+                 void* recvbuf, int recvcount, MPI_Datatype recvtype, int source, int recvtag,
+                 MPI_Comm comm, MPI_Status* status);
+int MPI_Probe(int source, int tag, MPI_Comm comm, MPI_Status* status);
+int MPI_Iprobe(int source, int tag, MPI_Comm comm, int* flag, MPI_Status* status);
+int MPI_Get_count(const MPI_Status* status, MPI_Datatype datatype, int* count);
+
+/* Completion. */
+int MPI_Wait(MPI_Request* request, MPI_Status* status);
+int MPI_Waitall(int count, MPI_Request requests[], MPI_Status statuses[]);
+int MPI_Waitany(int count, MPI_Request requests[], int* index, MPI_Status* status);
+int MPI_Waitsome(int incount, MPI_Request requests[], int* outcount, int indices[],
+                 MPI_Status statuses[]);
+int MPI_Test(MPI_Request* request, int* flag, MPI_Status* status);
+int MPI_Testall(int count, MPI_Request requests[], int* flag, MPI_Status statuses[]);
+int MPI_Testany(int count, MPI_Request requests[], int* index, int* flag, MPI_Status* status);
+int MPI_Request_free(MPI_Request* request);
+
+/* Collectives. */
+int MPI_Barrier(MPI_Comm comm);
+int MPI_Bcast(void* buffer, int count, MPI_Datatype datatype, int root, MPI_Comm comm);
+int MPI_Reduce(const void* sendbuf, void* recvbuf, int count, MPI_Datatype datatype, MPI_Op op,
+               int root, MPI_Comm comm);
+int MPI_Allreduce(const void* sendbuf, void* recvbuf, int count, MPI_Datatype datatype, MPI_Op op,
+                  MPI_Comm comm);
+int MPI_Gather(const void* sendbuf, int sendcount, MPI_Datatype sendtype, void* recvbuf,
+               int recvcount, MPI_Datatype recvtype, int root, MPI_Comm comm);
+int MPI_Gatherv(const void* sendbuf, int sendcount, MPI_Datatype sendtype, void* recvbuf,
+                const int recvcounts[], const int displs[], MPI_Datatype recvtype, int root,
+                MPI_Comm comm);
+int MPI_Scatter(const void* sendbuf, int sendcount, MPI_Datatype sendtype, void* recvbuf,
+                int recvcount, MPI_Datatype recvtype, int root, MPI_Comm comm);
+int MPI_Scatterv(const void* sendbuf, const int sendcounts[], const int displs[],
+                 MPI_Datatype sendtype, void* recvbuf, int recvcount, MPI_Datatype recvtype,
+                 int root, MPI_Comm comm);
+int MPI_Allgather(const void* sendbuf, int sendcount, MPI_Datatype sendtype, void* recvbuf,
+                  int recvcount, MPI_Datatype recvtype, MPI_Comm comm);
+int MPI_Allgatherv(const void* sendbuf, int sendcount, MPI_Datatype sendtype, void* recvbuf,
+                   const int recvcounts[], const int displs[], MPI_Datatype recvtype,
+                   MPI_Comm comm);
+int MPI_Alltoall(const void* sendbuf, int sendcount, MPI_Datatype sendtype, void* recvbuf,
+                 int recvcount, MPI_Datatype recvtype, MPI_Comm comm);
+int MPI_Alltoallv(const void* sendbuf, const int sendcounts[], const int sdispls[],
+                  MPI_Datatype sendtype, void* recvbuf, const int recvcounts[], const int rdispls[],
+                  MPI_Datatype recvtype, MPI_Comm comm);
+
+/* Derived datatypes (packed into a temporary buffer to send, unpacked after receiving). */
+int MPI_Type_contiguous(int count, MPI_Datatype oldtype, MPI_Datatype* newtype);
+int MPI_Type_vector(int count, int blocklength, int stride, MPI_Datatype oldtype,
+                    MPI_Datatype* newtype);
+int MPI_Type_commit(MPI_Datatype* datatype);
+int MPI_Type_free(MPI_Datatype* datatype);
+
+/* Environment. */
+double MPI_Wtime(void);
+double MPI_Wtick(void);
+int MPI_Get_processor_name(char* name, int* resultlen);
+int MPI_Error_string(int errorcode, char* string, int* resultlen);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* GOS_MPI_H_ */

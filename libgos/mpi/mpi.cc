@@ -1,0 +1,1294 @@
+// The MPI subset (mpi.h) on the gos native API (gos.h). See docs/mpi.md.
+//
+// State is process-global and unsynchronized: the subset is MPI_THREAD_FUNNELED at most.
+#include "mpi.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstring>
+#include <deque>
+#include <memory>
+#include <vector>
+
+#include "gos/gos.h"
+#include "libgos/mpi/comm_logic.h"
+#include "libgos/mpi/datatype.h"
+
+namespace {
+
+using gos::mpi::TypeNode;
+using TypePtr = std::shared_ptr<const TypeNode>;
+
+// mpi.h's handles for basic types and ops are gos.h's enums plus one.
+static_assert(MPI_CHAR - 1 == GOS_CHAR && MPI_BYTE - 1 == GOS_BYTE);
+static_assert(MPI_INT - 1 == GOS_INT && MPI_UNSIGNED_LONG_LONG - 1 == GOS_UNSIGNED_LONG_LONG);
+static_assert(MPI_INT8_T - 1 == GOS_INT8 && MPI_UINT64_T - 1 == GOS_UINT64);
+static_assert(MPI_FLOAT - 1 == GOS_FLOAT && MPI_WCHAR - 1 == GOS_WCHAR);
+static_assert(MPI_FLOAT_INT - 1 == GOS_FLOAT_INT && MPI_LONG_DOUBLE_INT - 1 == GOS_LONG_DOUBLE_INT);
+static_assert(MPI_LONG_DOUBLE_INT == GOS_TYPE_COUNT);
+static_assert(MPI_SUM - 1 == GOS_SUM && MPI_BXOR - 1 == GOS_BXOR && MPI_MAXLOC - 1 == GOS_MAXLOC);
+static_assert(MPI_MAXLOC == GOS_OP_COUNT);
+
+constexpr MPI_Datatype kFirstDerivedType = 64;
+// Tags of the library's own point-to-point collectives (on the collective context), apart
+// from the tags gos.h's reductions use internally.
+constexpr int kCollTagBase = 0x40000000;
+constexpr int kCollTagMask = 0x3fffffff;
+
+struct Comm {
+  gos_comm_t g{};
+  std::vector<int> world;          // world rank of each member (empty: g.world is gos's)
+  std::vector<int> world_to_comm;  // world size entries, -1 = not a member
+  uint64_t children = 0;           // dup/split calls on this communicator, for DeriveContext
+  uint32_t coll_seq = 0;           // collectives done by this library on it
+  MPI_Errhandler errhandler = MPI_ERRORS_ARE_FATAL;
+
+  int WorldRank(int r) const { return g.world != nullptr ? g.world[r] : r; }
+  gos_comm_t Collective() const {
+    gos_comm_t c = g;
+    c.ctx |= GOS_CTX_COLLECTIVE_BIT;
+    return c;
+  }
+  int NextCollTag() { return kCollTagBase | static_cast<int>(coll_seq++ & kCollTagMask); }
+};
+
+struct Request {
+  bool in_use = false;
+  bool done = false;       // completed (gos released its request); status in `st`
+  bool detached = false;   // MPI_Request_free'd before completion
+  bool proc_null = false;  // peer was MPI_PROC_NULL: complete from the start, empty status
+  gos_request_t g = GOS_REQUEST_NULL;
+  gos_status_t st{};
+  MPI_Comm comm = MPI_COMM_NULL;  // whose error handler applies
+  // Packed data of a derived-type send, or the staging buffer of a derived-type receive,
+  // which is unpacked into (user_buf, count, type) on completion.
+  std::vector<char> tmp;
+  bool unpack = false;
+  void* user_buf = nullptr;
+  size_t count = 0;
+  TypePtr type;
+};
+
+struct State {
+  std::vector<std::unique_ptr<Comm>> comms;  // index = MPI_Comm; 0 = MPI_COMM_NULL
+  std::vector<TypePtr> types;                // index = MPI_Datatype - kFirstDerivedType
+  std::vector<bool> committed;
+  std::deque<Request> reqs;  // index + 1 = MPI_Request; a deque keeps Request* valid
+  std::vector<int> free_reqs;
+  int detached = 0;  // requests freed by the program that are still in flight
+};
+
+State& S() {
+  static State* s = new State();
+  return *s;
+}
+
+const char* ErrorText(int code) {
+  switch (code) {
+    case MPI_SUCCESS:
+      return "no error";
+    case MPI_ERR_BUFFER:
+      return "invalid buffer pointer";
+    case MPI_ERR_COUNT:
+      return "invalid count";
+    case MPI_ERR_TYPE:
+      return "invalid datatype";
+    case MPI_ERR_TAG:
+      return "invalid tag";
+    case MPI_ERR_COMM:
+      return "invalid communicator";
+    case MPI_ERR_RANK:
+      return "invalid rank";
+    case MPI_ERR_ROOT:
+      return "invalid root";
+    case MPI_ERR_GROUP:
+      return "invalid group";
+    case MPI_ERR_OP:
+      return "invalid reduction operation for this datatype";
+    case MPI_ERR_ARG:
+      return "invalid argument";
+    case MPI_ERR_UNKNOWN:
+      return "unknown error";
+    case MPI_ERR_TRUNCATE:
+      return "message truncated";
+    case MPI_ERR_OTHER:
+      return "MPI is not initialized, or was finalized";
+    case MPI_ERR_INTERN:
+      return "internal error (channel to the nodeagent)";
+    case MPI_ERR_IN_STATUS:
+      return "error code is in status";
+    case MPI_ERR_PENDING:
+      return "pending request";
+    case MPI_ERR_REQUEST:
+      return "invalid request";
+    default:
+      return nullptr;
+  }
+}
+
+int FromGos(int err) {
+  switch (err) {
+    case GOS_OK:
+      return MPI_SUCCESS;
+    case GOS_ERR_TRUNCATE:
+      return MPI_ERR_TRUNCATE;
+    case GOS_ERR_RANK:
+      return MPI_ERR_RANK;
+    case GOS_ERR_ARG:
+      return MPI_ERR_ARG;
+    case GOS_ERR_NOT_INIT:
+      return MPI_ERR_OTHER;
+    case GOS_ERR_CHANNEL:
+      return MPI_ERR_INTERN;
+    case GOS_ERR_REQUEST:
+      return MPI_ERR_REQUEST;
+    case GOS_ERR_TAG:
+      return MPI_ERR_TAG;
+    default:
+      return MPI_ERR_UNKNOWN;
+  }
+}
+
+Comm* FindComm(MPI_Comm c) {
+  State& s = S();
+  if (c <= 0 || static_cast<size_t>(c) >= s.comms.size()) return nullptr;
+  return s.comms[static_cast<size_t>(c)].get();
+}
+
+// Applies the error handler of `comm` (MPI_COMM_WORLD's when comm is not a communicator):
+// fatal prints the reason and ends the job; MPI_ERRORS_RETURN hands the code back.
+int Fail(MPI_Comm comm, const char* fn, int code) {
+  if (code == MPI_SUCCESS) return code;
+  Comm* c = FindComm(comm);
+  if (c == nullptr) c = FindComm(MPI_COMM_WORLD);
+  if (c != nullptr && c->errhandler == MPI_ERRORS_RETURN) return code;
+  const char* text = ErrorText(code);
+  std::fprintf(stderr, "gos MPI: %s: %s (rank %d)\n", fn, text != nullptr ? text : "error",
+               gos_initialized() ? gos_world_rank() : -1);
+  std::fflush(stderr);
+  gos_abort(1);
+}
+
+// Looks up a datatype; `for_transfer` also requires a derived type to be committed.
+TypePtr FindType(MPI_Datatype dt, bool for_transfer = true) {
+  if (dt >= MPI_CHAR && dt <= MPI_LONG_DOUBLE_INT) return gos::mpi::BasicType(dt - 1);
+  State& s = S();
+  if (dt < kFirstDerivedType) return nullptr;
+  size_t i = static_cast<size_t>(dt - kFirstDerivedType);
+  if (i >= s.types.size() || s.types[i] == nullptr) return nullptr;
+  if (for_transfer && !s.committed[i]) return nullptr;
+  return s.types[i];
+}
+
+int AllocRequest() {
+  State& s = S();
+  int i;
+  if (!s.free_reqs.empty()) {
+    i = s.free_reqs.back();
+    s.free_reqs.pop_back();
+  } else {
+    i = static_cast<int>(s.reqs.size());
+    s.reqs.emplace_back();
+  }
+  s.reqs[static_cast<size_t>(i)] = Request{};
+  s.reqs[static_cast<size_t>(i)].in_use = true;
+  return i + 1;
+}
+
+Request* FindRequest(MPI_Request r) {
+  State& s = S();
+  if (r <= 0 || static_cast<size_t>(r) > s.reqs.size()) return nullptr;
+  Request* q = &s.reqs[static_cast<size_t>(r - 1)];
+  return q->in_use && !q->detached ? q : nullptr;
+}
+
+void ReleaseRequest(MPI_Request r) {
+  State& s = S();
+  s.reqs[static_cast<size_t>(r - 1)] = Request{};
+  s.free_reqs.push_back(r - 1);
+}
+
+// gos releases a request that completed with an error (e.g. GOS_ERR_TRUNCATE) and returns
+// that error; keep it in the status so Finish reports it like any other outcome.
+void NoteCompletion(Request* q, int err) {
+  q->done = true;
+  if (err != GOS_OK && q->st.error == GOS_OK) q->st.error = err;
+}
+
+// Marks a request done once gos reports it complete; never blocks.
+int Poll(Request* q) {
+  if (q->done) return MPI_SUCCESS;
+  int flag = 0;
+  const int err = gos_test(&q->g, &flag, &q->st);
+  if (flag) {
+    NoteCompletion(q, err);
+    return MPI_SUCCESS;
+  }
+  return FromGos(err);
+}
+
+int WaitDone(Request* q) {
+  if (q->done) return MPI_SUCCESS;
+  const int err = gos_wait(&q->g, &q->st);
+  if (q->g == GOS_REQUEST_NULL) {
+    NoteCompletion(q, err);
+    return MPI_SUCCESS;
+  }
+  return FromGos(err);
+}
+
+// Finishes a completed request: unpacks a staged receive, fills `status`, releases the
+// request. Returns the operation's error (MPI_ERR_TRUNCATE for a too-long message).
+int Finish(MPI_Request r, MPI_Status* status) {
+  Request* q = &S().reqs[static_cast<size_t>(r - 1)];
+  if (q->unpack) {
+    gos::mpi::Unpack(q->tmp.data(), std::min(q->st.len, q->tmp.size()), q->count, *q->type,
+                     q->user_buf);
+  }
+  int err = FromGos(q->st.error);
+  if (status != MPI_STATUS_IGNORE) {
+    status->MPI_SOURCE = q->proc_null ? MPI_PROC_NULL : q->st.source;
+    status->MPI_TAG = q->proc_null ? MPI_ANY_TAG : q->st.tag;
+    status->MPI_ERROR = err;
+    status->gos_bytes = q->st.len;
+  }
+  ReleaseRequest(r);
+  return err;
+}
+
+// Completes the requests the program freed whose transfers have finished (their staging
+// buffers must outlive the transfer); with `block`, waits for all of them.
+void SweepDetached(bool block) {
+  State& s = S();
+  if (s.detached == 0) return;
+  for (size_t i = 0; i < s.reqs.size(); ++i) {
+    Request& q = s.reqs[i];
+    if (!q.in_use || !q.detached) continue;
+    if (block) {
+      (void)WaitDone(&q);
+    } else {
+      (void)Poll(&q);
+    }
+    if (q.done) {
+      q.detached = false;
+      --s.detached;
+      (void)Finish(static_cast<MPI_Request>(i + 1), MPI_STATUS_IGNORE);
+    }
+  }
+}
+
+void SetEmptyStatus(MPI_Status* status, int source) {
+  if (status == MPI_STATUS_IGNORE) return;
+  status->MPI_SOURCE = source;
+  status->MPI_TAG = MPI_ANY_TAG;
+  status->MPI_ERROR = MPI_SUCCESS;
+  status->gos_bytes = 0;
+}
+
+// The request of an operation with peer MPI_PROC_NULL: complete at once, moving nothing.
+MPI_Request ProcNullRequest(MPI_Comm comm) {
+  MPI_Request r = AllocRequest();
+  Request* q = &S().reqs[static_cast<size_t>(r - 1)];
+  q->done = true;
+  q->proc_null = true;
+  q->comm = comm;
+  q->st = gos_status_t{};
+  return r;
+}
+
+int CheckCount(int count) { return count < 0 ? MPI_ERR_COUNT : MPI_SUCCESS; }
+
+// Starts a send of count x dt on `gc` (the communicator's or its collective context).
+int StartSend(const void* buf, int count, MPI_Datatype dt, int dest, int tag, MPI_Comm comm,
+              const gos_comm_t& gc, int flags, MPI_Request* out) {
+  if (int e = CheckCount(count)) return e;
+  TypePtr t = FindType(dt);
+  if (t == nullptr) return MPI_ERR_TYPE;
+  if (dest == MPI_PROC_NULL) {
+    *out = ProcNullRequest(comm);
+    return MPI_SUCCESS;
+  }
+  if (dest < 0 || dest >= gc.size) return MPI_ERR_RANK;
+  if (tag < 0) return MPI_ERR_TAG;
+  MPI_Request r = AllocRequest();
+  Request* q = &S().reqs[static_cast<size_t>(r - 1)];
+  q->comm = comm;
+  const size_t len = gos::mpi::PackedSize(static_cast<size_t>(count), *t);
+  const void* data = buf;
+  if (!t->contiguous) {
+    q->tmp.resize(len);
+    gos::mpi::Pack(buf, static_cast<size_t>(count), *t, q->tmp.data());
+    data = q->tmp.data();
+  }
+  int err = gos_isend(data, len, dest, tag, &gc, flags, &q->g);
+  if (err != GOS_OK) {
+    ReleaseRequest(r);
+    return FromGos(err);
+  }
+  *out = r;
+  return MPI_SUCCESS;
+}
+
+int StartRecv(void* buf, int count, MPI_Datatype dt, int source, int tag, MPI_Comm comm,
+              const gos_comm_t& gc, MPI_Request* out) {
+  if (int e = CheckCount(count)) return e;
+  TypePtr t = FindType(dt);
+  if (t == nullptr) return MPI_ERR_TYPE;
+  if (source == MPI_PROC_NULL) {
+    *out = ProcNullRequest(comm);
+    return MPI_SUCCESS;
+  }
+  if (source != MPI_ANY_SOURCE && (source < 0 || source >= gc.size)) return MPI_ERR_RANK;
+  if (tag < 0 && tag != MPI_ANY_TAG) return MPI_ERR_TAG;
+  MPI_Request r = AllocRequest();
+  Request* q = &S().reqs[static_cast<size_t>(r - 1)];
+  q->comm = comm;
+  const size_t len = gos::mpi::PackedSize(static_cast<size_t>(count), *t);
+  void* data = buf;
+  if (!t->contiguous) {
+    q->tmp.resize(len);
+    q->unpack = true;
+    q->user_buf = buf;
+    q->count = static_cast<size_t>(count);
+    q->type = t;
+    data = q->tmp.data();
+  }
+  int err = gos_irecv(data, len, source == MPI_ANY_SOURCE ? GOS_ANY_SOURCE : source,
+                      tag == MPI_ANY_TAG ? GOS_ANY_TAG : tag, &gc, &q->g);
+  if (err != GOS_OK) {
+    ReleaseRequest(r);
+    return FromGos(err);
+  }
+  *out = r;
+  return MPI_SUCCESS;
+}
+
+int WaitOne(MPI_Request r, MPI_Status* status) {
+  Request* q = &S().reqs[static_cast<size_t>(r - 1)];
+  if (int e = WaitDone(q)) return e;
+  return Finish(r, status);
+}
+
+// Waits for every internal request of a collective; returns the first error.
+int WaitInternal(std::vector<MPI_Request>& reqs) {
+  int first = MPI_SUCCESS;
+  for (MPI_Request r : reqs) {
+    int e = WaitOne(r, MPI_STATUS_IGNORE);
+    if (first == MPI_SUCCESS) first = e;
+  }
+  reqs.clear();
+  return first;
+}
+
+// Copies count x st at sbuf into rcount x rt at rbuf (a rank's own block in a collective).
+int LocalCopy(const void* sbuf, int scount, const TypeNode& st, void* rbuf, int rcount,
+              const TypeNode& rt) {
+  const size_t bytes = gos::mpi::PackedSize(static_cast<size_t>(scount), st);
+  if (bytes > gos::mpi::PackedSize(static_cast<size_t>(rcount), rt)) return MPI_ERR_TRUNCATE;
+  if (st.contiguous && rt.contiguous) {
+    if (bytes > 0) std::memmove(rbuf, sbuf, bytes);
+    return MPI_SUCCESS;
+  }
+  std::vector<char> tmp(bytes);
+  gos::mpi::Pack(sbuf, static_cast<size_t>(scount), st, tmp.data());
+  gos::mpi::Unpack(tmp.data(), bytes, static_cast<size_t>(rcount), rt, rbuf);
+  return MPI_SUCCESS;
+}
+
+char* At(void* buf, int displ, const TypeNode& t) {
+  return static_cast<char*>(buf) + static_cast<ptrdiff_t>(displ) * t.extent();
+}
+const char* At(const void* buf, int displ, const TypeNode& t) {
+  return static_cast<const char*>(buf) + static_cast<ptrdiff_t>(displ) * t.extent();
+}
+
+#define GOS_MPI_CHECK(comm, fn, expr)          \
+  do {                                         \
+    if (int gos_mpi_err_ = (expr)) {           \
+      return Fail((comm), (fn), gos_mpi_err_); \
+    }                                          \
+  } while (0)
+
+// Looks up `comm` or fails the call with MPI_ERR_COMM.
+#define GOS_MPI_COMM(var, comm, fn)                                                      \
+  Comm* var = FindComm(comm);                                                            \
+  if (var == nullptr) {                                                                  \
+    return Fail(MPI_COMM_WORLD, (fn), gos_initialized() ? MPI_ERR_COMM : MPI_ERR_OTHER); \
+  }
+
+// The engine of Gather(v): root receives rcounts[i] x rtype at displs[i] from every rank i.
+int GathervImpl(const char* fn, const void* sendbuf, int sendcount, MPI_Datatype sendtype,
+                void* recvbuf, const int* rcounts, const int* displs, MPI_Datatype recvtype,
+                int root, MPI_Comm comm) {
+  GOS_MPI_COMM(c, comm, fn);
+  if (root < 0 || root >= c->g.size) return Fail(comm, fn, MPI_ERR_ROOT);
+  const int me = c->g.rank;
+  const bool in_place = sendbuf == MPI_IN_PLACE;
+  if (in_place && me != root) return Fail(comm, fn, MPI_ERR_BUFFER);
+  const gos_comm_t gc = c->Collective();
+  const int tag = c->NextCollTag();
+  std::vector<MPI_Request> reqs;
+  int err = MPI_SUCCESS;
+  if (me == root) {
+    TypePtr rt = FindType(recvtype);
+    if (rt == nullptr) return Fail(comm, fn, MPI_ERR_TYPE);
+    for (int i = 0; i < c->g.size && err == MPI_SUCCESS; ++i) {
+      if (rcounts[i] < 0) {
+        err = MPI_ERR_COUNT;
+      } else if (i == me) {
+        if (!in_place) {
+          TypePtr st = FindType(sendtype);
+          if (st == nullptr) {
+            err = MPI_ERR_TYPE;
+          } else if (CheckCount(sendcount) != MPI_SUCCESS) {
+            err = MPI_ERR_COUNT;
+          } else {
+            err = LocalCopy(sendbuf, sendcount, *st, At(recvbuf, displs[i], *rt), rcounts[i], *rt);
+          }
+        }
+      } else {
+        MPI_Request r;
+        err = StartRecv(At(recvbuf, displs[i], *rt), rcounts[i], recvtype, i, tag, comm, gc, &r);
+        if (err == MPI_SUCCESS) reqs.push_back(r);
+      }
+    }
+  } else {
+    MPI_Request r;
+    err = StartSend(sendbuf, sendcount, sendtype, root, tag, comm, gc, 0, &r);
+    if (err == MPI_SUCCESS) reqs.push_back(r);
+  }
+  int werr = WaitInternal(reqs);
+  if (err == MPI_SUCCESS) err = werr;
+  GOS_MPI_CHECK(comm, fn, err);
+  return MPI_SUCCESS;
+}
+
+// The engine of Scatter(v): root sends scounts[i] x stype at displs[i] to every rank i.
+int ScattervImpl(const char* fn, const void* sendbuf, const int* scounts, const int* displs,
+                 MPI_Datatype sendtype, void* recvbuf, int recvcount, MPI_Datatype recvtype,
+                 int root, MPI_Comm comm) {
+  GOS_MPI_COMM(c, comm, fn);
+  if (root < 0 || root >= c->g.size) return Fail(comm, fn, MPI_ERR_ROOT);
+  const int me = c->g.rank;
+  const bool in_place = recvbuf == MPI_IN_PLACE;
+  if (in_place && me != root) return Fail(comm, fn, MPI_ERR_BUFFER);
+  const gos_comm_t gc = c->Collective();
+  const int tag = c->NextCollTag();
+  std::vector<MPI_Request> reqs;
+  int err = MPI_SUCCESS;
+  if (me == root) {
+    TypePtr st = FindType(sendtype);
+    if (st == nullptr) return Fail(comm, fn, MPI_ERR_TYPE);
+    for (int i = 0; i < c->g.size && err == MPI_SUCCESS; ++i) {
+      if (scounts[i] < 0) {
+        err = MPI_ERR_COUNT;
+      } else if (i == me) {
+        if (!in_place) {
+          TypePtr rt = FindType(recvtype);
+          if (rt == nullptr) {
+            err = MPI_ERR_TYPE;
+          } else if (CheckCount(recvcount) != MPI_SUCCESS) {
+            err = MPI_ERR_COUNT;
+          } else {
+            err = LocalCopy(At(sendbuf, displs[i], *st), scounts[i], *st, recvbuf, recvcount, *rt);
+          }
+        }
+      } else {
+        MPI_Request r;
+        err = StartSend(At(sendbuf, displs[i], *st), scounts[i], sendtype, i, tag, comm, gc, 0, &r);
+        if (err == MPI_SUCCESS) reqs.push_back(r);
+      }
+    }
+  } else {
+    MPI_Request r;
+    err = StartRecv(recvbuf, recvcount, recvtype, root, tag, comm, gc, &r);
+    if (err == MPI_SUCCESS) reqs.push_back(r);
+  }
+  int werr = WaitInternal(reqs);
+  if (err == MPI_SUCCESS) err = werr;
+  GOS_MPI_CHECK(comm, fn, err);
+  return MPI_SUCCESS;
+}
+
+// The engine of Allgather(v), Alltoall(v): every rank i sends scounts[j] x stype at
+// sdispls[j] to every rank j, which receives it as rcounts[i] x rtype at rdispls[i].
+// For an allgather every sdispls[j] is 0 and scounts[j] the same.
+int ExchangeImpl(const char* fn, const void* sendbuf, const int* scounts, const int* sdispls,
+                 MPI_Datatype sendtype, void* recvbuf, const int* rcounts, const int* rdispls,
+                 MPI_Datatype recvtype, Comm* c, MPI_Comm comm, bool self_copy) {
+  TypePtr st = FindType(sendtype);
+  TypePtr rt = FindType(recvtype);
+  if (st == nullptr || rt == nullptr) return Fail(comm, fn, MPI_ERR_TYPE);
+  const int n = c->g.size;
+  const int me = c->g.rank;
+  for (int i = 0; i < n; ++i) {
+    if (scounts[i] < 0 || rcounts[i] < 0) return Fail(comm, fn, MPI_ERR_COUNT);
+  }
+  const gos_comm_t gc = c->Collective();
+  const int tag = c->NextCollTag();
+  std::vector<MPI_Request> reqs;
+  int err = MPI_SUCCESS;
+  for (int k = 1; k < n && err == MPI_SUCCESS; ++k) {
+    const int from = (me - k + n) % n;
+    MPI_Request r;
+    err = StartRecv(At(recvbuf, rdispls[from], *rt), rcounts[from], recvtype, from, tag, comm, gc,
+                    &r);
+    if (err == MPI_SUCCESS) reqs.push_back(r);
+  }
+  for (int k = 1; k < n && err == MPI_SUCCESS; ++k) {
+    const int to = (me + k) % n;
+    MPI_Request r;
+    err = StartSend(At(sendbuf, sdispls[to], *st), scounts[to], sendtype, to, tag, comm, gc, 0, &r);
+    if (err == MPI_SUCCESS) reqs.push_back(r);
+  }
+  if (err == MPI_SUCCESS && self_copy) {
+    err = LocalCopy(At(sendbuf, sdispls[me], *st), scounts[me], *st, At(recvbuf, rdispls[me], *rt),
+                    rcounts[me], *rt);
+  }
+  int werr = WaitInternal(reqs);
+  if (err == MPI_SUCCESS) err = werr;
+  GOS_MPI_CHECK(comm, fn, err);
+  return MPI_SUCCESS;
+}
+
+int ReduceArgs(MPI_Datatype dt, MPI_Op op, int count) {
+  if (count < 0) return MPI_ERR_COUNT;
+  if (dt < MPI_CHAR || dt > MPI_LONG_DOUBLE_INT) {
+    // Reductions take basic types only (a derived type is a valid handle but unsupported).
+    return MPI_ERR_TYPE;
+  }
+  if (op < MPI_SUM || op > MPI_MAXLOC) return MPI_ERR_OP;
+  if (!gos::mpi::OpValid(op - 1, dt - 1)) return MPI_ERR_OP;
+  return MPI_SUCCESS;
+}
+
+MPI_Comm AddComm(std::unique_ptr<Comm> c) {
+  State& s = S();
+  s.comms.push_back(std::move(c));
+  return static_cast<MPI_Comm>(s.comms.size() - 1);
+}
+
+// Makes the communicator of parent members `members` (parent ranks, in new-rank order).
+MPI_Comm MakeChild(const Comm& parent, const std::vector<int>& members, uint64_t salt) {
+  auto c = std::make_unique<Comm>();
+  c->errhandler = parent.errhandler;
+  c->g.ctx = gos::mpi::DeriveContext(parent.g.ctx, parent.children, salt);
+  c->g.size = static_cast<int>(members.size());
+  c->world_to_comm.assign(static_cast<size_t>(gos_world_size()), -1);
+  for (size_t i = 0; i < members.size(); ++i) {
+    const int w = parent.WorldRank(members[i]);
+    c->world.push_back(w);
+    c->world_to_comm[static_cast<size_t>(w)] = static_cast<int>(i);
+    if (members[i] == parent.g.rank) c->g.rank = static_cast<int>(i);
+  }
+  c->g.world = c->world.data();
+  c->g.world_to_comm = c->world_to_comm.data();
+  return AddComm(std::move(c));
+}
+
+int InitState() {
+  State& s = S();
+  s.comms.clear();
+  s.comms.push_back(nullptr);  // MPI_COMM_NULL
+  for (const gos_comm_t* g : {gos_comm_world(), gos_comm_self()}) {
+    if (g == nullptr) return MPI_ERR_INTERN;
+    auto c = std::make_unique<Comm>();
+    c->g = *g;  // gos owns its world arrays for the life of the process
+    AddComm(std::move(c));
+  }
+  return MPI_SUCCESS;
+}
+
+}  // namespace
+
+extern "C" {
+
+int MPI_Init(int* /*argc*/, char*** /*argv*/) {
+  int err = gos_init();
+  if (err != GOS_OK) {
+    // No communicator exists yet, so the only handler is the fatal default.
+    std::fprintf(stderr, "gos MPI: MPI_Init: %s\n", gos_error_string(err));
+    std::fflush(stderr);
+    gos_abort(1);
+  }
+  GOS_MPI_CHECK(MPI_COMM_WORLD, "MPI_Init", InitState());
+  return MPI_SUCCESS;
+}
+
+int MPI_Init_thread(int* argc, char*** argv, int required, int* provided) {
+  int err = MPI_Init(argc, argv);
+  if (provided != nullptr) *provided = std::min(required, MPI_THREAD_FUNNELED);
+  return err;
+}
+
+int MPI_Finalize(void) {
+  SweepDetached(/*block=*/true);
+  GOS_MPI_CHECK(MPI_COMM_WORLD, "MPI_Finalize", FromGos(gos_finalize()));
+  return MPI_SUCCESS;
+}
+
+int MPI_Initialized(int* flag) {
+  *flag = gos_initialized();
+  return MPI_SUCCESS;
+}
+
+int MPI_Finalized(int* flag) {
+  *flag = gos_finalized();
+  return MPI_SUCCESS;
+}
+
+int MPI_Abort(MPI_Comm /*comm*/, int errorcode) {
+  // gos ends the whole job, whatever the communicator (as most MPIs do).
+  gos_abort(errorcode);
+}
+
+int MPI_Comm_rank(MPI_Comm comm, int* rank) {
+  GOS_MPI_COMM(c, comm, "MPI_Comm_rank");
+  *rank = c->g.rank;
+  return MPI_SUCCESS;
+}
+
+int MPI_Comm_size(MPI_Comm comm, int* size) {
+  GOS_MPI_COMM(c, comm, "MPI_Comm_size");
+  *size = c->g.size;
+  return MPI_SUCCESS;
+}
+
+int MPI_Comm_dup(MPI_Comm comm, MPI_Comm* newcomm) {
+  GOS_MPI_COMM(c, comm, "MPI_Comm_dup");
+  // Every member calls dup in the same order, so `children` agrees everywhere and the new
+  // context needs no communication.
+  std::vector<int> members(static_cast<size_t>(c->g.size));
+  for (int i = 0; i < c->g.size; ++i) members[static_cast<size_t>(i)] = i;
+  *newcomm = MakeChild(*c, members, gos::mpi::kDupSalt);
+  ++c->children;
+  return MPI_SUCCESS;
+}
+
+int MPI_Comm_split(MPI_Comm comm, int color, int key, MPI_Comm* newcomm) {
+  static const char* const kFn = "MPI_Comm_split";
+  GOS_MPI_COMM(c, comm, kFn);
+  if (color < 0 && color != MPI_UNDEFINED) return Fail(comm, kFn, MPI_ERR_ARG);
+  const int n = c->g.size;
+  std::vector<int> mine = {color, key};
+  std::vector<int> all(2 * static_cast<size_t>(n));
+  std::vector<int> counts(static_cast<size_t>(n), 2);
+  std::vector<int> displs(static_cast<size_t>(n));
+  for (int i = 0; i < n; ++i) displs[static_cast<size_t>(i)] = 2 * i;
+  all[2 * static_cast<size_t>(c->g.rank)] = color;
+  all[2 * static_cast<size_t>(c->g.rank) + 1] = key;
+  if (int e = ExchangeImpl(kFn, mine.data(), counts.data(), std::vector<int>(n, 0).data(), MPI_INT,
+                           all.data(), counts.data(), displs.data(), MPI_INT, c, comm,
+                           /*self_copy=*/false)) {
+    return e;
+  }
+  std::vector<gos::mpi::SplitEntry> entries(static_cast<size_t>(n));
+  for (size_t i = 0; i < entries.size(); ++i) entries[i] = {all[2 * i], all[2 * i + 1]};
+  std::vector<int> members = gos::mpi::SplitMembers(entries, c->g.rank, MPI_UNDEFINED);
+  *newcomm = members.empty() ? MPI_COMM_NULL : MakeChild(*c, members, static_cast<uint64_t>(color));
+  ++c->children;
+  return MPI_SUCCESS;
+}
+
+int MPI_Comm_free(MPI_Comm* comm) {
+  if (comm == nullptr || *comm == MPI_COMM_WORLD || *comm == MPI_COMM_SELF ||
+      FindComm(*comm) == nullptr) {
+    return Fail(comm != nullptr ? *comm : MPI_COMM_WORLD, "MPI_Comm_free", MPI_ERR_COMM);
+  }
+  S().comms[static_cast<size_t>(*comm)].reset();
+  *comm = MPI_COMM_NULL;
+  return MPI_SUCCESS;
+}
+
+int MPI_Comm_set_errhandler(MPI_Comm comm, MPI_Errhandler errhandler) {
+  GOS_MPI_COMM(c, comm, "MPI_Comm_set_errhandler");
+  if (errhandler != MPI_ERRORS_ARE_FATAL && errhandler != MPI_ERRORS_RETURN) {
+    return Fail(comm, "MPI_Comm_set_errhandler", MPI_ERR_ARG);
+  }
+  c->errhandler = errhandler;
+  return MPI_SUCCESS;
+}
+
+int MPI_Comm_get_errhandler(MPI_Comm comm, MPI_Errhandler* errhandler) {
+  GOS_MPI_COMM(c, comm, "MPI_Comm_get_errhandler");
+  *errhandler = c->errhandler;
+  return MPI_SUCCESS;
+}
+
+int MPI_Isend(const void* buf, int count, MPI_Datatype datatype, int dest, int tag, MPI_Comm comm,
+              MPI_Request* request) {
+  GOS_MPI_COMM(c, comm, "MPI_Isend");
+  GOS_MPI_CHECK(comm, "MPI_Isend",
+                StartSend(buf, count, datatype, dest, tag, comm, c->g, 0, request));
+  return MPI_SUCCESS;
+}
+
+int MPI_Irecv(void* buf, int count, MPI_Datatype datatype, int source, int tag, MPI_Comm comm,
+              MPI_Request* request) {
+  GOS_MPI_COMM(c, comm, "MPI_Irecv");
+  GOS_MPI_CHECK(comm, "MPI_Irecv",
+                StartRecv(buf, count, datatype, source, tag, comm, c->g, request));
+  return MPI_SUCCESS;
+}
+
+static int BlockingSend(const char* fn, const void* buf, int count, MPI_Datatype datatype, int dest,
+                        int tag, MPI_Comm comm, int flags) {
+  GOS_MPI_COMM(c, comm, fn);
+  MPI_Request r;
+  GOS_MPI_CHECK(comm, fn, StartSend(buf, count, datatype, dest, tag, comm, c->g, flags, &r));
+  GOS_MPI_CHECK(comm, fn, WaitOne(r, MPI_STATUS_IGNORE));
+  return MPI_SUCCESS;
+}
+
+int MPI_Send(const void* buf, int count, MPI_Datatype datatype, int dest, int tag, MPI_Comm comm) {
+  return BlockingSend("MPI_Send", buf, count, datatype, dest, tag, comm, 0);
+}
+
+int MPI_Ssend(const void* buf, int count, MPI_Datatype datatype, int dest, int tag, MPI_Comm comm) {
+  return BlockingSend("MPI_Ssend", buf, count, datatype, dest, tag, comm, GOS_SEND_SYNC);
+}
+
+int MPI_Recv(void* buf, int count, MPI_Datatype datatype, int source, int tag, MPI_Comm comm,
+             MPI_Status* status) {
+  GOS_MPI_COMM(c, comm, "MPI_Recv");
+  MPI_Request r;
+  GOS_MPI_CHECK(comm, "MPI_Recv", StartRecv(buf, count, datatype, source, tag, comm, c->g, &r));
+  GOS_MPI_CHECK(comm, "MPI_Recv", WaitOne(r, status));
+  return MPI_SUCCESS;
+}
+
+int MPI_Sendrecv(const void* sendbuf, int sendcount, MPI_Datatype sendtype, int dest, int sendtag,
+                 void* recvbuf, int recvcount, MPI_Datatype recvtype, int source, int recvtag,
+                 MPI_Comm comm, MPI_Status* status) {
+  static const char* const kFn = "MPI_Sendrecv";
+  GOS_MPI_COMM(c, comm, kFn);
+  MPI_Request rr;
+  MPI_Request sr;
+  GOS_MPI_CHECK(comm, kFn,
+                StartRecv(recvbuf, recvcount, recvtype, source, recvtag, comm, c->g, &rr));
+  int err = StartSend(sendbuf, sendcount, sendtype, dest, sendtag, comm, c->g, 0, &sr);
+  int rerr = WaitOne(rr, status);
+  if (err == MPI_SUCCESS) err = WaitOne(sr, MPI_STATUS_IGNORE);
+  GOS_MPI_CHECK(comm, kFn, rerr != MPI_SUCCESS ? rerr : err);
+  return MPI_SUCCESS;
+}
+
+int MPI_Iprobe(int source, int tag, MPI_Comm comm, int* flag, MPI_Status* status) {
+  static const char* const kFn = "MPI_Iprobe";
+  GOS_MPI_COMM(c, comm, kFn);
+  if (source == MPI_PROC_NULL) {
+    *flag = 1;
+    SetEmptyStatus(status, MPI_PROC_NULL);
+    return MPI_SUCCESS;
+  }
+  if (source != MPI_ANY_SOURCE && (source < 0 || source >= c->g.size)) {
+    return Fail(comm, kFn, MPI_ERR_RANK);
+  }
+  if (tag < 0 && tag != MPI_ANY_TAG) return Fail(comm, kFn, MPI_ERR_TAG);
+  gos_status_t st{};
+  GOS_MPI_CHECK(comm, kFn,
+                FromGos(gos_iprobe(source == MPI_ANY_SOURCE ? GOS_ANY_SOURCE : source,
+                                   tag == MPI_ANY_TAG ? GOS_ANY_TAG : tag, &c->g, flag, &st)));
+  if (*flag && status != MPI_STATUS_IGNORE) {
+    status->MPI_SOURCE = st.source;
+    status->MPI_TAG = st.tag;
+    status->MPI_ERROR = MPI_SUCCESS;
+    status->gos_bytes = st.len;
+  }
+  return MPI_SUCCESS;
+}
+
+int MPI_Probe(int source, int tag, MPI_Comm comm, MPI_Status* status) {
+  static const char* const kFn = "MPI_Probe";
+  GOS_MPI_COMM(c, comm, kFn);
+  if (source == MPI_PROC_NULL) {
+    SetEmptyStatus(status, MPI_PROC_NULL);
+    return MPI_SUCCESS;
+  }
+  if (source != MPI_ANY_SOURCE && (source < 0 || source >= c->g.size)) {
+    return Fail(comm, kFn, MPI_ERR_RANK);
+  }
+  if (tag < 0 && tag != MPI_ANY_TAG) return Fail(comm, kFn, MPI_ERR_TAG);
+  gos_status_t st{};
+  GOS_MPI_CHECK(comm, kFn,
+                FromGos(gos_probe(source == MPI_ANY_SOURCE ? GOS_ANY_SOURCE : source,
+                                  tag == MPI_ANY_TAG ? GOS_ANY_TAG : tag, &c->g, &st)));
+  if (status != MPI_STATUS_IGNORE) {
+    status->MPI_SOURCE = st.source;
+    status->MPI_TAG = st.tag;
+    status->MPI_ERROR = MPI_SUCCESS;
+    status->gos_bytes = st.len;
+  }
+  return MPI_SUCCESS;
+}
+
+int MPI_Get_count(const MPI_Status* status, MPI_Datatype datatype, int* count) {
+  TypePtr t = FindType(datatype, /*for_transfer=*/false);
+  if (status == nullptr || t == nullptr) {
+    return Fail(MPI_COMM_WORLD, "MPI_Get_count", status == nullptr ? MPI_ERR_ARG : MPI_ERR_TYPE);
+  }
+  *count = gos::mpi::CountOf(status->gos_bytes, *t, MPI_UNDEFINED);
+  return MPI_SUCCESS;
+}
+
+int MPI_Wait(MPI_Request* request, MPI_Status* status) {
+  if (request == nullptr) return Fail(MPI_COMM_WORLD, "MPI_Wait", MPI_ERR_REQUEST);
+  if (*request == MPI_REQUEST_NULL) {
+    SetEmptyStatus(status, MPI_ANY_SOURCE);
+    return MPI_SUCCESS;
+  }
+  Request* q = FindRequest(*request);
+  if (q == nullptr) return Fail(MPI_COMM_WORLD, "MPI_Wait", MPI_ERR_REQUEST);
+  const MPI_Comm comm = q->comm;
+  const MPI_Request r = *request;
+  *request = MPI_REQUEST_NULL;
+  GOS_MPI_CHECK(comm, "MPI_Wait", WaitOne(r, status));
+  return MPI_SUCCESS;
+}
+
+int MPI_Test(MPI_Request* request, int* flag, MPI_Status* status) {
+  if (request == nullptr) return Fail(MPI_COMM_WORLD, "MPI_Test", MPI_ERR_REQUEST);
+  if (*request == MPI_REQUEST_NULL) {
+    *flag = 1;
+    SetEmptyStatus(status, MPI_ANY_SOURCE);
+    return MPI_SUCCESS;
+  }
+  Request* q = FindRequest(*request);
+  if (q == nullptr) return Fail(MPI_COMM_WORLD, "MPI_Test", MPI_ERR_REQUEST);
+  const MPI_Comm comm = q->comm;
+  GOS_MPI_CHECK(comm, "MPI_Test", Poll(q));
+  *flag = q->done ? 1 : 0;
+  if (!q->done) return MPI_SUCCESS;
+  const MPI_Request r = *request;
+  *request = MPI_REQUEST_NULL;
+  GOS_MPI_CHECK(comm, "MPI_Test", Finish(r, status));
+  return MPI_SUCCESS;
+}
+
+// Validates a request array: every entry is MPI_REQUEST_NULL or a live request.
+static int CheckRequests(int count, const MPI_Request* requests) {
+  if (count < 0) return MPI_ERR_COUNT;
+  if (count > 0 && requests == nullptr) return MPI_ERR_REQUEST;
+  for (int i = 0; i < count; ++i) {
+    if (requests[i] != MPI_REQUEST_NULL && FindRequest(requests[i]) == nullptr) {
+      return MPI_ERR_REQUEST;
+    }
+  }
+  return MPI_SUCCESS;
+}
+
+// Finishes requests[i] (done), storing the status; reports errors via `*failed_comm`.
+static int FinishAt(MPI_Request* requests, int i, MPI_Status* status, MPI_Comm* failed_comm) {
+  const MPI_Request r = requests[i];
+  const MPI_Comm comm = S().reqs[static_cast<size_t>(r - 1)].comm;
+  requests[i] = MPI_REQUEST_NULL;
+  int err = Finish(r, status);
+  if (err != MPI_SUCCESS && *failed_comm == MPI_COMM_NULL) *failed_comm = comm;
+  return err;
+}
+
+int MPI_Waitall(int count, MPI_Request requests[], MPI_Status statuses[]) {
+  static const char* const kFn = "MPI_Waitall";
+  GOS_MPI_CHECK(MPI_COMM_WORLD, kFn, CheckRequests(count, requests));
+  MPI_Comm failed = MPI_COMM_NULL;
+  int first = MPI_SUCCESS;
+  bool any_error = false;
+  for (int i = 0; i < count; ++i) {
+    MPI_Status* st = statuses == MPI_STATUSES_IGNORE ? MPI_STATUS_IGNORE : &statuses[i];
+    if (requests[i] == MPI_REQUEST_NULL) {
+      SetEmptyStatus(st, MPI_ANY_SOURCE);
+      continue;
+    }
+    Request* q = FindRequest(requests[i]);
+    int err = WaitDone(q);
+    if (err != MPI_SUCCESS) {
+      if (failed == MPI_COMM_NULL) failed = q->comm;
+    } else {
+      err = FinishAt(requests, i, st, &failed);
+    }
+    if (err != MPI_SUCCESS) {
+      any_error = true;
+      if (first == MPI_SUCCESS) first = err;
+    }
+  }
+  if (!any_error) return MPI_SUCCESS;
+  return Fail(failed, kFn, statuses == MPI_STATUSES_IGNORE ? first : MPI_ERR_IN_STATUS);
+}
+
+int MPI_Testall(int count, MPI_Request requests[], int* flag, MPI_Status statuses[]) {
+  static const char* const kFn = "MPI_Testall";
+  GOS_MPI_CHECK(MPI_COMM_WORLD, kFn, CheckRequests(count, requests));
+  // MPI: unless all are complete, no request is released; completions seen meanwhile are
+  // kept in the requests (Poll) until then.
+  bool all = true;
+  for (int i = 0; i < count; ++i) {
+    if (requests[i] == MPI_REQUEST_NULL) continue;
+    Request* q = FindRequest(requests[i]);
+    GOS_MPI_CHECK(q->comm, kFn, Poll(q));
+    if (!q->done) all = false;
+  }
+  *flag = all ? 1 : 0;
+  if (!all) return MPI_SUCCESS;
+  MPI_Comm failed = MPI_COMM_NULL;
+  int first = MPI_SUCCESS;
+  for (int i = 0; i < count; ++i) {
+    MPI_Status* st = statuses == MPI_STATUSES_IGNORE ? MPI_STATUS_IGNORE : &statuses[i];
+    if (requests[i] == MPI_REQUEST_NULL) {
+      SetEmptyStatus(st, MPI_ANY_SOURCE);
+      continue;
+    }
+    int err = FinishAt(requests, i, st, &failed);
+    if (first == MPI_SUCCESS) first = err;
+  }
+  if (first == MPI_SUCCESS) return MPI_SUCCESS;
+  return Fail(failed, kFn, statuses == MPI_STATUSES_IGNORE ? first : MPI_ERR_IN_STATUS);
+}
+
+int MPI_Testany(int count, MPI_Request requests[], int* index, int* flag, MPI_Status* status) {
+  static const char* const kFn = "MPI_Testany";
+  GOS_MPI_CHECK(MPI_COMM_WORLD, kFn, CheckRequests(count, requests));
+  *index = MPI_UNDEFINED;
+  bool any_active = false;
+  for (int i = 0; i < count; ++i) {
+    if (requests[i] == MPI_REQUEST_NULL) continue;
+    any_active = true;
+    Request* q = FindRequest(requests[i]);
+    GOS_MPI_CHECK(q->comm, kFn, Poll(q));
+    if (q->done) {
+      *flag = 1;
+      *index = i;
+      MPI_Comm failed = MPI_COMM_NULL;
+      GOS_MPI_CHECK(failed, kFn, FinishAt(requests, i, status, &failed));
+      return MPI_SUCCESS;
+    }
+  }
+  // With no active request MPI answers flag = true, index = MPI_UNDEFINED, empty status.
+  *flag = any_active ? 0 : 1;
+  if (!any_active) SetEmptyStatus(status, MPI_ANY_SOURCE);
+  return MPI_SUCCESS;
+}
+
+int MPI_Waitany(int count, MPI_Request requests[], int* index, MPI_Status* status) {
+  static const char* const kFn = "MPI_Waitany";
+  GOS_MPI_CHECK(MPI_COMM_WORLD, kFn, CheckRequests(count, requests));
+  for (;;) {
+    int flag = 0;
+    int err = MPI_Testany(count, requests, index, &flag, status);
+    if (err != MPI_SUCCESS || flag) return err;
+    GOS_MPI_CHECK(MPI_COMM_WORLD, kFn, FromGos(gos_progress_wait()));
+  }
+}
+
+static int Testsome(const char* fn, int incount, MPI_Request requests[], int* outcount,
+                    int indices[], MPI_Status statuses[]) {
+  GOS_MPI_CHECK(MPI_COMM_WORLD, fn, CheckRequests(incount, requests));
+  bool any_active = false;
+  for (int i = 0; i < incount; ++i) {
+    if (requests[i] == MPI_REQUEST_NULL) continue;
+    any_active = true;
+    Request* q = FindRequest(requests[i]);
+    GOS_MPI_CHECK(q->comm, fn, Poll(q));
+  }
+  if (!any_active) {
+    *outcount = MPI_UNDEFINED;
+    return MPI_SUCCESS;
+  }
+  int n = 0;
+  MPI_Comm failed = MPI_COMM_NULL;
+  int first = MPI_SUCCESS;
+  for (int i = 0; i < incount; ++i) {
+    if (requests[i] == MPI_REQUEST_NULL) continue;
+    if (!FindRequest(requests[i])->done) continue;
+    MPI_Status* st = statuses == MPI_STATUSES_IGNORE ? MPI_STATUS_IGNORE : &statuses[n];
+    indices[n++] = i;
+    int err = FinishAt(requests, i, st, &failed);
+    if (first == MPI_SUCCESS) first = err;
+  }
+  *outcount = n;
+  if (first == MPI_SUCCESS) return MPI_SUCCESS;
+  return Fail(failed, fn, statuses == MPI_STATUSES_IGNORE ? first : MPI_ERR_IN_STATUS);
+}
+
+int MPI_Waitsome(int incount, MPI_Request requests[], int* outcount, int indices[],
+                 MPI_Status statuses[]) {
+  static const char* const kFn = "MPI_Waitsome";
+  for (;;) {
+    int err = Testsome(kFn, incount, requests, outcount, indices, statuses);
+    if (err != MPI_SUCCESS || *outcount != 0) return err;
+    GOS_MPI_CHECK(MPI_COMM_WORLD, kFn, FromGos(gos_progress_wait()));
+  }
+}
+
+int MPI_Request_free(MPI_Request* request) {
+  static const char* const kFn = "MPI_Request_free";
+  if (request == nullptr) return Fail(MPI_COMM_WORLD, kFn, MPI_ERR_REQUEST);
+  Request* q = FindRequest(*request);
+  if (q == nullptr) return Fail(MPI_COMM_WORLD, kFn, MPI_ERR_REQUEST);
+  const MPI_Request r = *request;
+  *request = MPI_REQUEST_NULL;
+  SweepDetached(/*block=*/false);
+  (void)Poll(q);
+  if (q->done) {
+    (void)Finish(r, MPI_STATUS_IGNORE);
+  } else if (q->tmp.empty()) {
+    // Nothing of ours must outlive the transfer: gos finishes it on its own.
+    GOS_MPI_CHECK(q->comm, kFn, FromGos(gos_request_free(&q->g)));
+    ReleaseRequest(r);
+  } else {
+    q->detached = true;
+    ++S().detached;
+  }
+  return MPI_SUCCESS;
+}
+
+int MPI_Barrier(MPI_Comm comm) {
+  GOS_MPI_COMM(c, comm, "MPI_Barrier");
+  GOS_MPI_CHECK(comm, "MPI_Barrier", FromGos(gos_barrier(&c->g)));
+  return MPI_SUCCESS;
+}
+
+int MPI_Bcast(void* buffer, int count, MPI_Datatype datatype, int root, MPI_Comm comm) {
+  static const char* const kFn = "MPI_Bcast";
+  GOS_MPI_COMM(c, comm, kFn);
+  GOS_MPI_CHECK(comm, kFn, CheckCount(count));
+  TypePtr t = FindType(datatype);
+  if (t == nullptr) return Fail(comm, kFn, MPI_ERR_TYPE);
+  if (root < 0 || root >= c->g.size) return Fail(comm, kFn, MPI_ERR_ROOT);
+  const size_t n = static_cast<size_t>(count);
+  const size_t len = gos::mpi::PackedSize(n, *t);
+  if (t->contiguous) {
+    GOS_MPI_CHECK(comm, kFn, FromGos(gos_bcast(buffer, len, root, &c->g)));
+    return MPI_SUCCESS;
+  }
+  std::vector<char> tmp(len);
+  const bool is_root = c->g.rank == root;
+  if (is_root) gos::mpi::Pack(buffer, n, *t, tmp.data());
+  GOS_MPI_CHECK(comm, kFn, FromGos(gos_bcast(tmp.data(), len, root, &c->g)));
+  if (!is_root) gos::mpi::Unpack(tmp.data(), len, n, *t, buffer);
+  return MPI_SUCCESS;
+}
+
+int MPI_Reduce(const void* sendbuf, void* recvbuf, int count, MPI_Datatype datatype, MPI_Op op,
+               int root, MPI_Comm comm) {
+  static const char* const kFn = "MPI_Reduce";
+  GOS_MPI_COMM(c, comm, kFn);
+  GOS_MPI_CHECK(comm, kFn, ReduceArgs(datatype, op, count));
+  if (root < 0 || root >= c->g.size) return Fail(comm, kFn, MPI_ERR_ROOT);
+  const bool is_root = c->g.rank == root;
+  if (sendbuf == MPI_IN_PLACE && !is_root) return Fail(comm, kFn, MPI_ERR_BUFFER);
+  const void* in = sendbuf == MPI_IN_PLACE ? recvbuf : sendbuf;
+  // recvbuf is insignificant (often NULL) on non-roots: give gos scratch space there.
+  std::vector<char> scratch;
+  void* out = recvbuf;
+  if (!is_root) {
+    scratch.resize(static_cast<size_t>(count) * gos::mpi::BasicTypeSize(datatype - 1));
+    out = scratch.data();
+  }
+  GOS_MPI_CHECK(
+      comm, kFn,
+      FromGos(gos_reduce(in, out, static_cast<size_t>(count), static_cast<gos_type_t>(datatype - 1),
+                         static_cast<gos_op_t>(op - 1), root, &c->g)));
+  return MPI_SUCCESS;
+}
+
+int MPI_Allreduce(const void* sendbuf, void* recvbuf, int count, MPI_Datatype datatype, MPI_Op op,
+                  MPI_Comm comm) {
+  static const char* const kFn = "MPI_Allreduce";
+  GOS_MPI_COMM(c, comm, kFn);
+  GOS_MPI_CHECK(comm, kFn, ReduceArgs(datatype, op, count));
+  const void* in = sendbuf == MPI_IN_PLACE ? recvbuf : sendbuf;
+  GOS_MPI_CHECK(comm, kFn,
+                FromGos(gos_allreduce(in, recvbuf, static_cast<size_t>(count),
+                                      static_cast<gos_type_t>(datatype - 1),
+                                      static_cast<gos_op_t>(op - 1), &c->g)));
+  return MPI_SUCCESS;
+}
+
+int MPI_Gather(const void* sendbuf, int sendcount, MPI_Datatype sendtype, void* recvbuf,
+               int recvcount, MPI_Datatype recvtype, int root, MPI_Comm comm) {
+  GOS_MPI_COMM(c, comm, "MPI_Gather");
+  const size_t n = static_cast<size_t>(c->g.size);
+  std::vector<int> counts(n, recvcount);
+  std::vector<int> displs(n);
+  for (size_t i = 0; i < n; ++i) displs[i] = static_cast<int>(i) * recvcount;
+  return GathervImpl("MPI_Gather", sendbuf, sendcount, sendtype, recvbuf, counts.data(),
+                     displs.data(), recvtype, root, comm);
+}
+
+int MPI_Gatherv(const void* sendbuf, int sendcount, MPI_Datatype sendtype, void* recvbuf,
+                const int recvcounts[], const int displs[], MPI_Datatype recvtype, int root,
+                MPI_Comm comm) {
+  return GathervImpl("MPI_Gatherv", sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs,
+                     recvtype, root, comm);
+}
+
+int MPI_Scatter(const void* sendbuf, int sendcount, MPI_Datatype sendtype, void* recvbuf,
+                int recvcount, MPI_Datatype recvtype, int root, MPI_Comm comm) {
+  GOS_MPI_COMM(c, comm, "MPI_Scatter");
+  const size_t n = static_cast<size_t>(c->g.size);
+  std::vector<int> counts(n, sendcount);
+  std::vector<int> displs(n);
+  for (size_t i = 0; i < n; ++i) displs[i] = static_cast<int>(i) * sendcount;
+  return ScattervImpl("MPI_Scatter", sendbuf, counts.data(), displs.data(), sendtype, recvbuf,
+                      recvcount, recvtype, root, comm);
+}
+
+int MPI_Scatterv(const void* sendbuf, const int sendcounts[], const int displs[],
+                 MPI_Datatype sendtype, void* recvbuf, int recvcount, MPI_Datatype recvtype,
+                 int root, MPI_Comm comm) {
+  return ScattervImpl("MPI_Scatterv", sendbuf, sendcounts, displs, sendtype, recvbuf, recvcount,
+                      recvtype, root, comm);
+}
+
+int MPI_Allgatherv(const void* sendbuf, int sendcount, MPI_Datatype sendtype, void* recvbuf,
+                   const int recvcounts[], const int displs[], MPI_Datatype recvtype,
+                   MPI_Comm comm) {
+  static const char* const kFn = "MPI_Allgatherv";
+  GOS_MPI_COMM(c, comm, kFn);
+  const size_t n = static_cast<size_t>(c->g.size);
+  const bool in_place = sendbuf == MPI_IN_PLACE;
+  TypePtr rt = FindType(recvtype);
+  if (rt == nullptr) return Fail(comm, kFn, MPI_ERR_TYPE);
+  // In place, this rank's block is already at displs[rank] of recvbuf: send it from there.
+  const int me = c->g.rank;
+  const void* src = in_place ? At(recvbuf, displs[me], *rt) : sendbuf;
+  const int scount = in_place ? recvcounts[me] : sendcount;
+  const MPI_Datatype stype = in_place ? recvtype : sendtype;
+  std::vector<int> scounts(n, scount);
+  std::vector<int> sdispls(n, 0);
+  return ExchangeImpl(kFn, src, scounts.data(), sdispls.data(), stype, recvbuf, recvcounts, displs,
+                      recvtype, c, comm, /*self_copy=*/!in_place);
+}
+
+int MPI_Allgather(const void* sendbuf, int sendcount, MPI_Datatype sendtype, void* recvbuf,
+                  int recvcount, MPI_Datatype recvtype, MPI_Comm comm) {
+  GOS_MPI_COMM(c, comm, "MPI_Allgather");
+  const size_t n = static_cast<size_t>(c->g.size);
+  std::vector<int> counts(n, recvcount);
+  std::vector<int> displs(n);
+  for (size_t i = 0; i < n; ++i) displs[i] = static_cast<int>(i) * recvcount;
+  return MPI_Allgatherv(sendbuf, sendcount, sendtype, recvbuf, counts.data(), displs.data(),
+                        recvtype, comm);
+}
+
+int MPI_Alltoallv(const void* sendbuf, const int sendcounts[], const int sdispls[],
+                  MPI_Datatype sendtype, void* recvbuf, const int recvcounts[], const int rdispls[],
+                  MPI_Datatype recvtype, MPI_Comm comm) {
+  static const char* const kFn = "MPI_Alltoallv";
+  GOS_MPI_COMM(c, comm, kFn);
+  if (sendbuf != MPI_IN_PLACE) {
+    return ExchangeImpl(kFn, sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls,
+                        recvtype, c, comm, /*self_copy=*/true);
+  }
+  // In place: the data to send is what recvbuf holds now, laid out as the receive; send it
+  // from a packed copy so that incoming blocks cannot overwrite it first.
+  TypePtr rt = FindType(recvtype);
+  if (rt == nullptr) return Fail(comm, kFn, MPI_ERR_TYPE);
+  const size_t n = static_cast<size_t>(c->g.size);
+  std::vector<int> pcounts(n);
+  std::vector<int> pdispls(n);
+  size_t total = 0;
+  for (size_t i = 0; i < n; ++i) {
+    if (recvcounts[i] < 0) return Fail(comm, kFn, MPI_ERR_COUNT);
+    pcounts[i] = static_cast<int>(gos::mpi::PackedSize(static_cast<size_t>(recvcounts[i]), *rt));
+    pdispls[i] = static_cast<int>(total);
+    total += static_cast<size_t>(pcounts[i]);
+  }
+  std::vector<char> copy(total);
+  for (size_t i = 0; i < n; ++i) {
+    gos::mpi::Pack(At(recvbuf, rdispls[i], *rt), static_cast<size_t>(recvcounts[i]), *rt,
+                   copy.data() + pdispls[i]);
+  }
+  return ExchangeImpl(kFn, copy.data(), pcounts.data(), pdispls.data(), MPI_BYTE, recvbuf,
+                      recvcounts, rdispls, recvtype, c, comm, /*self_copy=*/true);
+}
+
+int MPI_Alltoall(const void* sendbuf, int sendcount, MPI_Datatype sendtype, void* recvbuf,
+                 int recvcount, MPI_Datatype recvtype, MPI_Comm comm) {
+  GOS_MPI_COMM(c, comm, "MPI_Alltoall");
+  const size_t n = static_cast<size_t>(c->g.size);
+  std::vector<int> scounts(n, sendcount);
+  std::vector<int> sdispls(n);
+  std::vector<int> rcounts(n, recvcount);
+  std::vector<int> rdispls(n);
+  for (size_t i = 0; i < n; ++i) {
+    sdispls[i] = static_cast<int>(i) * sendcount;
+    rdispls[i] = static_cast<int>(i) * recvcount;
+  }
+  return MPI_Alltoallv(sendbuf, scounts.data(), sdispls.data(), sendtype, recvbuf, rcounts.data(),
+                       rdispls.data(), recvtype, comm);
+}
+
+static int AddType(TypePtr t, MPI_Datatype* newtype) {
+  State& s = S();
+  s.types.push_back(std::move(t));
+  s.committed.push_back(false);
+  *newtype = kFirstDerivedType + static_cast<MPI_Datatype>(s.types.size() - 1);
+  return MPI_SUCCESS;
+}
+
+int MPI_Type_contiguous(int count, MPI_Datatype oldtype, MPI_Datatype* newtype) {
+  return MPI_Type_vector(count, 1, 1, oldtype, newtype);
+}
+
+int MPI_Type_vector(int count, int blocklength, int stride, MPI_Datatype oldtype,
+                    MPI_Datatype* newtype) {
+  static const char* const kFn = "MPI_Type_vector";
+  TypePtr old = FindType(oldtype, /*for_transfer=*/false);
+  if (old == nullptr) return Fail(MPI_COMM_WORLD, kFn, MPI_ERR_TYPE);
+  if (count < 0 || blocklength < 0) return Fail(MPI_COMM_WORLD, kFn, MPI_ERR_COUNT);
+  if (newtype == nullptr) return Fail(MPI_COMM_WORLD, kFn, MPI_ERR_ARG);
+  return AddType(gos::mpi::MakeVector(count, blocklength, stride, std::move(old)), newtype);
+}
+
+int MPI_Type_commit(MPI_Datatype* datatype) {
+  if (datatype == nullptr || FindType(*datatype, /*for_transfer=*/false) == nullptr) {
+    return Fail(MPI_COMM_WORLD, "MPI_Type_commit", MPI_ERR_TYPE);
+  }
+  // Committing a basic type is allowed and does nothing.
+  if (*datatype >= kFirstDerivedType) {
+    S().committed[static_cast<size_t>(*datatype - kFirstDerivedType)] = true;
+  }
+  return MPI_SUCCESS;
+}
+
+int MPI_Type_free(MPI_Datatype* datatype) {
+  if (datatype == nullptr || *datatype < kFirstDerivedType ||
+      FindType(*datatype, /*for_transfer=*/false) == nullptr) {
+    return Fail(MPI_COMM_WORLD, "MPI_Type_free", MPI_ERR_TYPE);
+  }
+  // Pending operations and types built on this one keep their own references to the layout.
+  const size_t i = static_cast<size_t>(*datatype - kFirstDerivedType);
+  S().types[i].reset();
+  S().committed[i] = false;
+  *datatype = MPI_DATATYPE_NULL;
+  return MPI_SUCCESS;
+}
+
+double MPI_Wtime(void) { return gos_wtime(); }
+
+double MPI_Wtick(void) { return gos_wtick(); }
+
+int MPI_Get_processor_name(char* name, int* resultlen) {
+  if (gethostname(name, MPI_MAX_PROCESSOR_NAME) != 0) {
+    std::snprintf(name, MPI_MAX_PROCESSOR_NAME, "unknown");
+  }
+  name[MPI_MAX_PROCESSOR_NAME - 1] = '\0';
+  *resultlen = static_cast<int>(std::strlen(name));
+  return MPI_SUCCESS;
+}
+
+int MPI_Error_string(int errorcode, char* string, int* resultlen) {
+  const char* text = ErrorText(errorcode);
+  if (text == nullptr) {
+    std::snprintf(string, MPI_MAX_ERROR_STRING, "unknown error code %d", errorcode);
+  } else {
+    std::snprintf(string, MPI_MAX_ERROR_STRING, "%s", text);
+  }
+  *resultlen = static_cast<int>(std::strlen(string));
+  return MPI_SUCCESS;
+}
+
+}  // extern "C"

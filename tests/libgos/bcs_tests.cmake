@@ -1,0 +1,1 @@
+gos_cc_test(NAME bcs_client_test SRCS bcs_client_test.cc DEPS gos::rank Threads::Threads)

@@ -1,0 +1,41 @@
+/* Compiled and linked (not run) by the mpi_gos_cc_* tests: a small program using a spread of
+ * the subset, so a missing declaration or definition fails the test. */
+#include <mpi.h>
+#include <stdio.h>
+
+int main(int argc, char** argv) {
+  int rank = 0;
+  int size = 0;
+  int provided = 0;
+  MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided);
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  MPI_Comm_size(MPI_COMM_WORLD, &size);
+  MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
+
+  MPI_Comm half;
+  MPI_Comm_split(MPI_COMM_WORLD, rank % 2, -rank, &half);
+  double in = rank;
+  double sum = 0;
+  MPI_Allreduce(&in, &sum, 1, MPI_DOUBLE, MPI_SUM, half);
+
+  MPI_Datatype col;
+  MPI_Type_vector(4, 1, 4, MPI_INT, &col);
+  MPI_Type_commit(&col);
+  int m[16] = {0};
+  MPI_Request reqs[2];
+  MPI_Status st[2];
+  MPI_Irecv(m, 1, col, (rank + size - 1) % size, 7, MPI_COMM_WORLD, &reqs[0]);
+  MPI_Isend(m + 1, 1, col, (rank + 1) % size, 7, MPI_COMM_WORLD, &reqs[1]);
+  MPI_Waitall(2, reqs, st);
+  int count = 0;
+  MPI_Get_count(&st[0], col, &count);
+  MPI_Type_free(&col);
+
+  char name[MPI_MAX_PROCESSOR_NAME];
+  int len = 0;
+  MPI_Get_processor_name(name, &len);
+  printf("%d/%d on %s: %g %d %.3f\n", rank, size, name, sum, count, MPI_Wtime());
+  MPI_Comm_free(&half);
+  MPI_Finalize();
+  return 0;
+}
