@@ -395,15 +395,22 @@ bool BcsEngine::WaitBlocks(uint64_t strobe, Job& j, uint32_t event,
                            const std::vector<uint32_t>& from) {
   const std::byte* mem = node_->global_memory().data();
   auto deadline = SteadyClock::now() + o_.peer_timeout;
+  // A block's header can be visible before the rest of it (large blocks land as several RMA
+  // writes): only its event says it is whole. So first take one event per expected block,
+  // then check that the headers are this strobe's (an event left over from a job whose
+  // exchange broke off would otherwise be taken for one of ours).
+  size_t events = 0;
   while (true) {
-    bool all = true;
-    for (size_t i = 0; i < offsets.size() && all; ++i) {
-      BlockHeader h;
-      std::memcpy(&h, mem + offsets[i], sizeof h);
-      all = h.magic == magic && h.version == kExchangeVersion && h.strobe == strobe &&
-            h.job == j.spec.job && h.node == from[i];
+    if (events >= offsets.size()) {
+      bool all = true;
+      for (size_t i = 0; i < offsets.size() && all; ++i) {
+        BlockHeader h;
+        std::memcpy(&h, mem + offsets[i], sizeof h);
+        all = h.magic == magic && h.version == kExchangeVersion && h.strobe == strobe &&
+              h.job == j.spec.job && h.node == from[i];
+      }
+      if (all) return true;
     }
-    if (all) return true;
     for (uint32_t n : from) {
       if (!node_->node_info(n).alive) {
         GOS_LOG(kWarn, "bcs") << "job " << j.spec.job << ": node " << n
@@ -422,6 +429,7 @@ bool BcsEngine::WaitBlocks(uint64_t strobe, Job& j, uint32_t event,
       GOS_LOG(kWarn, "bcs") << "job " << j.spec.job << ": " << got.status().ToString();
       return false;
     }
+    if (*got) ++events;
   }
 }
 

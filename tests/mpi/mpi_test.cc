@@ -1,0 +1,550 @@
+// MPI integration tests (issue 4): real MPI programs, built against gos's MPI
+// subset, run by gos-run on a real local cluster (coordinator and four
+// nodeagents started once for the suite with `gos-cluster up -N 4`, in a temp
+// state dir; root only, like tests/os).
+//
+//   Semantics    every self-checking program of tests/mpi/programs (prints "OK
+//   <name>") at 2
+//                and 4 ranks, on one node and on two;
+//   Examples     ring, pi, jacobi, master_worker at 1..16 ranks over 1..4
+//   nodes, their output
+//                checked (jacobi's checksum against a serial computation in
+//                this test);
+//   Failures     MPI_Abort and a rank dying of SIGSEGV / SIGKILL while the
+//   others wait in
+//                MPI_Recv: gos-run exits non-zero, names the rank and its node,
+//                and no process of the job is left.
+//
+// $GOS_MPI_TEST_TIMESLICE sets the cluster's strobe quantum (default 5ms).
+#include <dirent.h>
+#include <gtest/gtest.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <map>
+#include <optional>
+#include <ostream>
+#include <regex>
+#include <set>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <tuple>
+#include <utility>
+#include <vector>
+
+#include "gos/os/channel.h"
+#include "gos/os/messages.h"
+#include "tests/support/netns.h"
+#include "tests/support/subprocess.h"
+
+namespace gos::mpi {
+namespace {
+
+using namespace std::chrono_literals;
+using gos::testing::NetnsHosts;
+using gos::testing::Subprocess;
+using SteadyClock = std::chrono::steady_clock;
+
+std::string GosBinDir() {
+  const char* d = std::getenv("GOS_BIN_DIR");
+  return d != nullptr && *d != '\0' ? d : gos::testing::TestBinDir() + "/../bin";
+}
+std::string Bin(const std::string& name) { return GosBinDir() + "/" + name; }
+std::string Program(const std::string& name) { return gos::testing::TestBinDir() + "/mpi/" + name; }
+std::string Example(const std::string& name) { return GosBinDir() + "/../examples/" + name; }
+
+bool Exists(const std::string& path) {
+  struct stat st {};
+  return ::stat(path.c_str(), &st) == 0;
+}
+
+std::string ReadFile(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+std::vector<std::string> Lines(const std::string& text) {
+  std::vector<std::string> out;
+  std::istringstream in(text);
+  for (std::string line; std::getline(in, line);) out.push_back(line);
+  return out;
+}
+
+bool WaitUntil(const std::function<bool()>& pred, std::chrono::milliseconds timeout) {
+  auto deadline = SteadyClock::now() + timeout;
+  while (!pred()) {
+    if (SteadyClock::now() >= deadline) return false;
+    std::this_thread::sleep_for(20ms);
+  }
+  return true;
+}
+
+// Live (non-zombie) processes other than this one whose command line or
+// executable contains `needle`, with their command lines.
+std::map<pid_t, std::string> FindProcesses(const std::string& needle) {
+  std::map<pid_t, std::string> out;
+  DIR* d = ::opendir("/proc");
+  if (d == nullptr) return out;
+  while (dirent* e = ::readdir(d)) {
+    char* end = nullptr;
+    long pid = std::strtol(e->d_name, &end, 10);
+    if (*end != '\0' || pid <= 0 || pid == getpid()) continue;
+    const std::string dir = "/proc/" + std::to_string(pid);
+    std::string cmd = ReadFile(dir + "/cmdline");
+    std::replace(cmd.begin(), cmd.end(), '\0', ' ');
+    std::error_code ec;
+    std::string exe = std::filesystem::read_symlink(dir + "/exe", ec).string();
+    std::string stat = ReadFile(dir + "/stat");
+    size_t paren = stat.rfind(')');
+    bool zombie = paren == std::string::npos || paren + 2 >= stat.size() || stat[paren + 2] == 'Z';
+    if (!zombie && (cmd + " " + exe).find(needle) != std::string::npos) out[pid] = cmd;
+  }
+  ::closedir(d);
+  return out;
+}
+
+std::string Describe(const std::map<pid_t, std::string>& procs) {
+  std::string s;
+  for (const auto& [pid, what] : procs) s += "  " + std::to_string(pid) + ": " + what + "\n";
+  return s;
+}
+
+// One finished command: exit code as a shell reports it (128+signal), merged
+// output.
+struct Result {
+  std::string command;
+  int code = -1;
+  std::string output;
+  double seconds = 0;
+  std::string Describe() const {
+    char t[32];
+    std::snprintf(t, sizeof t, "%.2f s", seconds);
+    return "`" + command + "`: exit " + std::to_string(code) + " after " + t + "\n--- output:\n" +
+           output + "---\n";
+  }
+};
+
+Result Execute(const std::vector<std::string>& argv, const std::vector<std::string>& env,
+               std::chrono::seconds timeout) {
+  Result r;
+  for (const auto& a : argv) r.command += (r.command.empty() ? "" : " ") + a;
+  auto start = SteadyClock::now();
+  auto p = Subprocess::Start(argv, env);
+  if (!p.ok()) {
+    r.output = "did not start: " + p.status().ToString();
+    return r;
+  }
+  std::optional<int> status = p->Wait(start + timeout);
+  r.seconds = std::chrono::duration<double>(SteadyClock::now() - start).count();
+  r.output = p->output();
+  if (!status) {
+    r.output += "\n[mpi_test: timed out after " + std::to_string(timeout.count()) + " s]\n";
+    return r;  // the Subprocess kills and reaps gos-run
+  }
+  r.code = WIFEXITED(*status) ? WEXITSTATUS(*status) : 128 + WTERMSIG(*status);
+  return r;
+}
+
+// ---- The cluster, shared by every test
+// -----------------------------------------------------
+
+class Cluster {
+ public:
+  static Cluster& Get() {
+    static Cluster c;
+    return c;
+  }
+  // "" when usable, else why not (then every test is skipped or fails with it).
+  const std::string& problem() const { return problem_; }
+  bool skip() const { return skip_; }
+  const std::string& state() const { return state_; }
+  std::vector<std::string> Env() const { return {"GOS_STATE_DIR=" + state_}; }
+
+  // gos-run -n N -N K PROGRAM ARGS... on the cluster.
+  Result GosRun(int ranks, int nodes, const std::string& program,
+                const std::vector<std::string>& args = {},
+                std::chrono::seconds timeout = 180s) const {
+    std::vector<std::string> argv = {Bin("gos-run"),        "-n",   std::to_string(ranks), "-N",
+                                     std::to_string(nodes), program};
+    argv.insert(argv.end(), args.begin(), args.end());
+    return Execute(argv, Env(), timeout);
+  }
+
+  std::string Logs() const {
+    std::string s;
+    std::error_code ec;
+    for (const auto& e : std::filesystem::directory_iterator(state_ + "/log", ec)) {
+      std::string text = ReadFile(e.path().string());
+      if (text.size() > 4000) text = "...\n" + text.substr(text.size() - 4000);
+      s += "=== " + e.path().string() + ":\n" + text;
+    }
+    return s;
+  }
+
+  void Stop() {
+    if (!up_) return;
+    up_ = false;
+    Result down = Execute({Bin("gos-cluster"), "down"}, Env(), 60s);
+    EXPECT_EQ(down.code, 0) << down.Describe();
+    std::map<pid_t, std::string> left;
+    EXPECT_TRUE(WaitUntil([&] { return (left = FindProcesses(state_)).empty(); }, 15s))
+        << "processes of the test cluster still running after gos-cluster "
+           "down:\n"
+        << Describe(left);
+    for (const auto& [pid, what] : FindProcesses(state_)) ::kill(pid, SIGKILL);
+    std::error_code ec;
+    std::filesystem::remove_all(state_, ec);
+  }
+
+ private:
+  Cluster() {
+    if (geteuid() != 0) {
+      skip_ = true;
+      problem_ = "needs root: nodeagents make PID namespaces and freezer cgroups";
+      return;
+    }
+    if (!Exists("/sys/fs/cgroup/freezer/cgroup.procs")) {
+      skip_ = true;
+      problem_ = "no cgroup v1 freezer hierarchy at /sys/fs/cgroup/freezer";
+      return;
+    }
+    unsetenv("GOS_COORDINATOR");
+    char tmpl[] = "/tmp/gos-mpi-test-XXXXXX";
+    if (mkdtemp(tmpl) == nullptr) {
+      problem_ = std::string("mkdtemp: ") + std::strerror(errno);
+      return;
+    }
+    state_ = tmpl;
+    ::chmod(state_.c_str(), 0755);
+    const char* q = std::getenv("GOS_MPI_TEST_TIMESLICE");
+    const std::string quantum = q != nullptr && *q != '\0' ? q : "5ms";
+    Result up = Execute({Bin("gos-cluster"), "up", "-N", "4", "--timeslice", quantum}, Env(), 60s);
+    if (up.code != 0) {
+      problem_ = "gos-cluster up failed: " + up.Describe() + Logs();
+      return;
+    }
+    up_ = true;
+  }
+
+  std::string state_;
+  std::string problem_;
+  bool skip_ = false;
+  bool up_ = false;
+};
+
+class MpiEnvironment : public ::testing::Environment {
+ public:
+  void TearDown() override { Cluster::Get().Stop(); }
+};
+const auto* const kEnvironment = ::testing::AddGlobalTestEnvironment(new MpiEnvironment);
+
+class MpiTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    const Cluster& c = Cluster::Get();
+    if (c.skip()) GTEST_SKIP() << c.problem();
+    ASSERT_EQ(c.problem(), "");
+  }
+  const Cluster& cluster() const { return Cluster::Get(); }
+};
+
+// ---- Semantics programs
+// ---------------------------------------------------------------------
+
+struct Layout {
+  int ranks, nodes;
+};
+void PrintTo(const Layout& l, std::ostream* os) {
+  *os << l.ranks << " ranks on " << l.nodes << " nodes";
+}
+
+class SemanticsTest : public MpiTest,
+                      public ::testing::WithParamInterface<std::tuple<std::string, Layout>> {};
+
+TEST_P(SemanticsTest, PrintsOk) {
+  const auto& [name, layout] = GetParam();
+  Result r = cluster().GosRun(layout.ranks, layout.nodes, Program(name));
+  EXPECT_EQ(r.code, 0) << r.Describe() << (r.code < 0 ? cluster().Logs() : "");
+  EXPECT_NE(r.output.find("OK " + name + "\n"), std::string::npos) << r.Describe();
+  EXPECT_EQ(r.output.find("FAIL"), std::string::npos) << r.Describe();
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Programs, SemanticsTest,
+    ::testing::Combine(::testing::Values("ordering", "wildcard", "tags", "truncate", "zero_self",
+                                         "big", "many", "collectives", "split", "probe",
+                                         "waitfamily", "sendrecv", "vector", "ssend"),
+                       ::testing::Values(Layout{2, 1}, Layout{4, 1}, Layout{2, 2}, Layout{4, 2})),
+    [](const auto& param_info) {
+      const Layout& l = std::get<1>(param_info.param);
+      return std::get<0>(param_info.param) + "_" + std::to_string(l.ranks) + "ranks_" +
+             std::to_string(l.nodes) + "nodes";
+    });
+
+// ---- Examples
+// -------------------------------------------------------------------------------
+
+// Ranks and nodes for the examples: 1..16 ranks over 1..4 nodes.
+const std::vector<Layout> kExampleLayouts = {{1, 1}, {2, 2}, {4, 2}, {8, 4}, {16, 4}};
+
+TEST_F(MpiTest, RingTokenMatchesFormula) {
+  const int laps = 3;
+  for (const Layout& l : kExampleLayouts) {
+    SCOPED_TRACE(std::to_string(l.ranks) + " ranks on " + std::to_string(l.nodes) + " nodes");
+    Result r = cluster().GosRun(l.ranks, l.nodes, Example("ring"), {std::to_string(laps)});
+    EXPECT_EQ(r.code, 0) << r.Describe();
+    const long long want = 1LL * laps * l.ranks * (l.ranks - 1) / 2;
+    const std::string line = "ring: " + std::to_string(l.ranks) + " ranks, " +
+                             std::to_string(laps) + " laps, token " + std::to_string(want) +
+                             ", expected " + std::to_string(want) + ": ok\n";
+    EXPECT_NE(r.output.find(line), std::string::npos) << "want " << line << r.Describe();
+  }
+}
+
+TEST_F(MpiTest, PiIsAccurate) {
+  for (const Layout& l : kExampleLayouts) {
+    if (l.ranks > 8) continue;  // the 2-core budget: 16 ranks only for ring and jacobi
+    SCOPED_TRACE(std::to_string(l.ranks) + " ranks on " + std::to_string(l.nodes) + " nodes");
+    Result r = cluster().GosRun(l.ranks, l.nodes, Example("pi"), {"1000000"});
+    EXPECT_EQ(r.code, 0) << r.Describe();
+    std::smatch m;
+    static const std::regex kLine(
+        R"(pi: (\d+) ranks, 1000000 intervals: pi = ([0-9.]+), error = ([0-9.e+-]+), time)");
+    ASSERT_TRUE(std::regex_search(r.output, m, kLine)) << r.Describe();
+    EXPECT_EQ(std::stoi(m[1]), l.ranks) << r.Describe();
+    EXPECT_LT(std::fabs(std::stod(m[2]) - M_PI), 1e-6) << r.Describe();
+    EXPECT_LT(std::stod(m[3]), 1e-6) << r.Describe();
+  }
+}
+
+// The Jacobi iteration of examples/jacobi.c, serially, with the same
+// arithmetic: the "iterations=.. residual=" and " checksum=.. " parts of its
+// output line.
+std::pair<std::string, std::string> SerialJacobi(int n, int max_iter, int check) {
+  std::vector<double> u(static_cast<size_t>(n) * n, 0.0), v;
+  for (int j = 0; j < n; ++j) u[j] = 1.0;
+  v = u;
+  int iter = 0;
+  while (iter < max_iter) {
+    double local = 0.0;
+    for (int i = 1; i < n - 1; ++i) {
+      for (int j = 1; j < n - 1; ++j) {
+        const size_t c = static_cast<size_t>(i) * n + j;
+        v[c] = 0.25 * (u[c - n] + u[c + n] + u[c - 1] + u[c + 1]);
+        local = std::max(local, std::fabs(v[c] - u[c]));
+      }
+    }
+    std::swap(u, v);
+    ++iter;
+    if ((iter % check == 0 || iter == max_iter) && local < 1e-8) break;
+  }
+  double checksum = n;
+  for (int i = 1; i < n - 1; ++i) {
+    double s = 0.0;
+    for (int j = 0; j < n; ++j) s += u[static_cast<size_t>(i) * n + j];
+    checksum += s;
+  }
+  char iterations[64], sum[64];
+  std::snprintf(iterations, sizeof iterations, "iterations=%d residual=", iter);
+  std::snprintf(sum, sizeof sum, " checksum=%.10e ", checksum);
+  return {iterations, sum};
+}
+
+TEST_F(MpiTest, JacobiChecksumIsTheSameForAnyRankCount) {
+  // 20 rows of 48: at 16 ranks some ranks own one row, others two.
+  const int n = 48, iters = 150;
+  const auto [want_iters, want_sum] = SerialJacobi(n, iters, 10);
+  for (const Layout& l : kExampleLayouts) {
+    SCOPED_TRACE(std::to_string(l.ranks) + " ranks on " + std::to_string(l.nodes) + " nodes");
+    Result r = cluster().GosRun(l.ranks, l.nodes, Example("jacobi"),
+                                {std::to_string(n), std::to_string(iters)});
+    EXPECT_EQ(r.code, 0) << r.Describe();
+    EXPECT_NE(r.output.find("ranks=" + std::to_string(l.ranks) + " " + want_iters),
+              std::string::npos)
+        << "want " << want_iters << "\n"
+        << r.Describe();
+    EXPECT_NE(r.output.find(want_sum), std::string::npos) << "want" << want_sum << "\n"
+                                                          << r.Describe();
+  }
+}
+
+TEST_F(MpiTest, MasterWorkerDoesEveryTaskOnce) {
+  const int tasks = 24;
+  long long want = 0;
+  for (int t = 0; t < tasks; ++t) want += 1LL * t * t + 1;
+  for (const Layout& l : kExampleLayouts) {
+    if (l.ranks > 8) continue;
+    SCOPED_TRACE(std::to_string(l.ranks) + " ranks on " + std::to_string(l.nodes) + " nodes");
+    Result r = cluster().GosRun(l.ranks, l.nodes, Example("master_worker"),
+                                {std::to_string(tasks), "5000"});
+    EXPECT_EQ(r.code, 0) << r.Describe();
+    EXPECT_NE(r.output.find("sum " + std::to_string(want) + ", expected " + std::to_string(want) +
+                            ": ok"),
+              std::string::npos)
+        << r.Describe();
+    static const std::regex kDone(R"(^task (\d+) done by rank (\d+)$)");
+    std::map<int, int> done;
+    for (const auto& line : Lines(r.output)) {
+      std::smatch m;
+      if (!std::regex_match(line, m, kDone)) continue;
+      const int rank = std::stoi(m[2]);
+      done[std::stoi(m[1])]++;
+      EXPECT_TRUE(l.ranks == 1 ? rank == 0 : rank >= 1 && rank < l.ranks) << line;
+    }
+    EXPECT_EQ(done.size(), static_cast<size_t>(tasks)) << r.Describe();
+    for (const auto& [task, times] : done) EXPECT_EQ(times, 1) << "task " << task;
+  }
+}
+
+// ---- Failures
+// -------------------------------------------------------------------------------
+
+// 4 ranks on 4 nodes: rank 1 is alone on node 2.
+void ExpectJobFailedAtRank1Node2(const Cluster& c, const Result& r, const std::string& program) {
+  EXPECT_NE(r.code, 0) << r.Describe();
+  EXPECT_GT(r.code, 0) << "gos-run did not finish: " << r.Describe() << c.Logs();
+  EXPECT_NE(r.output.find("rank 1"), std::string::npos) << r.Describe();
+  EXPECT_NE(r.output.find("node 2"), std::string::npos) << r.Describe();
+  EXPECT_EQ(r.output.find("FAIL"), std::string::npos) << r.Describe();
+  // No rank of the job survives (they run staged copies from the state dir).
+  std::map<pid_t, std::string> left;
+  EXPECT_TRUE(WaitUntil(
+      [&] {
+        left.clear();
+        for (const auto& [pid, what] : FindProcesses(c.state())) {
+          if (what.find(program) != std::string::npos) left[pid] = what;
+        }
+        return left.empty();
+      },
+      10s))
+      << "processes of the failed job still running:\n"
+      << Describe(left);
+}
+
+TEST_F(MpiTest, AbortEndsJobAndNamesRankAndNode) {
+  Result r = cluster().GosRun(4, 4, Program("abort"), {}, 60s);
+  ExpectJobFailedAtRank1Node2(cluster(), r, "abort");
+  EXPECT_NE(r.output.find("rank 1 calls MPI_Abort"), std::string::npos) << r.Describe();
+  std::printf("MPI_Abort: gos-run exit %d after %.2f s\n", r.code, r.seconds);
+}
+
+TEST_F(MpiTest, SegfaultingRankEndsJobAndLeavesNoProcess) {
+  Result r = cluster().GosRun(4, 4, Program("crash"), {"segv"}, 60s);
+  ExpectJobFailedAtRank1Node2(cluster(), r, "crash");
+  EXPECT_EQ(r.code, 128 + SIGSEGV) << r.Describe();
+}
+
+TEST_F(MpiTest, KilledRankEndsJobAndLeavesNoProcess) {
+  Result r = cluster().GosRun(4, 4, Program("crash"), {"kill"}, 60s);
+  ExpectJobFailedAtRank1Node2(cluster(), r, "crash");
+  EXPECT_EQ(r.code, 128 + SIGKILL) << r.Describe();
+}
+
+// Nodes up and strobing, by one PS round trip on the coordinator's client socket (0 if it
+// does not answer).
+uint32_t NodesUp(const std::string& socket) {
+  auto fd = os::ConnectAddress(socket, SteadyClock::now() + 2s);
+  if (!fd.ok()) return 0;
+  os::Channel ch(*fd, {}, false);
+  if (!ch.Send(os::Frame::kPs, {}).ok()) return 0;
+  auto f = ch.Receive(SteadyClock::now() + 5s);
+  if (!f.ok() || f->type != os::Frame::kPsReply) return 0;
+  auto reply = os::DecodePsReply(f->payload);
+  if (!reply.ok() || reply->strobe == 0) return 0;
+  uint32_t up = 0;
+  for (const auto& n : reply->nodes) up += n.up ? 1 : 0;
+  return up;
+}
+
+// ---- Two hosts in network namespaces ------------------------------------------------------
+
+// A coordinator on the bridge and one nodeagent in each of two network namespaces: MPI
+// traffic between the ranks of the two nodes crosses a real (virtual) network.
+TEST_F(MpiTest, TwoNetworkNamespaceHosts) {
+  if (std::string why = NetnsHosts::Unsupported(); !why.empty()) GTEST_SKIP() << why;
+  auto hosts = NetnsHosts::Create(2);
+  ASSERT_TRUE(hosts.ok()) << hosts.status().ToString();
+  char tmpl[] = "/tmp/gos-mpi-test-netns-XXXXXX";
+  ASSERT_NE(mkdtemp(tmpl), nullptr) << std::strerror(errno);
+  const std::string state = tmpl;
+  const std::vector<std::string> env = {"GOS_STATE_DIR=" + state};
+  {
+    auto coordinator = Subprocess::Start({Bin("gos-coordinator"), "--data-dir", state, "--nodes",
+                                          "2", "--listen", (*hosts)->bridge_ip() + ":0"},
+                                         env);
+    ASSERT_TRUE(coordinator.ok()) << coordinator.status().ToString();
+    std::string address;
+    ASSERT_TRUE(WaitUntil(
+        [&] {
+          address = ReadFile(state + "/coordinator.addr");
+          while (!address.empty() && (address.back() == '\n' || address.back() == ' ')) {
+            address.pop_back();
+          }
+          return !address.empty();
+        },
+        20s))
+        << coordinator->output();
+    std::vector<Subprocess> agents;
+    for (int i = 0; i < 2; ++i) {
+      const std::string name = "h" + std::to_string(i);
+      // nsenter --net, not `ip netns exec` (which remounts /sys and hides the freezer).
+      auto agent = Subprocess::Start(
+          {"nsenter", "--net=/run/netns/" + (*hosts)->name(i), "--", Bin("gos-nodeagent"),
+           "--coordinator", address, "--key-file", state + "/cluster.key", "--name", name,
+           "--state-dir", state + "/nodes/" + name, "--node", std::to_string(i + 1),
+           "--exit-with-coordinator"},
+          env);
+      ASSERT_TRUE(agent.ok()) << agent.status().ToString();
+      agents.push_back(std::move(*agent));
+    }
+    const std::string socket = state + "/coordinator.sock";
+    ASSERT_TRUE(WaitUntil([&] { return NodesUp(socket) >= 2; }, 30s))
+        << "2 nodes not up:\n"
+        << coordinator->output() << agents[0].output() << agents[1].output();
+    const std::vector<std::string> client = {"GOS_STATE_DIR=" + state, "GOS_COORDINATOR=" + socket};
+    Result ring =
+        Execute({Bin("gos-run"), "-n", "4", "-N", "2", Example("ring"), "3"}, client, 120s);
+    EXPECT_EQ(ring.code, 0) << ring.Describe() << coordinator->output();
+    EXPECT_NE(ring.output.find("token 18, expected 18: ok"), std::string::npos) << ring.Describe();
+    Result coll =
+        Execute({Bin("gos-run"), "-n", "4", "-N", "2", Program("collectives")}, client, 180s);
+    EXPECT_EQ(coll.code, 0) << coll.Describe();
+    EXPECT_NE(coll.output.find("OK collectives\n"), std::string::npos) << coll.Describe();
+    coordinator->Signal(SIGTERM);
+    EXPECT_TRUE(coordinator->Wait(SteadyClock::now() + 15s).has_value()) << coordinator->output();
+    for (auto& agent : agents) {
+      EXPECT_TRUE(agent.Wait(SteadyClock::now() + 15s).has_value())
+          << "nodeagent did not exit with the coordinator:\n"
+          << agent.output();
+    }
+  }
+  std::map<pid_t, std::string> left;
+  EXPECT_TRUE(WaitUntil([&] { return (left = FindProcesses(state)).empty(); }, 10s))
+      << Describe(left);
+  std::error_code ec;
+  std::filesystem::remove_all(state, ec);
+}
+
+// The cluster still runs MPI jobs after the failures above (and after
+// everything else).
+TEST_F(MpiTest, ZzClusterStillRunsJobsAfterFailures) {
+  Result r = cluster().GosRun(4, 2, Example("ring"), {"2"});
+  EXPECT_EQ(r.code, 0) << r.Describe() << cluster().Logs();
+  EXPECT_NE(r.output.find(": ok"), std::string::npos) << r.Describe();
+}
+
+}  // namespace
+}  // namespace gos::mpi
