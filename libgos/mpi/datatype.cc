@@ -53,37 +53,6 @@ constexpr std::array<size_t, GOS_TYPE_COUNT> kBasicSizes = [] {
   return s;
 }();
 
-bool IsInteger(int t) {
-  switch (t) {
-    case GOS_CHAR:
-    case GOS_SIGNED_CHAR:
-    case GOS_UNSIGNED_CHAR:
-    case GOS_SHORT:
-    case GOS_UNSIGNED_SHORT:
-    case GOS_INT:
-    case GOS_UNSIGNED:
-    case GOS_LONG:
-    case GOS_UNSIGNED_LONG:
-    case GOS_LONG_LONG:
-    case GOS_UNSIGNED_LONG_LONG:
-    case GOS_INT8:
-    case GOS_UINT8:
-    case GOS_INT16:
-    case GOS_UINT16:
-    case GOS_INT32:
-    case GOS_UINT32:
-    case GOS_INT64:
-    case GOS_UINT64:
-      return true;
-    default:
-      return false;
-  }
-}
-
-bool IsFloating(int t) { return t == GOS_FLOAT || t == GOS_DOUBLE || t == GOS_LONG_DOUBLE; }
-
-bool IsPair(int t) { return t >= GOS_FLOAT_INT && t <= GOS_LONG_DOUBLE_INT; }
-
 // Moves the data of one element laid out at `base` to or from the stream at `*stream`,
 // advancing the stream; stops once `*budget` bytes have moved.
 template <bool kPack>
@@ -215,28 +184,10 @@ int CountOf(size_t bytes, const TypeNode& t, int undefined) {
   return static_cast<int>(bytes / t.size);
 }
 
+// One table for gos and MPI: gos_reduce_local's (libgos/bcs/reduce.cc).
 bool OpValid(int op, int type) {
-  if (type < 0 || type >= GOS_TYPE_COUNT) return false;
-  switch (op) {
-    case GOS_SUM:
-    case GOS_PROD:
-    case GOS_MIN:
-    case GOS_MAX:
-      return IsInteger(type) || IsFloating(type);
-    case GOS_LAND:
-    case GOS_LOR:
-    case GOS_LXOR:
-      return IsInteger(type) || type == GOS_C_BOOL;
-    case GOS_BAND:
-    case GOS_BOR:
-    case GOS_BXOR:
-      return IsInteger(type) || type == GOS_BYTE;
-    case GOS_MINLOC:
-    case GOS_MAXLOC:
-      return IsPair(type);
-    default:
-      return false;
-  }
+  if (op < 0 || op >= GOS_OP_COUNT || type < 0 || type >= GOS_TYPE_COUNT) return false;
+  return gos_op_valid(static_cast<gos_op_t>(op), static_cast<gos_type_t>(type)) != 0;
 }
 
 }  // namespace gos::mpi
