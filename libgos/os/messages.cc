@@ -145,7 +145,8 @@ StatusOr<Strobe> DecodeStrobe(std::span<const uint8_t> bytes, std::span<const ui
     l.job = c.job;
     uint32_t runs;
     if (!r.U32(&l.slot) || !r.U32(&l.row) || !r.U32(&l.uid) || !r.U32(&l.gid) ||
-        !r.U32(&l.ntasks) || !r.U32(&l.flags) || !r.U32(&runs) || runs > kMaxRuns || r.remaining() < runs * 12) {
+        !r.U32(&l.ntasks) || !r.U32(&l.flags) || !r.U32(&runs) || runs > kMaxRuns ||
+        r.remaining() < runs * 12) {
       return Bad("launch command");
     }
     l.runs.resize(runs);

@@ -19,7 +19,8 @@ bool ProgramUsesBcs(int fd) {
   }
   std::vector<Elf64_Shdr> sh(eh.e_shnum);
   size_t bytes = sh.size() * sizeof(Elf64_Shdr);
-  if (::pread(fd, sh.data(), bytes, static_cast<off_t>(eh.e_shoff)) != static_cast<ssize_t>(bytes)) {
+  if (::pread(fd, sh.data(), bytes, static_cast<off_t>(eh.e_shoff)) !=
+      static_cast<ssize_t>(bytes)) {
     return false;
   }
   const Elf64_Shdr& strtab = sh[eh.e_shstrndx];

@@ -25,13 +25,13 @@ extern "C" {
 #endif
 
 #define GOS_OK 0
-#define GOS_ERR_TRUNCATE 1  /* message longer than the receive buffer */
-#define GOS_ERR_RANK 2      /* rank outside the communicator */
-#define GOS_ERR_ARG 3       /* invalid argument (null pointer, negative count, bad type/op) */
-#define GOS_ERR_NOT_INIT 4  /* gos_init has not been called (or gos_finalize has) */
-#define GOS_ERR_CHANNEL 5   /* no channel: not started by gos-run, or a corrupt channel */
-#define GOS_ERR_REQUEST 6   /* invalid request handle */
-#define GOS_ERR_TAG 7       /* negative tag where one is not allowed */
+#define GOS_ERR_TRUNCATE 1 /* message longer than the receive buffer */
+#define GOS_ERR_RANK 2     /* rank outside the communicator */
+#define GOS_ERR_ARG 3      /* invalid argument (null pointer, negative count, bad type/op) */
+#define GOS_ERR_NOT_INIT 4 /* gos_init has not been called (or gos_finalize has) */
+#define GOS_ERR_CHANNEL 5  /* no channel: not started by gos-run, or a corrupt channel */
+#define GOS_ERR_REQUEST 6  /* invalid request handle */
+#define GOS_ERR_TAG 7      /* negative tag where one is not allowed */
 
 #define GOS_ANY_SOURCE (-1)
 #define GOS_ANY_TAG (-1)
@@ -54,10 +54,10 @@ typedef uint64_t gos_request_t; /* 0 = GOS_REQUEST_NULL */
 #define GOS_REQUEST_NULL UINT64_C(0)
 
 typedef struct gos_status {
-  int source;   /* communicator rank of the sender */
+  int source; /* communicator rank of the sender */
   int tag;
-  size_t len;   /* bytes received (or of the probed message) */
-  int error;    /* GOS_OK or GOS_ERR_TRUNCATE */
+  size_t len; /* bytes received (or of the probed message) */
+  int error;  /* GOS_OK or GOS_ERR_TRUNCATE */
 } gos_status_t;
 
 /* Flags of gos_isend. */
@@ -108,19 +108,55 @@ int gos_probe(int source, int tag, const gos_comm_t* comm, gos_status_t* st);
  * nodeagents natively at strobes; the reductions gather to the root, which combines the
  * contributions in rank order (so results are bitwise reproducible), then broadcast. */
 typedef enum gos_type {
-  GOS_CHAR = 0, GOS_SIGNED_CHAR, GOS_UNSIGNED_CHAR, GOS_BYTE,
-  GOS_SHORT, GOS_UNSIGNED_SHORT, GOS_INT, GOS_UNSIGNED, GOS_LONG, GOS_UNSIGNED_LONG,
-  GOS_LONG_LONG, GOS_UNSIGNED_LONG_LONG,
-  GOS_INT8, GOS_UINT8, GOS_INT16, GOS_UINT16, GOS_INT32, GOS_UINT32, GOS_INT64, GOS_UINT64,
-  GOS_FLOAT, GOS_DOUBLE, GOS_LONG_DOUBLE, GOS_C_BOOL, GOS_WCHAR,
+  GOS_CHAR = 0,
+  GOS_SIGNED_CHAR,
+  GOS_UNSIGNED_CHAR,
+  GOS_BYTE,
+  GOS_SHORT,
+  GOS_UNSIGNED_SHORT,
+  GOS_INT,
+  GOS_UNSIGNED,
+  GOS_LONG,
+  GOS_UNSIGNED_LONG,
+  GOS_LONG_LONG,
+  GOS_UNSIGNED_LONG_LONG,
+  GOS_INT8,
+  GOS_UINT8,
+  GOS_INT16,
+  GOS_UINT16,
+  GOS_INT32,
+  GOS_UINT32,
+  GOS_INT64,
+  GOS_UINT64,
+  GOS_FLOAT,
+  GOS_DOUBLE,
+  GOS_LONG_DOUBLE,
+  GOS_C_BOOL,
+  GOS_WCHAR,
   /* value/index pairs for MINLOC and MAXLOC (layouts as MPI's) */
-  GOS_FLOAT_INT, GOS_DOUBLE_INT, GOS_LONG_INT, GOS_2INT, GOS_SHORT_INT, GOS_LONG_DOUBLE_INT,
+  GOS_FLOAT_INT,
+  GOS_DOUBLE_INT,
+  GOS_LONG_INT,
+  GOS_2INT,
+  GOS_SHORT_INT,
+  GOS_LONG_DOUBLE_INT,
   GOS_TYPE_COUNT
 } gos_type_t;
 
 typedef enum gos_op {
-  GOS_SUM = 0, GOS_PROD, GOS_MIN, GOS_MAX, GOS_LAND, GOS_LOR, GOS_LXOR, GOS_BAND, GOS_BOR,
-  GOS_BXOR, GOS_MINLOC, GOS_MAXLOC, GOS_OP_COUNT
+  GOS_SUM = 0,
+  GOS_PROD,
+  GOS_MIN,
+  GOS_MAX,
+  GOS_LAND,
+  GOS_LOR,
+  GOS_LXOR,
+  GOS_BAND,
+  GOS_BOR,
+  GOS_BXOR,
+  GOS_MINLOC,
+  GOS_MAXLOC,
+  GOS_OP_COUNT
 } gos_op_t;
 
 size_t gos_type_size(gos_type_t type);

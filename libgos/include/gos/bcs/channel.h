@@ -50,14 +50,14 @@ inline constexpr uint32_t kFlagSync = 1u << 0;         // kSend: synchronous (MP
 inline constexpr uint32_t kFlagNonBlocking = 1u << 1;  // kProbe: answer at once, found or not
 
 struct Descriptor {
-  uint64_t req = 0;       // rank-chosen request id, != 0, unique among the rank's open requests
-  uint64_t context = 0;   // communicator context id; messages match only within one context
-  uint64_t addr = 0;      // buffer in the rank's address space
-  uint64_t len = 0;       // bytes
-  uint32_t op = 0;        // Op
-  int32_t peer = 0;       // see Op
-  int32_t tag = 0;        // see Op
-  uint32_t flags = 0;     // kFlag*
+  uint64_t req = 0;         // rank-chosen request id, != 0, unique among the rank's open requests
+  uint64_t context = 0;     // communicator context id; messages match only within one context
+  uint64_t addr = 0;        // buffer in the rank's address space
+  uint64_t len = 0;         // bytes
+  uint32_t op = 0;          // Op
+  int32_t peer = 0;         // see Op
+  int32_t tag = 0;          // see Op
+  uint32_t flags = 0;       // kFlag*
   uint32_t group_size = 0;  // kBarrier, kBcast: members of the communicator
   uint32_t reserved0 = 0;
   uint64_t reserved1 = 0;
@@ -111,8 +111,8 @@ struct ChannelHeader {
   uint32_t pad1;
   std::atomic<uint64_t> compl_tail;  // completions consumed
   // Written by the agent.
-  alignas(64) std::atomic<uint64_t> desc_tail;   // descriptors consumed
-  std::atomic<uint64_t> compl_head;              // completions published
+  alignas(64) std::atomic<uint64_t> desc_tail;  // descriptors consumed
+  std::atomic<uint64_t> compl_head;             // completions published
   std::atomic<uint32_t> wake;
   uint32_t pad2;
   std::atomic<uint64_t> strobe;  // the strobe at which completions were last published

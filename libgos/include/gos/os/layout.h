@@ -68,7 +68,7 @@ constexpr uint64_t StageSlot(uint64_t chunk_seq) {
 // (XFER into this table, kEventBlocked): when every node of the running row is blocked and
 // one of them has work for the next strobe, the coordinator strobes early.
 struct BlockedRecord {
-  uint64_t strobe = 0;  // the last strobe the agent applied when it wrote this
+  uint64_t strobe = 0;   // the last strobe the agent applied when it wrote this
   uint32_t blocked = 0;  // 1 = every local rank of the running row is blocked (or gone)
   uint32_t work = 0;     // 1 = the next strobe has something to do here
 };
@@ -96,16 +96,16 @@ static_assert(BlockedSlot(kMaxClusterNodes) <= kStageBase);
 static_assert(kStageBase + 2 * kStageSlotBytes <= kBcsBase);
 
 // Events.
-inline constexpr prim::EventId kEventStrobe = 1;      // agents: a strobe arrived
-inline constexpr prim::EventId kEventStrobeSent = 2;  // coordinator: every agent has it
-inline constexpr prim::EventId kEventStage = 3;       // agents: a staging chunk arrived
-inline constexpr prim::EventId kEventStageSent = 4;   // coordinator: chunk delivered
-inline constexpr prim::EventId kEventExit = 5;        // coordinator: an exit record arrived
-inline constexpr prim::EventId kEventExitSent = 6;    // agent: its exit record is there
-inline constexpr prim::EventId kEventBcsDesc = 7;     // agents: a descriptor block arrived
-inline constexpr prim::EventId kEventBcsData = 8;     // agents: a data block arrived
-inline constexpr prim::EventId kEventBcsSent = 9;     // agent: its BCS block was delivered
-inline constexpr prim::EventId kEventBlocked = 10;    // coordinator: a blocked record arrived
+inline constexpr prim::EventId kEventStrobe = 1;        // agents: a strobe arrived
+inline constexpr prim::EventId kEventStrobeSent = 2;    // coordinator: every agent has it
+inline constexpr prim::EventId kEventStage = 3;         // agents: a staging chunk arrived
+inline constexpr prim::EventId kEventStageSent = 4;     // coordinator: chunk delivered
+inline constexpr prim::EventId kEventExit = 5;          // coordinator: an exit record arrived
+inline constexpr prim::EventId kEventExitSent = 6;      // agent: its exit record is there
+inline constexpr prim::EventId kEventBcsDesc = 7;       // agents: a descriptor block arrived
+inline constexpr prim::EventId kEventBcsData = 8;       // agents: a data block arrived
+inline constexpr prim::EventId kEventBcsSent = 9;       // agent: its BCS block was delivered
+inline constexpr prim::EventId kEventBlocked = 10;      // coordinator: a blocked record arrived
 inline constexpr prim::EventId kEventBlockedSent = 11;  // agent: its blocked record is there
 
 }  // namespace gos::os
