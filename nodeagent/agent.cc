@@ -20,6 +20,7 @@
 #include <thread>
 
 #include "gos/bcs/channel.h"
+#include "gos/eventfd.h"
 #include "gos/log.h"
 #include "gos/os/auth.h"
 #include "gos/os/channel.h"
@@ -103,9 +104,7 @@ class NodeAgentImpl final : public NodeAgent {
   Status Run() override;
   void Stop() override {
     stop_ = true;
-    uint64_t one = 1;
-    ssize_t rc = ::write(wake_fd_, &one, sizeof one);
-    (void)rc;
+    NotifyEventFd(wake_fd_);
   }
 
  private:
@@ -539,9 +538,7 @@ void NodeAgentImpl::StrobeLoop() {
       GOS_LOG(kWarn, "nodeagent") << o_.name << ": the coordinator is down: "
                                   << node_->node_info(0).down_reason;
       lost_ = true;
-      uint64_t one = 1;
-      ssize_t rc = ::write(wake_fd_, &one, sizeof one);
-      (void)rc;
+      NotifyEventFd(wake_fd_);
       return;
     }
     if (!*got) continue;

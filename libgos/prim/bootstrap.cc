@@ -17,6 +17,7 @@
 #include <set>
 #include <thread>
 
+#include "gos/eventfd.h"
 #include "gos/log.h"
 #include "libgos/prim/bootstrap_proto.h"
 
@@ -78,9 +79,7 @@ class BootstrapServerImpl final : public BootstrapServer {
   void Stop() override {
     if (thread_.joinable()) {
       stop_ = true;
-      uint64_t one = 1;
-      ssize_t rc = ::write(wake_fd_, &one, sizeof one);
-      (void)rc;
+      NotifyEventFd(wake_fd_);
       thread_.join();
     }
     for (auto& [fd, c] : conns_) ::close(fd);

@@ -21,6 +21,7 @@
 #include <thread>
 #include <unordered_set>
 
+#include "gos/eventfd.h"
 #include "gos/log.h"
 #include "gos/prim/prim.h"
 #include "libgos/prim/bootstrap_proto.h"
@@ -441,9 +442,7 @@ void NodeImpl::Submit(std::function<void()> fn) {
     std::lock_guard<std::mutex> lock(cmd_mu_);
     commands_.push_back(std::move(fn));
   }
-  uint64_t one = 1;
-  ssize_t rc = ::write(wake_fd_, &one, sizeof one);
-  (void)rc;
+  NotifyEventFd(wake_fd_);
 }
 
 Status NodeImpl::XferAndSignal(const NodeSet& dests, const void* src, size_t len, uint64_t offset,
