@@ -29,6 +29,7 @@
 
 #include "coordinator/gang.h"
 #include "coordinator/ps.h"
+#include "gos/eventfd.h"
 #include "gos/log.h"
 #include "gos/os/auth.h"
 #include "gos/os/channel.h"
@@ -125,9 +126,7 @@ class CoordinatorImpl final : public Coordinator {
   Status Run() override;
   void Stop() override {
     stop_ = true;
-    uint64_t one = 1;
-    ssize_t rc = ::write(wake_fd_, &one, sizeof one);
-    (void)rc;
+    NotifyEventFd(wake_fd_);
   }
 
  private:
@@ -148,6 +147,7 @@ class CoordinatorImpl final : public Coordinator {
   void JoinGroup();
   void StrobeLoop();
   bool RowBlocked();
+  std::thread StrobeOnEvent(prim::EventId event, std::function<bool()> wanted);
   void Strobe(uint64_t s, bool quantum_over);
   void CheckJobs(After& after);
   void NodeDown(uint32_t node, const std::string& reason, After& after);
@@ -155,7 +155,8 @@ class CoordinatorImpl final : public Coordinator {
 
   // Staging thread.
   void StagingLoop();
-  Status Stage(uint64_t id);
+  // Multicasts the job's files; *bcs = the executable uses BCS (gos/os/program.h).
+  Status Stage(uint64_t id, bool* bcs);
 
   // Under mu_.
   void Command(os::StrobeCommand cmd) {
@@ -951,25 +952,20 @@ void CoordinatorImpl::JoinGroup() {
                                 << node_->provider();
   staging_thread_ = std::thread([this] { StagingLoop(); });
   strobe_thread_ = std::thread([this] { StrobeLoop(); });
-  // Blocked records: strobe early when the whole running row waits in communication.
-  blocked_thread_ = std::thread([this] {
-    while (!stop_) {
-      auto got = node_->WaitEvent(os::kEventBlocked, std::chrono::milliseconds(100));
-      if (got.ok() && *got) {
-        std::lock_guard<std::mutex> lock(mu_);
-        if (RowBlocked()) {
-          strobe_now_ = true;
-          strobe_cv_.notify_one();
-        }
-      }
-    }
-  });
   // Exit records arrive with an event: strobe early so termination is noticed at once.
-  exit_thread_ = std::thread([this] {
+  exit_thread_ = StrobeOnEvent(os::kEventExit, [] { return true; });
+  // Blocked records: strobe early when the whole running row waits in communication.
+  blocked_thread_ = StrobeOnEvent(os::kEventBlocked, [this] { return RowBlocked(); });
+}
+
+// A thread that strobes early whenever `event` fires and `wanted()` (called under mu_) agrees.
+std::thread CoordinatorImpl::StrobeOnEvent(prim::EventId event, std::function<bool()> wanted) {
+  return std::thread([this, event, wanted = std::move(wanted)] {
     while (!stop_) {
-      auto got = node_->WaitEvent(os::kEventExit, std::chrono::milliseconds(100));
-      if (got.ok() && *got) {
-        std::lock_guard<std::mutex> lock(mu_);
+      auto got = node_->WaitEvent(event, std::chrono::milliseconds(100));
+      if (!got.ok() || !*got) continue;
+      std::lock_guard<std::mutex> lock(mu_);
+      if (wanted()) {
         strobe_now_ = true;
         strobe_cv_.notify_one();
       }
@@ -1188,14 +1184,14 @@ void CoordinatorImpl::StagingLoop() {
       id = to_stage_.front();
       to_stage_.pop_front();
     }
-    Status s = Stage(id);
+    bool bcs = false;
+    Status s = Stage(id, &bcs);
     After after;
     {
       std::lock_guard<std::mutex> lock(mu_);
       auto jt = jobs_.find(id);
       if (jt == jobs_.end()) continue;
       Job& j = jt->second;
-      if (!j.fds.empty()) j.bcs = os::ProgramUsesBcs(j.fds[0]);
       for (int fd : j.fds) ::close(fd);
       j.fds.clear();
       if (j.kill_requested || !s.ok()) {
@@ -1222,7 +1218,8 @@ void CoordinatorImpl::StagingLoop() {
         l.uid = j.rec.uid;
         l.gid = j.rec.gid;
         l.ntasks = j.rec.ntasks;
-        if (j.bcs) l.flags |= os::kLaunchBcs;
+        j.bcs = bcs;
+        if (bcs) l.flags |= os::kLaunchBcs;
         for (uint32_t r = 0; r < j.rec.rank_nodes.size(); ++r) {
           if (l.runs.empty() || l.runs.back().node != j.rec.rank_nodes[r]) {
             l.runs.push_back({j.rec.rank_nodes[r], r, 0});
@@ -1243,7 +1240,7 @@ void CoordinatorImpl::StagingLoop() {
 // Multicasts the job's files to its nodes in chunks through two staging slots, with
 // COMPARE-AND-WRITE flow control: chunk k may overwrite slot k % 2 only once every node has
 // stored chunk k - 2.
-Status CoordinatorImpl::Stage(uint64_t id) {
+Status CoordinatorImpl::Stage(uint64_t id, bool* bcs) {
   std::vector<os::SubmitFile> files;
   std::vector<int> fds;
   NodeSet set;
@@ -1255,6 +1252,8 @@ Status CoordinatorImpl::Stage(uint64_t id) {
     fds = jt->second.fds;
     set = JobNodes(jt->second);
   }
+  // Outside the lock: a look at the executable's section headers.
+  *bcs = !fds.empty() && os::ProgramUsesBcs(fds[0]);
   auto deadline_for = [&] { return SteadyClock::now() + o_.failure_timeout * 5; };
   // Waits until every node of the set has stored chunks up to and including `seq`.
   auto wait_stored = [&](uint64_t seq) -> Status {
