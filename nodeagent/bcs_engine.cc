@@ -213,11 +213,6 @@ std::pair<uint32_t, int32_t> BcsEngine::RankState(uint64_t job, uint32_t rank) {
   return {rt->second->h->state.load(), rt->second->h->abort_code.load()};
 }
 
-bool BcsEngine::HasJob(uint64_t job) {
-  std::lock_guard<std::mutex> lock(s_->mu);
-  return s_->jobs.count(job) > 0;
-}
-
 void BcsEngine::RemoveJob(uint64_t job) {
   std::shared_ptr<Job> j;
   {
@@ -318,7 +313,6 @@ void BcsEngine::Slice(uint64_t strobe, Job& j) {
 bool BcsEngine::Exchange(uint64_t strobe, Job& j, std::vector<Posted>* all) {
   std::vector<std::byte> block(sizeof(BlockHeader));
   size_t entries = 0;
-  bool freed = false;
   for (auto& r : j.ranks) {
     bcs::ChannelHeader* h = r->h;
     uint64_t head = h->desc_head.load(std::memory_order_acquire);
@@ -334,12 +328,11 @@ bool BcsEngine::Exchange(uint64_t strobe, Job& j, std::vector<Posted>* all) {
       all->push_back(Posted{e.rank, e.seq, e.d});
       ++r->consumed;
       ++entries;
-      freed = true;
     }
-    h->desc_tail.store(r->consumed, std::memory_order_release);
-  }
-  if (freed) {
-    for (auto& r : j.ranks) Bump(&r->h->wake);
+    // Ring slots are free again: a rank waiting for room wakes up.
+    if (h->desc_tail.exchange(r->consumed, std::memory_order_acq_rel) != r->consumed) {
+      Bump(&h->wake);
+    }
   }
   if (j.nodes.size() < 2) return true;
 

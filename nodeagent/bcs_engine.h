@@ -71,7 +71,6 @@ class BcsEngine {
   std::pair<uint32_t, int32_t> RankState(uint64_t job, uint32_t rank);
   // Unmaps and removes the job's channels.
   void RemoveJob(uint64_t job);
-  bool HasJob(uint64_t job);
 
   // Strobe thread: see the file comment.
   void OnStrobe(uint64_t strobe, uint32_t row);
