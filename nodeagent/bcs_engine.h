@@ -46,6 +46,12 @@ struct BcsEngineOptions {
   std::chrono::milliseconds peer_timeout{1500};
 };
 
+// State to restore a job from a checkpoint (SaveMatcher / SaveChannel of the dumped job).
+struct BcsRestore {
+  std::string matcher;                       // SaveMatcher bytes (identical on every node)
+  std::map<uint32_t, std::string> channels;  // local world rank -> SaveChannel bytes
+};
+
 struct BcsJob {
   uint64_t job = 0;
   uint32_t row = 0;
@@ -62,8 +68,12 @@ class BcsEngine {
   BcsEngine& operator=(const BcsEngine&) = delete;
 
   // Creates the job's state and a channel file per local rank (owned by uid/gid, mode 0600).
-  // Returns the channel path of each local rank.
-  StatusOr<std::map<uint32_t, std::string>> AddJob(const BcsJob& job);
+  // Returns the channel path of each local rank. With restore, the matcher is loaded from
+  // restore->matcher and each channel file gets restore->channels[rank] as its contents
+  // (same path as when it was dumped: the path depends on job and rank only); the job starts
+  // held (Hold) so that no node exchanges for it before every node has restored it.
+  StatusOr<std::map<uint32_t, std::string>> AddJob(const BcsJob& job,
+                                                   const BcsRestore* restore = nullptr);
   // The rank's gos-rank-init pid (the rank is its only child).
   void SetRankInit(uint64_t job, uint32_t rank, pid_t init_pid);
   void RankExited(uint64_t job, uint32_t rank);
@@ -74,6 +84,21 @@ class BcsEngine {
 
   // Strobe thread: see the file comment.
   void OnStrobe(uint64_t strobe, uint32_t row);
+
+  // ---- Checkpoint support: strobe thread only, between OnStrobe calls. -----------------
+  // True when no transfer of the job is queued (its Scheduler is idle). The scheduler is the
+  // same on every node of the job, so at a given strobe every node gives the same answer.
+  // False for an unknown job.
+  bool Quiescent(uint64_t job);
+  // Publishes the job's pending completions (those OnStrobe would publish first) now.
+  void Flush(uint64_t job);
+  // The job's matcher state (Matcher::Save). Call after Flush, when Quiescent.
+  StatusOr<std::string> SaveMatcher(uint64_t job);
+  // A copy of the rank's whole channel file. NOT_FOUND for an unknown job or rank.
+  StatusOr<std::string> SaveChannel(uint64_t job, uint32_t rank);
+  // A held job is skipped by OnStrobe (no publish, drain, exchange or data movement) and by
+  // the bell thread's blocked reports, as if its row never ran. Thread-safe.
+  void Hold(uint64_t job, bool hold);
 
  private:
   struct Job;

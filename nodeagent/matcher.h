@@ -34,10 +34,12 @@
 #include <deque>
 #include <map>
 #include <span>
+#include <string>
 #include <utility>
 #include <vector>
 
 #include "gos/bcs/channel.h"
+#include "gos/status.h"
 
 namespace gos::nodeagent {
 
@@ -94,6 +96,14 @@ class Matcher {
 
   // Unmatched sends and receives, probes and collectives still waiting (for tests and ps).
   size_t pending() const;
+
+  // Checkpoint: the whole state (world size, next transfer id, every queue in order) in a
+  // versioned binary encoding. Load restores it exactly, except that every stored arrival
+  // strobe becomes 0 — the order of the queues is kept, and any later strobe (the strobe
+  // counter may restart after a coordinator restart) sorts after them. Load fails with
+  // DATA_LOSS on malformed input (bounds-checked; never asserts).
+  std::string Save() const;
+  static StatusOr<Matcher> Load(std::span<const uint8_t> bytes);
 
  private:
   struct SendEntry {

@@ -1,0 +1,63 @@
+// Dumping and restoring one rank with CRIU (the criu binary, run as a child).
+//
+// A rank's process tree is what LaunchRank made: gos-rank-init, PID 1 of its own PID
+// namespace, in the job's freezer cgroup, with the rank as its child. Its fds 0/1/2 (and the
+// rank's) are pipes to the nodeagent and init's fd 3 is the status pipe; the rank may also
+// map its BCS channel file (/dev/shm/...) MAP_SHARED — that file's contents are not part of
+// the dump (the caller saves and recreates it).
+//
+// DumpRank leaves the tree running (criu --leave-running); the freezer cgroup keeps the state
+// the caller gave it (frozen stays frozen). It records in the image dir, in gos-fds, which
+// pipe (inode) was init's stdin/stdout/stderr/status.
+//
+// RestoreRank recreates the tree from an image dir in a fresh PID namespace, as a child of the
+// calling process (so the caller reaps it and gets init's status on the new status pipe,
+// exactly as for LaunchRank), with new pipes in place of the dumped ones, and inside the given
+// freezer cgroup before any restored task runs (so a FROZEN cgroup keeps the rank stopped
+// until the caller thaws it). The files the tree had open or mapped (its executable, the
+// channel file, ...) must exist at their dumped paths.
+#ifndef GOS_NODEAGENT_CRIU_H_
+#define GOS_NODEAGENT_CRIU_H_
+
+#include <sys/types.h>
+
+#include <cstdint>
+#include <string>
+
+#include "gos/status.h"
+#include "nodeagent/launcher.h"
+
+namespace gos::nodeagent {
+
+// The criu binary: $GOS_CRIU, else /usr/local/sbin/criu, else criu on PATH.
+std::string CriuPath();
+
+struct DumpRequest {
+  pid_t init_pid = -1;          // the rank's gos-rank-init (host pid): root of the dumped tree
+  std::string images_dir;       // existing, empty directory; criu.log goes here as well
+  std::string freezer_cgroup;   // the job's freezer cgroup directory (FreezerCgroup::path())
+  std::string criu;             // default: CriuPath()
+};
+
+struct DumpResult {
+  int64_t ms = 0;         // wall time of the dump
+  uint64_t bytes = 0;     // size of the image dir
+};
+
+// Errors carry the last lines of criu's log and name the pid.
+StatusOr<DumpResult> DumpRank(const DumpRequest& req);
+
+struct RestoreRequest {
+  std::string images_dir;     // as DumpRank left it (plus whatever the caller added)
+  std::string cgroup_procs;   // freezer cgroup.procs the restored tree must be in. Required.
+  std::string criu;           // default: CriuPath()
+};
+
+// Returns like LaunchRank: pid is the restored gos-rank-init (the caller's child), the fds the
+// caller's ends of the new stdin/stdout/stderr/status pipes (same flags as LaunchRank's).
+// Errors carry the last lines of criu's restore log.
+StatusOr<RankProcess> RestoreRank(const RestoreRequest& req);
+
+}  // namespace gos::nodeagent
+
+#endif  // GOS_NODEAGENT_CRIU_H_
