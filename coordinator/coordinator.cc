@@ -24,11 +24,13 @@
 #include <functional>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <set>
 #include <thread>
 
 #include "coordinator/gang.h"
 #include "coordinator/ps.h"
+#include "coordinator/store_ops.h"
 #include "gos/eventfd.h"
 #include "gos/log.h"
 #include "gos/os/auth.h"
@@ -38,6 +40,7 @@
 #include "gos/os/program.h"
 #include "gos/prim/bootstrap.h"
 #include "gos/prim/prim.h"
+#include "gos/storage/checkpoints.h"
 #include "gos/storage/tables.h"
 
 namespace gos::coordinator {
@@ -96,6 +99,19 @@ struct Agent {
 
 enum class Phase { kQueued, kStaging, kLaunching, kRunning, kDone };
 
+// A checkpoint epoch being taken (docs/specs/checkpoint.md).
+struct EpochInFlight {
+  uint64_t epoch = 0;
+  SteadyClock::time_point ordered;
+  int64_t taken_ms = 0;
+  bool dumped = false;  // every node's dump is over; the job was resumed
+  int64_t pause_ms = 0;
+  std::map<uint32_t, storage::EpochRank> ranks;
+  uint64_t new_bytes = 0, new_compressed = 0;
+  std::string failure;  // a node could not take it
+  std::vector<std::shared_ptr<Channel>> waiters;  // gos-ckpt clients
+};
+
 struct Job {
   JobRecord rec;
   JobRequest req;
@@ -115,6 +131,19 @@ struct Job {
   std::string kill_message;
   int32_t exit_code = 0, failed_rank = -1, failed_node = -1;
   SteadyClock::time_point submit, placed, staged, launched, started, exited;
+  // Checkpointing.
+  int64_t ckpt_interval_ms = 0;
+  uint32_t keep = 0;
+  uint32_t restarts_left = 0;
+  SteadyClock::time_point next_ckpt;
+  uint64_t next_epoch = 1;
+  uint64_t last_committed = 0;  // epoch, by this incarnation of the job (0 = none)
+  std::optional<EpochInFlight> epoch;
+  // Restart: this placement restores restore_epoch instead of launching.
+  uint64_t restore_epoch = 0;
+  std::optional<storage::EpochManifest> restore;
+  std::map<uint32_t, os::RestoreReady> restore_ready;
+  bool held = false;  // restored, waiting for every node: a kResume is due once running
 };
 
 class CoordinatorImpl final : public Coordinator {
@@ -142,6 +171,10 @@ class CoordinatorImpl final : public Coordinator {
   void SignalJob(uint64_t id, int sig, const os::PeerCreds& who, const std::shared_ptr<Channel>& ch,
                  bool reply, After& after);
   os::PsReply BuildPs();
+  void CheckpointNow(const std::shared_ptr<Client>& c, uint64_t id, After& after);
+  void ListEpochs(const std::shared_ptr<Client>& c, uint64_t id, After& after);
+  void Restart(const std::shared_ptr<Client>& c, const os::RestartRequest& req, After& after);
+  void StoreOp(const std::shared_ptr<Client>& c, const std::string& op, After& after);
 
   // Join and strobe threads.
   void JoinGroup();
@@ -150,6 +183,16 @@ class CoordinatorImpl final : public Coordinator {
   std::thread StrobeOnEvent(prim::EventId event, std::function<bool()> wanted);
   void Strobe(uint64_t s, bool quantum_over);
   void CheckJobs(After& after);
+  // Checkpoints (under mu_).
+  void OrderEpoch(Job& j);
+  void StepEpoch(Job& j, After& after);
+  void EndEpoch(Job& j, const std::string& error, After& after);
+  void Notice(Job& j, const std::string& text, After& after);
+  bool AnyEpochInFlight() const;
+  // A job that lost a node, with restarts left and a committed epoch, goes back to the queue
+  // to be restored instead of failing (gos-run --restart-on-failure).
+  bool RequeueForRestart(Job& j, After& after);
+  void ReleaseSlot(Job& j);
   void NodeDown(uint32_t node, const std::string& reason, After& after);
   void CheckDownNodes(After& after);
 
@@ -157,6 +200,9 @@ class CoordinatorImpl final : public Coordinator {
   void StagingLoop();
   // Multicasts the job's files; *bcs = the executable uses BCS (gos/os/program.h).
   Status Stage(uint64_t id, bool* bcs);
+  // Restart: sends every rank's image files to its new node and waits until each has them.
+  Status ShipImages(uint64_t id);
+  storage::CheckpointStore* store() { return tables_->checkpoints(); }
 
   // Under mu_.
   void Command(os::StrobeCommand cmd) {
@@ -188,6 +234,7 @@ class CoordinatorImpl final : public Coordinator {
 
   std::mutex mu_;
   std::condition_variable staging_cv_;
+  std::condition_variable restore_cv_;  // a RESTORE_READY arrived
   // Wakes the strobe thread before the quantum ends: a command is waiting or a job's ranks
   // exited (the early strobe is still an ordinary, numbered global event).
   std::condition_variable strobe_cv_;
@@ -481,6 +528,30 @@ void CoordinatorImpl::OnClientFrame(const std::shared_ptr<Client>& c, os::FrameI
       after.push_back([ch, bytes] { ch->Send(Frame::kPsReply, bytes).IgnoreError(); });
       return;
     }
+    case Frame::kCheckpointNow:
+    case Frame::kListEpochs: {
+      auto job = os::DecodeU64(f.payload);
+      if (!job.ok()) return reply_error(job.status().message());
+      if (f.type == Frame::kCheckpointNow) {
+        CheckpointNow(c, *job, after);
+      } else {
+        ListEpochs(c, *job, after);
+      }
+      return;
+    }
+    case Frame::kRestart: {
+      auto req = os::DecodeRestart(f.payload);
+      if (!req.ok()) return reply_error(req.status().message());
+      if (!formed_) return reply_error("the cluster has not formed yet; try again");
+      Restart(c, *req, after);
+      return;
+    }
+    case Frame::kStore: {
+      auto op = os::DecodeText(f.payload);
+      if (!op.ok()) return reply_error(op.status().message());
+      StoreOp(c, *op, after);
+      return;
+    }
     case Frame::kShutdown:
       if (c->creds.uid != 0) return reply_error("only root may shut the cluster down");
       GOS_LOG(kInfo, "coordinator") << "shutdown requested by pid " << c->creds.pid;
@@ -560,6 +631,9 @@ void CoordinatorImpl::Submit(const std::shared_ptr<Client>& c, os::FrameIn& f, A
   j.env = req->env;
   j.client = c;
   j.submit = SteadyClock::now();
+  j.ckpt_interval_ms = req->checkpoint_ms;
+  j.keep = req->keep != 0 ? req->keep : o_.keep;
+  j.restarts_left = req->restart_on_failure;
   JobRecord& r = j.rec;
   r.id = *id;
   r.uid = c->creds.uid;
@@ -715,6 +789,64 @@ void CoordinatorImpl::OnAgentFrame(const std::shared_ptr<Agent>& a, os::FrameIn&
       Command(cmd);
       return;
     }
+    case Frame::kCkptChunk: {
+      auto m = os::DecodeCkptChunk(f.payload);
+      if (!m.ok()) return;
+      auto jt = jobs_.find(m->job);
+      if (jt == jobs_.end() || !jt->second.epoch || jt->second.epoch->epoch != m->epoch) return;
+      // The store write happens outside mu_; the IO thread runs `after` in order, so the
+      // rank's manifest (which follows its chunks on the same channel) is counted after them.
+      after.push_back([this, m = std::move(*m)] {
+        storage::ChunkRef ref{m.hash, m.raw_len};
+        auto isnew = store()->PutChunk(ref, m.data);
+        std::lock_guard<std::mutex> lock(mu_);
+        auto jt2 = jobs_.find(m.job);
+        if (jt2 == jobs_.end() || !jt2->second.epoch || jt2->second.epoch->epoch != m.epoch) return;
+        EpochInFlight& e = *jt2->second.epoch;
+        if (!isnew.ok()) {
+          if (e.failure.empty()) e.failure = "storing a chunk failed: " + isnew.status().ToString();
+        } else if (*isnew) {
+          e.new_bytes += m.raw_len;
+          e.new_compressed += m.data.size();
+        }
+      });
+      return;
+    }
+    case Frame::kCkptRank:
+    case Frame::kCkptFailed: {
+      auto jb = os::DecodeJobBytes(f.payload);
+      if (!jb.ok()) return;
+      const uint32_t node = a->node;
+      const Frame type = f.type;
+      // After the chunks this node sent before it (same channel, same `after` order).
+      after.push_back([this, node, type, job = jb->first, bytes = std::move(jb->second)] {
+        std::lock_guard<std::mutex> lock(mu_);
+        auto jt = jobs_.find(job);
+        if (jt == jobs_.end() || !jt->second.epoch) return;
+        EpochInFlight& e = *jt->second.epoch;
+        if (type == Frame::kCkptFailed) {
+          if (e.failure.empty()) e.failure = bytes;
+          return;
+        }
+        auto m = storage::DecodeManifest(
+            std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size()));
+        if (!m.ok() || m->epoch != e.epoch) return;
+        for (auto& r : m->ranks) {
+          r.node = node;
+          e.ranks[r.rank] = std::move(r);
+        }
+      });
+      return;
+    }
+    case Frame::kRestoreReady: {
+      auto m = os::DecodeRestoreReady(f.payload);
+      if (!m.ok()) return;
+      auto jt = jobs_.find(m->job);
+      if (jt == jobs_.end()) return;
+      jt->second.restore_ready[m->rank] = *m;
+      restore_cv_.notify_all();
+      return;
+    }
     case Frame::kOutputDone: {
       auto job = os::DecodeU64(f.payload);
       if (!job.ok()) return;
@@ -791,6 +923,7 @@ void CoordinatorImpl::ForwardStdin(Job& j, After& after) {
 }
 
 void CoordinatorImpl::Finalize(Job& j, JobState state, After& after) {
+  if (j.epoch) EndEpoch(j, "the job ended before it was stored", after);
   j.phase = Phase::kDone;
   j.exited = SteadyClock::now();
   j.rec.state = state;
@@ -806,20 +939,7 @@ void CoordinatorImpl::Finalize(Job& j, JobState state, After& after) {
                                 << " with exit code " << j.exit_code
                                 << (j.rec.message.empty() ? "" : ": " + j.rec.message);
   if (matrix_.Has(j.rec.id)) matrix_.Remove(j.rec.id);
-  if (j.slot != kNoSlot) {
-    // The slot's vars and exit records are cleared by the agents (FORGET) and by the next
-    // job's launch; the slot is reused only after this strobe's FORGET went out.
-    os::StrobeCommand cmd;
-    cmd.type = os::CommandType::kForget;
-    cmd.job = j.rec.id;
-    Command(cmd);
-    for (uint32_t n : j.nodes) {
-      auto* rec = reinterpret_cast<os::ExitRecord*>(node_->global_memory().data() +
-                                                    os::ExitSlot(j.slot, n));
-      std::memset(static_cast<void*>(rec), 0, sizeof *rec);
-    }
-    free_slots_.insert(j.slot);
-  }
+  ReleaseSlot(j);
   if (j.client) {
     os::JobExit e;
     e.job = j.rec.id;
@@ -839,6 +959,23 @@ void CoordinatorImpl::Finalize(Job& j, JobState state, After& after) {
   uint64_t id = j.rec.id;
   jobs_.erase(id);
   Schedule(after);
+}
+
+void CoordinatorImpl::ReleaseSlot(Job& j) {
+  if (j.slot == kNoSlot) return;
+  // The slot's vars and exit records are cleared by the agents (FORGET) and by the next
+  // job's launch; the slot is reused only after this strobe's FORGET went out.
+  os::StrobeCommand cmd;
+  cmd.type = os::CommandType::kForget;
+  cmd.job = j.rec.id;
+  Command(cmd);
+  for (uint32_t n : j.nodes) {
+    auto* rec = reinterpret_cast<os::ExitRecord*>(node_->global_memory().data() +
+                                                  os::ExitSlot(j.slot, n));
+    std::memset(static_cast<void*>(rec), 0, sizeof *rec);
+  }
+  free_slots_.insert(j.slot);
+  j.slot = kNoSlot;
 }
 
 void CoordinatorImpl::PersistJob(const Job& j) {
@@ -888,6 +1025,10 @@ void CoordinatorImpl::NodeDown(uint32_t node, const std::string& reason, After& 
   }
   for (uint64_t id : hit) {
     Job& j = jobs_.at(id);
+    if (j.phase != Phase::kStaging && j.restarts_left > 0) {
+      Notice(j, "job " + std::to_string(id) + ": " + who + " is down: " + reason, after);
+      if (RequeueForRestart(j, after)) continue;
+    }
     j.rec.message = "job failed: " + who + " is down: " + reason;
     j.exit_code = kNodeFailureExit;
     j.failed_node = static_cast<int32_t>(node);
@@ -1022,7 +1163,7 @@ void CoordinatorImpl::Strobe(uint64_t s, bool quantum_over) {
     strobe.row = row_;
     strobe.commands.swap(commands_);
     for (auto& c : strobe.commands) {
-      if (c.type == os::CommandType::kLaunch) {
+      if (c.type == os::CommandType::kLaunch || c.type == os::CommandType::kRestore) {
         auto jt = jobs_.find(c.job);
         if (jt != jobs_.end()) jt->second.launched = SteadyClock::now();
       }
@@ -1103,8 +1244,29 @@ void CoordinatorImpl::CheckJobs(After& after) {
         j.started = SteadyClock::now();
         j.rec.state = JobState::kRunning;
         j.rec.start_ms = UnixMs();
+        j.next_ckpt = j.started + std::chrono::milliseconds(j.ckpt_interval_ms);
         PersistJob(j);
+        if (j.held) {
+          // Every rank is back on every node: let them all go at the same strobe.
+          j.held = false;
+          os::StrobeCommand cmd;
+          cmd.type = os::CommandType::kResume;
+          cmd.job = id;
+          Command(cmd);
+          std::string where;
+          for (uint32_t n : j.nodes) where += (where.empty() ? "" : ",") + std::to_string(n);
+          Notice(j,
+                 "job " + std::to_string(id) + " restored from epoch " +
+                     std::to_string(j.restore_epoch) + " on node" +
+                     (j.nodes.size() > 1 ? "s " : " ") + where + " in " +
+                     std::to_string(MicrosSince(j.placed, j.started) / 1000) + " ms; resumed",
+                 after);
+        }
       }
+    }
+    if (j.phase == Phase::kRunning && !j.exit_confirmed) {
+      if (!j.epoch && j.ckpt_interval_ms > 0 && now >= j.next_ckpt) OrderEpoch(j);
+      if (j.epoch) StepEpoch(j, after);
     }
     // Exit records of every node of the job in our exit table?
     if (!j.exit_confirmed) {
@@ -1172,6 +1334,435 @@ void CoordinatorImpl::CheckJobs(After& after) {
   }
 }
 
+// ---- Checkpoints and restarts (docs/specs/checkpoint.md) ----------------------------
+
+namespace {
+
+std::string Mib(uint64_t bytes) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.1f MiB", static_cast<double>(bytes) / (1 << 20));
+  return buf;
+}
+
+// The value a node stores in VarDumped/VarStored for (job, epoch): unique per job, so a
+// stale value another job left in the slot never satisfies the query.
+int64_t EpochMark(uint64_t job, uint64_t epoch) {
+  return static_cast<int64_t>((job << 24) | (epoch & 0xffffff));
+}
+
+bool OwnerOrRoot(const os::PeerCreds& who, uint32_t uid) { return who.uid == 0 || who.uid == uid; }
+
+}  // namespace
+
+void CoordinatorImpl::Notice(Job& j, const std::string& text, After& after) {
+  GOS_LOG(kInfo, "coordinator") << text;
+  if (!j.client) return;
+  auto ch = j.client->ch;
+  after.push_back([ch, text] { ch->Send(Frame::kNotice, os::EncodeText(text)).IgnoreError(); });
+}
+
+bool CoordinatorImpl::AnyEpochInFlight() const {
+  for (const auto& [id, j] : jobs_) {
+    if (j.epoch) return true;
+  }
+  return false;
+}
+
+void CoordinatorImpl::OrderEpoch(Job& j) {
+  EpochInFlight e;
+  e.epoch = j.next_epoch++;
+  e.ordered = SteadyClock::now();
+  e.taken_ms = UnixMs();
+  j.epoch = std::move(e);
+  os::StrobeCommand cmd;
+  cmd.type = os::CommandType::kCheckpoint;
+  cmd.job = j.rec.id;
+  cmd.epoch = j.epoch->epoch;
+  cmd.base = j.last_committed;
+  cmd.signal = o_.ckpt_level;
+  Command(cmd);
+}
+
+void CoordinatorImpl::StepEpoch(Job& j, After& after) {
+  EpochInFlight& e = *j.epoch;
+  const uint64_t id = j.rec.id;
+  const NodeSet set = JobNodes(j);
+  const auto now = SteadyClock::now();
+  const int64_t mark = EpochMark(id, e.epoch);
+  if (!e.dumped) {
+    auto ok = node_->CompareAndWrite(set, os::VarDumped(j.slot), prim::CompareOp::kEq, mark,
+                                     prim::Node::kNoWrite, 0, now + o_.failure_timeout);
+    if (!ok.ok() || !*ok) {
+      if (now - e.ordered > std::chrono::minutes(10)) {
+        EndEpoch(j, "the dump did not finish within 10 minutes", after);
+      }
+      return;
+    }
+    // Every rank is dumped to its node's scratch: the job runs again while chunks ship.
+    e.dumped = true;
+    e.pause_ms = MicrosSince(e.ordered, now) / 1000;
+    os::StrobeCommand cmd;
+    cmd.type = os::CommandType::kResume;
+    cmd.job = id;
+    Command(cmd);
+    for (auto& w : e.waiters) {
+      std::string text = "epoch " + std::to_string(e.epoch) + ": " +
+                         std::to_string(j.rec.ntasks) + " ranks dumped; job paused " +
+                         std::to_string(e.pause_ms) + " ms, storing chunks";
+      after.push_back([w, text] { w->Send(Frame::kPhase, os::EncodeText(text)).IgnoreError(); });
+    }
+  }
+  if (!e.failure.empty()) return EndEpoch(j, e.failure, after);
+  if (e.ranks.size() < j.rec.ntasks) {
+    if (now - e.ordered > std::chrono::minutes(30)) {
+      EndEpoch(j, "the chunks were not stored within 30 minutes", after);
+    }
+    return;
+  }
+  auto ok = node_->CompareAndWrite(set, os::VarStored(j.slot), prim::CompareOp::kEq, mark,
+                                   prim::Node::kNoWrite, 0, now + o_.failure_timeout);
+  if (!ok.ok() || !*ok) return;
+  storage::EpochManifest m;
+  m.job = id;
+  m.epoch = e.epoch;
+  m.strobe = strobe_;
+  m.ntasks = j.rec.ntasks;
+  m.taken_ms = e.taken_ms;
+  m.new_bytes = e.new_bytes;
+  m.new_compressed = e.new_compressed;
+  m.pause_ms = e.pause_ms;
+  m.total_ms = MicrosSince(e.ordered, now) / 1000;
+  for (auto& [rank, r] : e.ranks) {
+    for (const auto& f : r.files) m.logical_bytes += f.size;
+    m.ranks.push_back(std::move(r));
+  }
+  Status st = store()->CommitEpoch(m);
+  if (!st.ok()) return EndEpoch(j, "commit failed: " + st.ToString(), after);
+  std::string text = "checkpoint: job " + std::to_string(id) + " epoch " +
+                     std::to_string(m.epoch) + " committed: " + std::to_string(m.ntasks) +
+                     " ranks, " + Mib(m.logical_bytes) + ", " + Mib(m.new_bytes) + " new (" +
+                     Mib(m.new_compressed) + " compressed), paused " +
+                     std::to_string(m.pause_ms) + " ms, took " + std::to_string(m.total_ms) +
+                     " ms";
+  for (auto& w : e.waiters) {
+    after.push_back([w, text] { w->Send(Frame::kOk, os::EncodeText(text)).IgnoreError(); });
+  }
+  Notice(j, text, after);
+  j.last_committed = m.epoch;
+  j.epoch.reset();
+  j.next_ckpt = now + std::chrono::milliseconds(j.ckpt_interval_ms);
+  if (Status r = store()->Retain(id, std::max<uint32_t>(j.keep, 1)); !r.ok()) {
+    GOS_LOG(kWarn, "coordinator") << "job " << id << ": retention: " << r.ToString();
+  }
+  if (!AnyEpochInFlight()) {
+    auto gc = store()->Gc();
+    if (!gc.ok()) GOS_LOG(kWarn, "coordinator") << "chunk gc: " << gc.status().ToString();
+  }
+}
+
+void CoordinatorImpl::EndEpoch(Job& j, const std::string& error, After& after) {
+  EpochInFlight& e = *j.epoch;
+  std::string text = "checkpoint: job " + std::to_string(j.rec.id) + " epoch " +
+                     std::to_string(e.epoch) + " aborted: " + error;
+  for (auto& w : e.waiters) {
+    after.push_back([w, text] { w->Send(Frame::kError, os::EncodeText(text)).IgnoreError(); });
+  }
+  if (!e.dumped && j.slot != kNoSlot) {
+    // Do not leave the job held.
+    os::StrobeCommand cmd;
+    cmd.type = os::CommandType::kResume;
+    cmd.job = j.rec.id;
+    Command(cmd);
+  }
+  Notice(j, text, after);
+  j.epoch.reset();
+  j.next_ckpt = SteadyClock::now() + std::chrono::milliseconds(j.ckpt_interval_ms);
+  // Chunks uploaded for it are unreferenced: collect them when nothing else is in flight.
+  if (!AnyEpochInFlight()) store()->Gc().status().IgnoreError();
+}
+
+void CoordinatorImpl::CheckpointNow(const std::shared_ptr<Client>& c, uint64_t id,
+                                    After& after) {
+  auto ch = c->ch;
+  auto fail = [&](const std::string& msg) {
+    after.push_back([ch, msg] { ch->Send(Frame::kError, os::EncodeText(msg)).IgnoreError(); });
+  };
+  auto jt = jobs_.find(id);
+  if (jt == jobs_.end()) return fail("job " + std::to_string(id) + " is not running");
+  Job& j = jt->second;
+  if (!OwnerOrRoot(c->creds, j.rec.uid)) {
+    return fail("job " + std::to_string(id) + " belongs to " + j.rec.user +
+                "; only its owner or root may checkpoint it");
+  }
+  if (j.phase != Phase::kRunning || j.exit_confirmed) {
+    return fail("job " + std::to_string(id) + " is not running (it is " +
+                storage::JobStateName(j.rec.state) + ")");
+  }
+  if (!j.epoch) OrderEpoch(j);
+  j.epoch->waiters.push_back(ch);
+  std::string text = "epoch " + std::to_string(j.epoch->epoch) + " of job " + std::to_string(id) +
+                     " ordered";
+  after.push_back([ch, text] { ch->Send(Frame::kPhase, os::EncodeText(text)).IgnoreError(); });
+}
+
+void CoordinatorImpl::ListEpochs(const std::shared_ptr<Client>& c, uint64_t id, After& after) {
+  auto ch = c->ch;
+  std::string reply;
+  Frame type = Frame::kOk;
+  auto rec = tables_->GetJob(id);
+  if (!rec.ok() || !rec->has_value()) {
+    type = Frame::kError;
+    reply = "no job " + std::to_string(id);
+  } else if (!OwnerOrRoot(c->creds, (*rec)->uid)) {
+    type = Frame::kError;
+    reply = "job " + std::to_string(id) + " belongs to " + (*rec)->user +
+            "; only its owner or root may list its checkpoints";
+  } else {
+    auto epochs = store()->ListEpochs(id, false);
+    if (!epochs.ok()) {
+      type = Frame::kError;
+      reply = epochs.status().ToString();
+    } else {
+      char line[256];
+      std::snprintf(line, sizeof line, "%6s  %-19s  %5s  %12s  %12s  %12s  %8s  %8s\n", "EPOCH",
+                    "TAKEN", "RANKS", "LOGICAL", "NEW", "COMPRESSED", "PAUSE", "TOTAL");
+      reply = line;
+      for (const auto& m : *epochs) {
+        time_t t = static_cast<time_t>(m.taken_ms / 1000);
+        char when[32];
+        struct tm tmv;
+        localtime_r(&t, &tmv);
+        std::strftime(when, sizeof when, "%Y-%m-%d %H:%M:%S", &tmv);
+        std::snprintf(line, sizeof line, "%6llu  %-19s  %5u  %12s  %12s  %12s  %6lldms  %6lldms\n",
+                      static_cast<unsigned long long>(m.epoch), when, m.ntasks,
+                      Mib(m.logical_bytes).c_str(), Mib(m.new_bytes).c_str(),
+                      Mib(m.new_compressed).c_str(), static_cast<long long>(m.pause_ms),
+                      static_cast<long long>(m.total_ms));
+        reply += line;
+      }
+      if (epochs->empty()) reply = "job " + std::to_string(id) + " has no checkpoint\n";
+    }
+  }
+  after.push_back([ch, type, reply] { ch->Send(type, os::EncodeText(reply)).IgnoreError(); });
+}
+
+void CoordinatorImpl::Restart(const std::shared_ptr<Client>& c, const os::RestartRequest& req,
+                              After& after) {
+  auto ch = c->ch;
+  auto fail = [&](const std::string& msg) {
+    after.push_back([ch, msg] { ch->Send(Frame::kError, os::EncodeText(msg)).IgnoreError(); });
+  };
+  const uint64_t id = req.job;
+  const std::string job_name = "job " + std::to_string(id);
+  if (c->job != 0) return fail("this connection already follows a job");
+  auto rec = tables_->GetJob(id);
+  if (!rec.ok()) return fail(rec.status().ToString());
+  if (!rec->has_value()) return fail("no " + job_name);
+  if (!OwnerOrRoot(c->creds, (*rec)->uid)) {
+    return fail(job_name + " belongs to " + (*rec)->user +
+                "; only its owner or root may restart it");
+  }
+  if (jobs_.count(id)) {
+    return fail(job_name + " is still " + storage::JobStateName(jobs_.at(id).rec.state) +
+                "; kill it first (gos-kill " + std::to_string(id) + ")");
+  }
+  auto epochs = store()->ListEpochs(id, false);
+  if (!epochs.ok()) return fail(epochs.status().ToString());
+  if (epochs->empty()) return fail(job_name + " has no checkpoint to restart from");
+  uint64_t epoch = req.epoch != 0 ? req.epoch : epochs->back().epoch;
+  auto m = store()->GetEpoch(id, epoch);
+  if (!m.ok()) return fail(m.status().ToString());
+  if (!m->has_value()) {
+    std::string have;
+    for (const auto& e : *epochs) have += (have.empty() ? "" : ", ") + std::to_string(e.epoch);
+    return fail(job_name + " has no epoch " + std::to_string(epoch) + " (it has " + have + ")");
+  }
+  Job j;
+  j.rec = **rec;
+  j.rec.state = JobState::kQueued;
+  j.rec.message.clear();
+  j.rec.exit_code = -1;
+  j.rec.failed_rank = -1;
+  j.rec.failed_node = -1;
+  j.rec.end_ms = 0;
+  j.rec.row = -1;
+  j.rec.rank_nodes.clear();
+  j.req.job = id;
+  j.req.ntasks = j.rec.ntasks;
+  j.req.exclude = req.exclude;
+  std::sort(j.req.exclude.begin(), j.req.exclude.end());
+  if (Status s = matrix_.Check(j.req); !s.ok()) return fail(job_name + ": " + s.message());
+  j.client = c;
+  j.submit = SteadyClock::now();
+  j.ckpt_interval_ms = req.checkpoint_ms;
+  j.keep = o_.keep;
+  j.next_epoch = epochs->back().epoch + 1;
+  j.restore_epoch = epoch;
+  j.restore = std::move(**m);
+  c->job = id;
+  ever_had_job_ = true;
+  jobs_[id] = std::move(j);
+  PersistJob(jobs_[id]);
+  queue_.Push(jobs_[id].req);
+  GOS_LOG(kInfo, "coordinator") << job_name << " restarting from epoch " << epoch << " for "
+                                << UserName(c->creds.uid);
+  auto bytes = os::EncodeU64(id);
+  after.push_back([ch, bytes] { ch->Send(Frame::kAccepted, bytes).IgnoreError(); });
+  Schedule(after);
+}
+
+bool CoordinatorImpl::RequeueForRestart(Job& j, After& after) {
+  auto epochs = store()->ListEpochs(j.rec.id, false);
+  if (!epochs.ok() || epochs->empty()) return false;
+  auto m = store()->GetEpoch(j.rec.id, epochs->back().epoch);
+  if (!m.ok() || !m->has_value()) return false;
+  const uint64_t id = j.rec.id;
+  if (j.epoch) EndEpoch(j, "a node of the job went down", after);
+  // Kill and forget what is left of the job, free its slot and cells, and queue it again.
+  ReleaseSlot(j);
+  if (matrix_.Has(id)) matrix_.Remove(id);
+  --j.restarts_left;
+  j.phase = Phase::kQueued;
+  j.rec.state = JobState::kQueued;
+  j.rec.row = -1;
+  j.rec.rank_nodes.clear();
+  j.nodes.clear();
+  j.output_done.clear();
+  j.exit_confirmed = false;
+  j.rank_failed = false;
+  j.exit_code = 0;
+  j.restore_epoch = (*m)->epoch;
+  j.restore = std::move(**m);
+  j.restore_ready.clear();
+  j.last_committed = 0;
+  j.next_epoch = std::max(j.next_epoch, epochs->back().epoch + 1);
+  j.req.exclude.clear();
+  PersistJob(j);
+  queue_.Push(j.req);
+  Notice(j,
+         "job " + std::to_string(id) + ": restarting from epoch " +
+             std::to_string(j.restore_epoch) + " (" + std::to_string(j.restarts_left) +
+             " automatic restarts left)",
+         after);
+  Schedule(after);
+  return true;
+}
+
+void CoordinatorImpl::StoreOp(const std::shared_ptr<Client>& c, const std::string& op,
+                              After& after) {
+  auto ch = c->ch;
+  auto reply = [&](Frame type, const std::string& text) {
+    after.push_back([ch, type, text] { ch->Send(type, os::EncodeText(text)).IgnoreError(); });
+  };
+  if (c->creds.uid != 0) return reply(Frame::kError, "gos-store is for root");
+  if (op == "gc" && AnyEpochInFlight()) {
+    return reply(Frame::kError, "a checkpoint is being taken; try gc again when it is stored");
+  }
+  if (op != "stats" && op != "verify" && op != "gc") {
+    return reply(Frame::kError, "unknown store operation " + op);
+  }
+  // Outside mu_: verify reads every chunk.
+  after.push_back([this, ch, op] {
+    std::string text = RunStoreOp(
+        store(), op, [&](const std::string& line) {
+          ch->Send(Frame::kPhase, os::EncodeText(line)).IgnoreError();
+        });
+    bool ok = text.rfind("error:", 0) != 0;
+    ch->Send(ok ? Frame::kOk : Frame::kError, os::EncodeText(text)).IgnoreError();
+  });
+}
+
+Status CoordinatorImpl::ShipImages(uint64_t id) {
+  storage::EpochManifest m;
+  std::vector<uint32_t> rank_nodes;
+  std::map<uint32_t, std::shared_ptr<Channel>> chans;
+  std::shared_ptr<Channel> client;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto jt = jobs_.find(id);
+    if (jt == jobs_.end() || !jt->second.restore) return CancelledError("job gone");
+    Job& j = jt->second;
+    m = *j.restore;
+    rank_nodes = j.rec.rank_nodes;
+    j.restore_ready.clear();
+    for (uint32_t n : j.nodes) {
+      auto at = node_agents_.find(n);
+      if (at == node_agents_.end()) return UnavailableError("node " + std::to_string(n) + " left");
+      chans[n] = at->second->ch;
+    }
+    if (j.client) client = j.client->ch;
+  }
+  const std::string what = "job " + std::to_string(id) + " epoch " + std::to_string(m.epoch);
+  if (m.ranks.size() != rank_nodes.size()) {
+    return DataLossError(what + ": the manifest has " + std::to_string(m.ranks.size()) +
+                         " ranks, the job " + std::to_string(rank_nodes.size()));
+  }
+  uint64_t total = 0, sent = 0;
+  for (const auto& r : m.ranks) {
+    for (const auto& f : r.files) total += f.size;
+  }
+  auto last_progress = SteadyClock::now();
+  for (const auto& r : m.ranks) {
+    auto ch = chans.at(rank_nodes.at(r.rank));
+    os::RestoreRankEnd end;
+    end.job = id;
+    end.epoch = m.epoch;
+    end.rank = r.rank;
+    for (const auto& f : r.files) {
+      end.files.push_back(f.name);
+      uint64_t off = 0;
+      for (const auto& c : f.chunks) {
+        auto data = store()->GetCompressed(c.hash);
+        if (!data.ok()) {
+          return DataLossError(what + " rank " + std::to_string(r.rank) + ": file " + f.name +
+                               ": chunk " + storage::HashHex(c.hash) + ": " +
+                               data.status().message());
+        }
+        os::RestoreChunk rc;
+        rc.job = id;
+        rc.epoch = m.epoch;
+        rc.rank = r.rank;
+        rc.file = f.name;
+        rc.mode = f.mode;
+        rc.offset = off;
+        rc.hash = c.hash;
+        rc.raw_len = c.raw_len;
+        rc.data = std::move(*data);
+        GOS_RETURN_IF_ERROR(ch->Send(Frame::kRestoreChunk, os::Encode(rc)));
+        off += c.raw_len;
+        sent += c.raw_len;
+        if (client && SteadyClock::now() - last_progress > std::chrono::seconds(1)) {
+          last_progress = SteadyClock::now();
+          client
+              ->Send(Frame::kNotice, os::EncodeText("restoring " + what + ": " + Mib(sent) +
+                                                    " of " + Mib(total) + " sent"))
+              .IgnoreError();
+        }
+      }
+    }
+    GOS_RETURN_IF_ERROR(ch->Send(Frame::kRestoreRankEnd, os::Encode(end)));
+  }
+  // Each node checks every chunk against its hash and rebuilds the image dirs.
+  std::unique_lock<std::mutex> lock(mu_);
+  const auto deadline = SteadyClock::now() + std::chrono::minutes(5);
+  while (true) {
+    auto jt = jobs_.find(id);
+    if (jt == jobs_.end() || stop_) return CancelledError("job gone");
+    Job& j = jt->second;
+    if (j.kill_requested) return CancelledError("killed");
+    for (const auto& [rank, ready] : j.restore_ready) {
+      if (!ready.ok) {
+        return DataLossError("rank " + std::to_string(rank) + " on node " +
+                             std::to_string(rank_nodes.at(rank)) + ": " + ready.message);
+      }
+    }
+    if (j.restore_ready.size() == m.ranks.size()) return OkStatus();
+    if (restore_cv_.wait_until(lock, deadline) == std::cv_status::timeout) {
+      return DeadlineExceededError(what + ": the nodes did not confirm the images in 5 minutes");
+    }
+  }
+}
+
 // ---- Staging thread ------------------------------------------------------------------
 
 void CoordinatorImpl::StagingLoop() {
@@ -1185,7 +1776,13 @@ void CoordinatorImpl::StagingLoop() {
       to_stage_.pop_front();
     }
     bool bcs = false;
-    Status s = Stage(id, &bcs);
+    bool restoring = false;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      auto jt = jobs_.find(id);
+      restoring = jt != jobs_.end() && jt->second.restore_epoch != 0;
+    }
+    Status s = restoring ? ShipImages(id) : Stage(id, &bcs);
     After after;
     {
       std::lock_guard<std::mutex> lock(mu_);
@@ -1196,7 +1793,10 @@ void CoordinatorImpl::StagingLoop() {
       j.fds.clear();
       if (j.kill_requested || !s.ok()) {
         if (!s.ok() && j.rec.message.empty()) {
-          j.rec.message = "staging the executable failed: " + s.message();
+          j.rec.message = restoring ? "restart of job " + std::to_string(id) + " from epoch " +
+                                          std::to_string(j.restore_epoch) +
+                                          " refused: " + s.message()
+                                    : "staging the executable failed: " + s.message();
           j.exit_code = kNodeFailureExit;
           CheckDownNodes(after);
         }
@@ -1209,8 +1809,10 @@ void CoordinatorImpl::StagingLoop() {
         j.staged = SteadyClock::now();
         j.phase = Phase::kLaunching;
         os::StrobeCommand cmd;
-        cmd.type = os::CommandType::kLaunch;
+        cmd.type = restoring ? os::CommandType::kRestore : os::CommandType::kLaunch;
         cmd.job = id;
+        cmd.epoch = j.restore_epoch;
+        j.held = restoring;
         os::LaunchCommand& l = cmd.launch;
         l.job = id;
         l.slot = j.slot;
@@ -1226,7 +1828,7 @@ void CoordinatorImpl::StagingLoop() {
           }
           l.runs.back().count++;
         }
-        l.program = j.files[0].name;
+        if (!j.files.empty()) l.program = j.files[0].name;
         l.argv = j.rec.argv;
         l.env = j.env;
         l.cwd = j.rec.cwd;

@@ -47,6 +47,11 @@ struct CoordinatorOptions {
   // Exit once a job has run and no job or client is left (the embedded cluster of gos-run).
   // Default: false.
   bool exit_when_idle = false;
+  // Checkpoint epochs kept per job (older ones are deleted and their chunks collected).
+  // Default: 2.
+  uint32_t keep = 2;
+  // zstd level the nodeagents compress chunks with (1..19). Default: 1.
+  int32_t ckpt_level = 1;
 };
 
 class Coordinator {

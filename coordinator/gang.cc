@@ -69,13 +69,15 @@ StatusOr<uint32_t> GangMatrix::NodesFor(const JobRequest& r) const {
   }
   const uint64_t ntasks = r.ntasks;
   const uint64_t rpn = r.ranks_per_node;
+  uint64_t usable = up_count_;
+  for (NodeId x : r.exclude) usable -= IsUp(x) ? 1 : 0;
   uint64_t n = r.nodes;
   if (n > ntasks) {
     return InvalidArgumentError("-N " + std::to_string(n) + " is more nodes than the " +
                                 Plural(ntasks, "rank") + " (every node needs a rank)");
   }
   if (n == 0) {
-    n = rpn > 0 ? (ntasks + rpn - 1) / rpn : std::min<uint64_t>(ntasks, up_count_);
+    n = rpn > 0 ? (ntasks + rpn - 1) / rpn : std::min<uint64_t>(ntasks, usable);
     n = std::max<uint64_t>(n, 1);
   } else if (rpn > 0) {
     if (rpn * n < ntasks) {
@@ -88,9 +90,10 @@ StatusOr<uint32_t> GangMatrix::NodesFor(const JobRequest& r) const {
                                   Plural(ntasks, "rank"));
     }
   }
-  if (n > up_count_) {
-    return ResourceExhaustedError("needs " + Plural(n, "node") + ", the cluster has " +
-                                  std::to_string(up_count_) + " up");
+  if (n > usable) {
+    return ResourceExhaustedError(
+        "needs " + Plural(n, "node") + ", the cluster has " + std::to_string(usable) + " up" +
+        (r.exclude.empty() ? std::string() : " and not excluded"));
   }
   return static_cast<uint32_t>(n);
 }
@@ -106,6 +109,7 @@ std::optional<Placement> GangMatrix::TryPlace(const JobRequest& r, const Reserva
     std::vector<NodeId> picked;
     for (const auto& [node, up] : up_) {
       if (!up || cells.contains(node)) continue;
+      if (std::binary_search(r.exclude.begin(), r.exclude.end(), node)) continue;
       if (avoiding && std::binary_search(avoid->nodes.begin(), avoid->nodes.end(), node)) {
         continue;
       }

@@ -34,6 +34,7 @@ struct JobRequest {
   uint32_t ranks_per_node = 0;  // 0 = balanced block distribution (see Placement::rank_nodes).
   int64_t time_limit_ms = 0;    // 0 = none (unknown runtime). Used by backfill, which relies on
                                 //   the coordinator killing a job at its limit.
+  std::vector<NodeId> exclude;  // nodes the job must not use (gos-restart --exclude); ascending
 };
 
 struct Placement {

@@ -30,6 +30,8 @@ options:
   --provider NAME         libfabric provider   (default $GOS_FABRIC_PROVIDER or tcp;ofi_rxm)
   --fanout K              fan-out of multicast/query trees               (default 4)
   --exit-when-idle        exit once a job ran and no job or client is left
+  --keep N                checkpoint epochs kept per job                  (default 2)
+  --ckpt-level L          zstd level of checkpoint chunks, 1..19          (default 1)
   -h, --help              this text
 )";
 
@@ -56,7 +58,15 @@ int main(int argc, char** argv) {
   flags.String("--provider", &o.provider);
   flags.U32("--fanout", &o.fanout);
   flags.Bool("--exit-when-idle", &o.exit_when_idle);
+  uint32_t level = 1;
+  flags.U32("--keep", &o.keep);
+  flags.U32("--ckpt-level", &level);
   if (int rc = flags.Parse(); rc >= 0) return rc;
+  o.ckpt_level = static_cast<int32_t>(level);
+  if (o.keep == 0 || level < 1 || level > 19) {
+    std::fprintf(stderr, "gos-coordinator: --keep must be >= 1 and --ckpt-level 1..19\n");
+    return 2;
+  }
   if (o.data_dir.empty() || o.nodes == 0) {
     std::fprintf(stderr, "gos-coordinator: --data-dir and --nodes are required (see --help)\n");
     return 2;

@@ -13,10 +13,14 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <condition_variable>
+#include <deque>
+#include <functional>
 #include <cstring>
 #include <filesystem>
 #include <map>
 #include <mutex>
+#include <set>
 #include <thread>
 
 #include "gos/bcs/channel.h"
@@ -27,7 +31,10 @@
 #include "gos/os/layout.h"
 #include "gos/os/messages.h"
 #include "gos/prim/prim.h"
+#include "gos/storage/checkpoints.h"
+#include "gos/storage/chunks.h"
 #include "nodeagent/bcs_engine.h"
+#include "nodeagent/criu.h"
 #include "nodeagent/freezer.h"
 #include "nodeagent/launcher.h"
 
@@ -60,6 +67,16 @@ struct LocalJob {
   bool stdin_eof = false;
   bool bcs = false;  // the program communicates through the BCS engine
   bool rank_failed = false;
+  std::string program;  // the staged executable's name in dir
+  uint32_t uid = 0, gid = 0;
+  // Frozen whatever row runs, until the coordinator's RESUME: during a checkpoint's dump, and
+  // after a restore until every node has restored its ranks.
+  bool hold = false;
+  // Checkpoint ordered (kCheckpoint) and not started yet: it starts at the first strobe at
+  // which the job has no BCS transfer in flight.
+  uint64_t ckpt_epoch = 0, ckpt_base = 0;
+  int ckpt_level = 1;
+  std::string restored_dir;  // a job dir recreated at its dumped path by a restore
 };
 
 std::string SelfDir() {
@@ -126,6 +143,26 @@ class NodeAgentImpl final : public NodeAgent {
   void Watch(int fd);
   void Unwatch(int fd);
   void SweepStaleCgroups();
+  void OnPipeLocked(int fd);
+  // Checkpoint and restore (docs/specs/checkpoint.md).
+  void StartCheckpoints();
+  void CheckpointWorker(uint64_t job, uint64_t epoch, uint64_t base, uint32_t slot, int level,
+                        std::vector<std::pair<uint32_t, pid_t>> ranks, std::string cgroup,
+                        std::string job_dir, std::string program, std::string matcher,
+                        std::map<uint32_t, std::string> channels);
+  void Restore(const os::StrobeCommand& c, uint32_t current_row);
+  void RestoreWorker(uint64_t job, uint64_t epoch, uint32_t slot, std::vector<uint32_t> ranks,
+                     std::string procs, uint32_t uid, uint32_t gid);
+  void OnRestoreChunk(const os::RestoreChunk& m);
+  void OnRestoreRankEnd(const os::RestoreRankEnd& m);
+  std::string RestoreDir(uint64_t job, uint64_t epoch, uint32_t rank) const {
+    return o_.state_dir + "/restore/j" + std::to_string(job) + "-e" + std::to_string(epoch) +
+           "/r" + std::to_string(rank);
+  }
+  std::shared_ptr<Channel> channel() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return ch_;
+  }
 
   AgentOptions o_;
   std::vector<uint8_t> key_;
@@ -147,6 +184,38 @@ class NodeAgentImpl final : public NodeAgent {
   uint64_t last_strobe_ = 0;
   uint64_t last_stage_seq_ = 0;
   uint32_t current_row_ = 0;
+
+  // Checkpoint workers (joined at teardown).
+  std::mutex work_mu_;
+  std::vector<std::thread> workers_;
+  // Restores run on one long-lived thread: a restored rank's init has that thread as its
+  // parent, and its PR_SET_PDEATHSIG fires when the parent *thread* exits (under work_mu_).
+  std::thread restore_thread_;
+  std::condition_variable restore_cv_;
+  std::deque<std::function<void()>> restores_;
+  void RestoreLoop() {
+    while (true) {
+      std::function<void()> task;
+      {
+        std::unique_lock<std::mutex> wl(work_mu_);
+        restore_cv_.wait_for(wl, std::chrono::milliseconds(200),
+                             [&] { return lost_ || stop_ || !restores_.empty(); });
+        if (lost_ || stop_) {
+          restores_.clear();
+          return;
+        }
+        if (restores_.empty()) continue;
+        task = std::move(restores_.front());
+        restores_.pop_front();
+      }
+      task();
+    }
+  }
+  // Chunks this node shipped, per job and epoch: those of the job's newest committed epoch
+  // are in the store and are not sent again (under work_mu_).
+  std::map<uint64_t, std::map<uint64_t, std::set<storage::ChunkHash>>> shipped_;
+  // Restore images arriving: the first error per (job, rank) (IO thread only).
+  std::map<std::pair<uint64_t, uint32_t>, std::string> restore_errors_;
 };
 
 Status NodeAgentImpl::Init() {
@@ -289,6 +358,7 @@ Status NodeAgentImpl::Connect() {
   lost_ = false;
   strobe_thread_ = std::thread([this] { StrobeLoop(); });
   stage_thread_ = std::thread([this] { StageLoop(); });
+  restore_thread_ = std::thread([this] { RestoreLoop(); });
   return OkStatus();
 }
 
@@ -310,6 +380,7 @@ Status NodeAgentImpl::Run() {
           uint64_t v;
           ssize_t rc = ::read(wake_fd_, &v, sizeof v);
           (void)rc;
+          Reap();  // a restore worker registered ranks that may have exited already
         } else if (fd == sig_fd_) {
           signalfd_siginfo si;
           while (::read(sig_fd_, &si, sizeof si) == sizeof si) {
@@ -334,6 +405,16 @@ void NodeAgentImpl::Disconnect() {
   lost_ = true;
   if (strobe_thread_.joinable()) strobe_thread_.join();
   if (stage_thread_.joinable()) stage_thread_.join();
+  restore_cv_.notify_all();
+  if (restore_thread_.joinable()) restore_thread_.join();
+  {
+    std::vector<std::thread> workers;
+    {
+      std::lock_guard<std::mutex> wl(work_mu_);
+      workers.swap(workers_);
+    }
+    for (auto& t : workers) t.join();
+  }
   std::vector<uint64_t> ids;
   {
     std::lock_guard<std::mutex> lock(mu_);
@@ -366,6 +447,16 @@ void NodeAgentImpl::OnChannel() {
   std::vector<os::FrameIn> frames;
   Status s = ch_->ReadAvailable(&frames);
   for (auto& f : frames) {
+    if (f.type == Frame::kRestoreChunk) {
+      auto m = os::DecodeRestoreChunk(f.payload);
+      if (m.ok()) OnRestoreChunk(*m);
+      continue;
+    }
+    if (f.type == Frame::kRestoreRankEnd) {
+      auto m = os::DecodeRestoreRankEnd(f.payload);
+      if (m.ok()) OnRestoreRankEnd(*m);
+      continue;
+    }
     if (f.type != Frame::kAgentStdin) continue;
     auto m = os::DecodeJobBytes(f.payload);
     if (!m.ok()) continue;
@@ -405,6 +496,10 @@ void NodeAgentImpl::FlushStdin(LocalJob& j) {
 
 void NodeAgentImpl::OnPipe(int fd) {
   std::lock_guard<std::mutex> lock(mu_);
+  OnPipeLocked(fd);
+}
+
+void NodeAgentImpl::OnPipeLocked(int fd) {
   auto pt = pipes_.find(fd);
   if (pt == pipes_.end()) {
     Unwatch(fd);
@@ -436,15 +531,16 @@ void NodeAgentImpl::OnPipe(int fd) {
   }
 }
 
+// Reaps the ranks' inits by pid, never with waitpid(-1): CRIU children of the checkpoint and
+// restore workers are theirs to reap.
 void NodeAgentImpl::Reap() {
   std::lock_guard<std::mutex> lock(mu_);
-  while (true) {
-    int status = 0;
-    pid_t pid = ::waitpid(-1, &status, WNOHANG);
-    if (pid <= 0) return;
+  {
     for (auto& [id, j] : jobs_) {
       for (Rank& r : j.ranks) {
-        if (r.pid != pid) continue;
+        if (r.exited || r.pid <= 0) continue;
+        int status = 0;
+        if (::waitpid(r.pid, &status, WNOHANG) != r.pid) continue;
         r.exited = true;
         r.wait_status = RankWaitStatus(r.status_fd, status);
         ::close(r.status_fd);
@@ -556,6 +652,7 @@ void NodeAgentImpl::StrobeLoop() {
     }
     if (!best) continue;
     ApplyStrobe(*best);
+    StartCheckpoints();
     if (bcs_) bcs_->OnStrobe(best->strobe, best->row);
     last_strobe_ = best->strobe;
     node_->Store(os::kVarApplied, static_cast<int64_t>(best->strobe));
@@ -587,6 +684,24 @@ void NodeAgentImpl::ApplyStrobe(const os::Strobe& s) {
         ForgetJob(c.job);
         mu_.lock();
         break;
+      case os::CommandType::kCheckpoint: {
+        auto jt = jobs_.find(c.job);
+        if (jt == jobs_.end()) break;
+        jt->second.ckpt_epoch = c.epoch;
+        jt->second.ckpt_base = c.base;
+        jt->second.ckpt_level = c.signal;
+        break;
+      }
+      case os::CommandType::kResume: {
+        auto jt = jobs_.find(c.job);
+        if (jt == jobs_.end()) break;
+        jt->second.hold = false;
+        if (jt->second.bcs && bcs_) bcs_->Hold(c.job, false);
+        break;
+      }
+      case os::CommandType::kRestore:
+        Restore(c, s.row);
+        break;
     }
   }
   // Gang scheduling: only the scheduled row's ranks run. Freeze first, then thaw.
@@ -598,7 +713,7 @@ void NodeAgentImpl::ApplyStrobe(const os::Strobe& s) {
     }
   }
   for (auto& [id, j] : jobs_) {
-    if (j.row == s.row && j.frozen && j.cgroup) {
+    if (j.row == s.row && j.frozen && j.cgroup && !j.hold) {
       Status st = j.cgroup->Thaw();
       if (!st.ok()) GOS_LOG(kWarn, "nodeagent") << "thaw job " << id << ": " << st.ToString();
       j.frozen = false;
@@ -617,6 +732,9 @@ void NodeAgentImpl::Launch(const os::LaunchCommand& l, uint32_t current_row) {
   j.id = l.job;
   j.slot = l.slot;
   j.row = l.row;
+  j.program = l.program;
+  j.uid = l.uid;
+  j.gid = l.gid;
   j.dir = o_.state_dir + "/jobs/" + std::to_string(l.job);
   ::mkdir(j.dir.c_str(), 0700);
   // The job dir and staged files belong to the job's user.
@@ -761,7 +879,523 @@ void NodeAgentImpl::ForgetJob(uint64_t id) {
   }
   std::error_code ec;
   std::filesystem::remove_all(j.dir, ec);
+  if (!j.restored_dir.empty()) std::filesystem::remove_all(j.restored_dir, ec);
   jobs_.erase(jt);
+  {
+    std::lock_guard<std::mutex> wl(work_mu_);
+    shipped_.erase(id);
+  }
+}
+
+// ---- Checkpoint and restore (docs/specs/checkpoint.md) ------------------------------
+
+namespace {
+
+int64_t EpochMark(uint64_t job, uint64_t epoch) {
+  return static_cast<int64_t>((job << 24) | (epoch & 0xffffff));
+}
+
+Status WriteFileBytes(const std::string& path, const std::string& bytes, mode_t mode) {
+  int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, mode);
+  if (fd < 0) return ErrnoError(errno, "create " + path);
+  size_t off = 0;
+  while (off < bytes.size()) {
+    ssize_t n = ::write(fd, bytes.data() + off, bytes.size() - off);
+    if (n <= 0) {
+      int err = errno;
+      ::close(fd);
+      return ErrnoError(err, "write " + path);
+    }
+    off += static_cast<size_t>(n);
+  }
+  ::close(fd);
+  return OkStatus();
+}
+
+StatusOr<std::string> ReadFileBytes(const std::string& path) {
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return ErrnoError(errno, "open " + path);
+  std::string out;
+  char buf[1 << 16];
+  while (true) {
+    ssize_t n = ::read(fd, buf, sizeof buf);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) {
+      int err = errno;
+      ::close(fd);
+      return ErrnoError(err, "read " + path);
+    }
+    if (n == 0) break;
+    out.append(buf, static_cast<size_t>(n));
+  }
+  ::close(fd);
+  return out;
+}
+
+// "key=value" lines of the gos-rank file a checkpoint leaves next to the CRIU images.
+std::map<std::string, std::string> ParseMeta(const std::string& text) {
+  std::map<std::string, std::string> out;
+  size_t start = 0;
+  while (start < text.size()) {
+    size_t end = text.find('\n', start);
+    if (end == std::string::npos) end = text.size();
+    std::string line = text.substr(start, end - start);
+    if (size_t eq = line.find('='); eq != std::string::npos) {
+      out[line.substr(0, eq)] = line.substr(eq + 1);
+    }
+    start = end + 1;
+  }
+  return out;
+}
+
+// Regular files under dir, as paths relative to it, sorted.
+std::vector<std::string> ListFiles(const std::string& dir) {
+  std::vector<std::string> out;
+  std::error_code ec;
+  for (auto it = std::filesystem::recursive_directory_iterator(dir, ec);
+       !ec && it != std::filesystem::recursive_directory_iterator(); it.increment(ec)) {
+    if (it->is_regular_file(ec)) {
+      out.push_back(std::filesystem::relative(it->path(), dir, ec).string());
+    }
+  }
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+Status CopyFile(const std::string& from, const std::string& to, mode_t mode) {
+  std::error_code ec;
+  std::filesystem::copy_file(from, to, std::filesystem::copy_options::overwrite_existing, ec);
+  if (ec) return InternalError("copy " + from + " to " + to + ": " + ec.message());
+  ::chmod(to.c_str(), mode);
+  return OkStatus();
+}
+
+}  // namespace
+
+// Strobe thread, before the BCS engine runs this strobe: starts every ordered checkpoint whose
+// job is quiescent now. Its ranks are frozen and held, their output drained, and the BCS
+// state saved; a worker dumps and ships while the strobe thread goes on.
+void NodeAgentImpl::StartCheckpoints() {
+  std::lock_guard<std::mutex> lock(mu_);
+  for (auto& [id, j] : jobs_) {
+    if (j.ckpt_epoch == 0) continue;
+    const uint64_t epoch = j.ckpt_epoch;
+    std::string failure;
+    std::vector<std::pair<uint32_t, pid_t>> ranks;
+    for (const Rank& r : j.ranks) {
+      if (r.exited) {
+        failure = "rank " + std::to_string(r.rank) + " on node " + std::to_string(node_id_) +
+                  " has already exited";
+      }
+      ranks.emplace_back(r.rank, r.pid);
+    }
+    if (!j.cgroup) failure = "the job has no cgroup on node " + std::to_string(node_id_);
+    if (failure.empty() && j.bcs && bcs_ && !bcs_->Quiescent(id)) continue;  // next strobe
+    j.ckpt_epoch = 0;
+    if (!failure.empty()) {
+      if (ch_) ch_->Send(Frame::kCkptFailed, os::EncodeJobBytes(id, failure)).IgnoreError();
+      node_->Store(os::VarDumped(j.slot), EpochMark(id, epoch));
+      continue;
+    }
+    Status st = j.cgroup->Freeze(true);
+    if (!st.ok()) GOS_LOG(kWarn, "nodeagent") << "freeze job " << id << ": " << st.ToString();
+    j.frozen = true;
+    j.hold = true;
+    // Output written before the freeze reaches the user now, not after a restore.
+    for (const Rank& r : j.ranks) {
+      for (int fd : {r.out_fd, r.err_fd}) {
+        if (fd >= 0) OnPipeLocked(fd);
+      }
+    }
+    std::string matcher;
+    std::map<uint32_t, std::string> channels;
+    if (j.bcs && bcs_) {
+      bcs_->Flush(id);
+      auto m = bcs_->SaveMatcher(id);
+      if (m.ok()) matcher = std::move(*m);
+      for (const Rank& r : j.ranks) {
+        auto c = bcs_->SaveChannel(id, r.rank);
+        if (c.ok()) {
+          channels[r.rank] = std::move(*c);
+        } else if (m.ok()) {
+          m = c.status();
+        }
+      }
+      if (!m.ok()) {
+        // E.g. a rank's completion ring is full: this epoch cannot be taken consistently.
+        j.hold = false;  // thawed again with its row
+        std::string why = "node " + std::to_string(node_id_) + ": saving the BCS state: " +
+                          m.status().ToString();
+        if (ch_) ch_->Send(Frame::kCkptFailed, os::EncodeJobBytes(id, why)).IgnoreError();
+        node_->Store(os::VarDumped(j.slot), EpochMark(id, epoch));
+        continue;
+      }
+      bcs_->Hold(id, true);
+    }
+    std::lock_guard<std::mutex> wl(work_mu_);
+    workers_.emplace_back([this, id, epoch, base = j.ckpt_base, slot = j.slot,
+                           level = j.ckpt_level, ranks = std::move(ranks),
+                           cgroup = j.cgroup->path(), dir = j.dir, program = j.program,
+                           matcher = std::move(matcher),
+                           channels = std::move(channels)]() mutable {
+      CheckpointWorker(id, epoch, base, slot, level, std::move(ranks), std::move(cgroup),
+                       std::move(dir), std::move(program), std::move(matcher),
+                       std::move(channels));
+    });
+  }
+}
+
+void NodeAgentImpl::CheckpointWorker(uint64_t job, uint64_t epoch, uint64_t base, uint32_t slot,
+                                     int level, std::vector<std::pair<uint32_t, pid_t>> ranks,
+                                     std::string cgroup, std::string job_dir, std::string program,
+                                     std::string matcher,
+                                     std::map<uint32_t, std::string> channels) {
+  const auto t0 = SteadyClock::now();
+  const int64_t mark = EpochMark(job, epoch);
+  const std::string scratch =
+      o_.state_dir + "/ckpt/j" + std::to_string(job) + "-e" + std::to_string(epoch);
+  std::error_code ec;
+  std::filesystem::remove_all(scratch, ec);
+  auto fail = [&](const std::string& why) {
+    std::string msg = "node " + std::to_string(node_id_) + " (" + o_.name + "): " + why;
+    GOS_LOG(kWarn, "nodeagent") << "job " << job << " epoch " << epoch << ": " << msg;
+    if (auto ch = channel()) ch->Send(Frame::kCkptFailed, os::EncodeJobBytes(job, msg)).IgnoreError();
+    std::filesystem::remove_all(scratch, ec);
+  };
+  // 1. Dump every local rank (the job is frozen and held).
+  Status st;
+  for (const auto& [rank, pid] : ranks) {
+    const std::string dir = scratch + "/r" + std::to_string(rank);
+    std::filesystem::create_directories(dir + "/job", ec);
+    if (ec) {
+      st = InternalError("create " + dir + ": " + ec.message());
+      break;
+    }
+    DumpRequest req;
+    req.init_pid = pid;
+    req.images_dir = dir;
+    req.freezer_cgroup = cgroup;
+    auto dumped = DumpRank(req);
+    if (!dumped.ok()) {
+      st = dumped.status().WithContext("rank " + std::to_string(rank));
+      break;
+    }
+    std::string meta = "job_dir=" + job_dir + "\nprogram=" + program + "\nrank=" +
+                       std::to_string(rank) + "\n";
+    st = WriteFileBytes(dir + "/gos-rank", meta, 0600);
+    if (st.ok() && !program.empty()) {
+      // The executable is not in CRIU's images: it goes with them (deduplicated by content).
+      if (::link((job_dir + "/" + program).c_str(), (dir + "/job/" + program).c_str()) != 0) {
+        st = CopyFile(job_dir + "/" + program, dir + "/job/" + program, 0700);
+      }
+    }
+    if (st.ok() && channels.count(rank)) {
+      st = WriteFileBytes(dir + "/gos-channel", channels[rank], 0600);
+      if (st.ok()) st = WriteFileBytes(dir + "/gos-matcher", matcher, 0600);
+    }
+    if (!st.ok()) break;
+  }
+  // 2. The job may run again once every node is here (the coordinator's RESUME).
+  const int64_t pause_ms =
+      std::chrono::duration_cast<std::chrono::milliseconds>(SteadyClock::now() - t0).count();
+  if (!st.ok()) {
+    fail(st.ToString());
+    node_->Store(os::VarDumped(slot), mark);
+    return;
+  }
+  node_->Store(os::VarDumped(slot), mark);
+  // 3. Cut, hash, compress and ship what the store does not hold yet, while the job runs.
+  std::set<storage::ChunkHash> known, referenced;
+  {
+    std::lock_guard<std::mutex> wl(work_mu_);
+    auto& per_job = shipped_[job];
+    if (auto it = per_job.find(base); base != 0 && it != per_job.end()) known = it->second;
+  }
+  for (const auto& [rank, pid] : ranks) {
+    (void)pid;
+    if (lost_ || stop_) return;
+    const std::string dir = scratch + "/r" + std::to_string(rank);
+    storage::EpochManifest part;
+    part.job = job;
+    part.epoch = epoch;
+    part.pause_ms = pause_ms;
+    storage::EpochRank er;
+    er.rank = rank;
+    er.node = node_id_;
+    for (const std::string& name : ListFiles(dir)) {
+      if (name == "dump.log") continue;
+      storage::FileEntry fe;
+      st = storage::ChunkFile(
+          dir, name,
+          [&](const storage::ChunkRef& ref, std::span<const uint8_t> raw) -> Status {
+            referenced.insert(ref.hash);
+            if (known.count(ref.hash)) return OkStatus();
+            os::CkptChunk c;
+            c.job = job;
+            c.epoch = epoch;
+            c.hash = ref.hash;
+            c.raw_len = ref.raw_len;
+            c.data = storage::CompressChunk(raw, level);
+            auto ch = channel();
+            if (!ch) return UnavailableError("lost the coordinator");
+            GOS_RETURN_IF_ERROR(ch->Send(Frame::kCkptChunk, os::Encode(c)));
+            known.insert(ref.hash);
+            return OkStatus();
+          },
+          &fe);
+      if (!st.ok()) break;
+      er.files.push_back(std::move(fe));
+    }
+    if (!st.ok()) return fail(st.ToString());
+    part.ranks.push_back(std::move(er));
+    std::vector<uint8_t> bytes = storage::EncodeManifest(part);
+    auto ch = channel();
+    if (!ch) return;
+    ch->Send(Frame::kCkptRank,
+             os::EncodeJobBytes(job, std::string(bytes.begin(), bytes.end())))
+        .IgnoreError();
+  }
+  {
+    std::lock_guard<std::mutex> wl(work_mu_);
+    auto& per_job = shipped_[job];
+    per_job[epoch] = std::move(referenced);
+    // Keep the base (it may still be the newest committed one) and this epoch.
+    for (auto it = per_job.begin(); it != per_job.end();) {
+      it = it->first != base && it->first != epoch ? per_job.erase(it) : std::next(it);
+    }
+  }
+  node_->Store(os::VarStored(slot), mark);
+  std::filesystem::remove_all(scratch, ec);
+  GOS_LOG(kInfo, "nodeagent") << "job " << job << " epoch " << epoch << ": " << ranks.size()
+                              << " ranks dumped in " << pause_ms << " ms and shipped";
+}
+
+// IO thread: a chunk of a restore image. Verified against its hash before it is written.
+void NodeAgentImpl::OnRestoreChunk(const os::RestoreChunk& m) {
+  auto key = std::make_pair(m.job, m.rank);
+  if (restore_errors_.count(key)) return;
+  const std::string dir = RestoreDir(m.job, m.epoch, m.rank);
+  auto fail = [&](const std::string& why) {
+    restore_errors_[key] = "job " + std::to_string(m.job) + " epoch " + std::to_string(m.epoch) +
+                           " rank " + std::to_string(m.rank) + ": file " + m.file + ": " + why;
+  };
+  auto raw = storage::DecompressChunk(m.data, storage::ChunkRef{m.hash, m.raw_len});
+  if (!raw.ok()) return fail(raw.status().message());
+  const std::string path = dir + "/" + m.file;
+  std::error_code ec;
+  std::filesystem::create_directories(std::filesystem::path(path).parent_path(), ec);
+  int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_CLOEXEC, m.mode & 07777);
+  if (fd < 0) return fail(std::string("create: ") + std::strerror(errno));
+  ssize_t n = ::pwrite(fd, raw->data(), raw->size(), static_cast<off_t>(m.offset));
+  int err = errno;
+  ::close(fd);
+  if (n != static_cast<ssize_t>(raw->size())) return fail(std::string("write: ") + std::strerror(err));
+}
+
+void NodeAgentImpl::OnRestoreRankEnd(const os::RestoreRankEnd& m) {
+  auto key = std::make_pair(m.job, m.rank);
+  os::RestoreReady ready;
+  ready.job = m.job;
+  ready.rank = m.rank;
+  const std::string dir = RestoreDir(m.job, m.epoch, m.rank);
+  if (auto it = restore_errors_.find(key); it != restore_errors_.end()) {
+    ready.ok = false;
+    ready.message = it->second;
+    restore_errors_.erase(it);
+  } else {
+    for (const std::string& f : m.files) {
+      // Empty files have no chunks: create them.
+      const std::string path = dir + "/" + f;
+      std::error_code ec;
+      std::filesystem::create_directories(std::filesystem::path(path).parent_path(), ec);
+      int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_CLOEXEC, 0600);
+      if (fd >= 0) ::close(fd);
+    }
+  }
+  if (ch_) ch_->Send(Frame::kRestoreReady, os::Encode(ready)).IgnoreError();
+}
+
+// Strobe thread, under mu_: a RESTORE command. The job's cgroup and BCS state are made here;
+// a worker restores the ranks (CRIU) and then reports them started. The job stays held.
+void NodeAgentImpl::Restore(const os::StrobeCommand& c, uint32_t current_row) {
+  const os::LaunchCommand& l = c.launch;
+  std::vector<uint32_t> mine;
+  for (const auto& run : l.runs) {
+    if (run.node != node_id_) continue;
+    for (uint32_t k = 0; k < run.count; ++k) mine.push_back(run.first + k);
+  }
+  if (mine.empty() || jobs_.count(l.job)) return;
+  LocalJob& j = jobs_[l.job];
+  j.id = l.job;
+  j.slot = l.slot;
+  j.row = l.row;
+  j.uid = l.uid;
+  j.gid = l.gid;
+  j.hold = true;
+  j.dir = o_.state_dir + "/jobs/" + std::to_string(l.job);
+  (void)current_row;
+  std::string failure;
+  auto cg = FreezerCgroup::Create(
+      o_.cgroup_root, o_.name + "." + std::to_string(getpid()) + "/j" + std::to_string(l.job));
+  if (!cg.ok()) {
+    failure = cg.status().ToString();
+  } else {
+    j.cgroup = std::move(*cg);
+    j.cgroup->Freeze(false).IgnoreError();
+    j.frozen = true;
+  }
+  // BCS state: the matcher (the same in every rank's images) and each rank's channel.
+  const std::string first = RestoreDir(l.job, c.epoch, mine[0]);
+  if (failure.empty() && ::access((first + "/gos-channel").c_str(), F_OK) == 0 && bcs_) {
+    BcsRestore restore;
+    auto m = ReadFileBytes(first + "/gos-matcher");
+    if (m.ok()) restore.matcher = std::move(*m);
+    for (uint32_t rank : mine) {
+      auto ch = ReadFileBytes(RestoreDir(l.job, c.epoch, rank) + "/gos-channel");
+      if (ch.ok()) restore.channels[rank] = std::move(*ch);
+    }
+    BcsJob bj;
+    bj.job = l.job;
+    bj.row = l.row;
+    bj.uid = l.uid;
+    bj.gid = l.gid;
+    bj.rank_node.resize(l.ntasks);
+    for (const auto& run : l.runs) {
+      for (uint32_t k = 0; k < run.count && run.first + k < l.ntasks; ++k) {
+        bj.rank_node[run.first + k] = run.node;
+      }
+    }
+    bj.local = mine;
+    auto paths = bcs_->AddJob(bj, &restore);
+    if (paths.ok()) {
+      j.bcs = true;
+    } else {
+      failure = "restoring the BCS state: " + paths.status().ToString();
+    }
+  }
+  if (!failure.empty()) {
+    for (uint32_t rank : mine) {
+      Rank r;
+      r.rank = rank;
+      r.exited = true;
+      r.wait_status = 127 << 8;
+      os::OutputChunk out{l.job, rank, 2,
+                          "gos-nodeagent " + o_.name + ": cannot restore rank " +
+                              std::to_string(rank) + ": " + failure + "\n"};
+      if (ch_) ch_->Send(Frame::kAgentOutput, os::Encode(out)).IgnoreError();
+      j.ranks.push_back(r);
+    }
+    node_->Store(os::VarStarted(l.slot), static_cast<int64_t>(l.job));
+    MaybeReport(j);
+    return;
+  }
+  std::lock_guard<std::mutex> wl(work_mu_);
+  restores_.push_back([this, job = l.job, epoch = c.epoch, slot = l.slot, mine,
+                       procs = j.cgroup->procs_file(), uid = l.uid, gid = l.gid] {
+    RestoreWorker(job, epoch, slot, mine, procs, uid, gid);
+  });
+  restore_cv_.notify_all();
+}
+
+void NodeAgentImpl::RestoreWorker(uint64_t job, uint64_t epoch, uint32_t slot,
+                                  std::vector<uint32_t> ranks, std::string procs, uint32_t uid,
+                                  uint32_t gid) {
+  std::vector<Rank> restored;
+  std::string restored_dir;
+  for (uint32_t rank : ranks) {
+    Rank r;
+    r.rank = rank;
+    const std::string dir = RestoreDir(job, epoch, rank);
+    Status st;
+    // The executable must be where the dumped process had it.
+    auto meta_text = ReadFileBytes(dir + "/gos-rank");
+    if (!meta_text.ok()) {
+      st = meta_text.status();
+    } else {
+      auto meta = ParseMeta(*meta_text);
+      const std::string job_dir = meta["job_dir"], program = meta["program"];
+      if (!job_dir.empty() && !program.empty()) {
+        std::error_code ec;
+        std::filesystem::create_directories(job_dir, ec);
+        ::chown(job_dir.c_str(), uid, gid);
+        const std::string exe = job_dir + "/" + program;
+        struct stat have {}, want {};
+        if (::stat((dir + "/job/" + program).c_str(), &want) == 0 &&
+            (::stat(exe.c_str(), &have) != 0 || have.st_size != want.st_size)) {
+          st = CopyFile(dir + "/job/" + program, exe, 0700);
+          ::chown(exe.c_str(), uid, gid);
+        }
+        restored_dir = job_dir;
+      }
+    }
+    if (st.ok()) {
+      RestoreRequest req;
+      req.images_dir = dir;
+      req.cgroup_procs = procs;
+      auto p = RestoreRank(req);
+      if (p.ok()) {
+        r.pid = p->pid;
+        r.out_fd = p->stdout_fd;
+        r.err_fd = p->stderr_fd;
+        r.status_fd = p->status_fd;
+        r.stdin_fd = p->stdin_fd;
+        if (rank != 0) {
+          ::close(r.stdin_fd);
+          r.stdin_fd = -1;
+        } else {
+          fcntl(r.stdin_fd, F_SETFL, fcntl(r.stdin_fd, F_GETFL) | O_NONBLOCK);
+        }
+      } else {
+        st = p.status();
+      }
+    }
+    if (!st.ok()) {
+      r.exited = true;
+      r.wait_status = 127 << 8;
+      os::OutputChunk out{job, rank, 2,
+                          "gos-nodeagent " + o_.name + ": cannot restore rank " +
+                              std::to_string(rank) + " from epoch " + std::to_string(epoch) +
+                              ": " + st.ToString() + "\n"};
+      if (auto ch = channel()) ch->Send(Frame::kAgentOutput, os::Encode(out)).IgnoreError();
+    }
+    restored.push_back(r);
+  }
+  std::error_code ec;
+  std::filesystem::remove_all(o_.state_dir + "/restore/j" + std::to_string(job) + "-e" +
+                                  std::to_string(epoch),
+                              ec);
+  std::lock_guard<std::mutex> lock(mu_);
+  auto jt = jobs_.find(job);
+  if (jt == jobs_.end()) {
+    // Forgotten meanwhile (killed): the restored ranks go too.
+    for (Rank& r : restored) {
+      if (r.pid > 0) {
+        ::kill(r.pid, SIGKILL);
+        ::waitpid(r.pid, nullptr, 0);
+      }
+      for (int fd : {r.out_fd, r.err_fd, r.status_fd, r.stdin_fd}) {
+        if (fd >= 0) ::close(fd);
+      }
+    }
+    return;
+  }
+  LocalJob& j = jt->second;
+  j.restored_dir = restored_dir;
+  for (Rank& r : restored) {
+    if (j.bcs && bcs_ && r.pid > 0) bcs_->SetRankInit(job, r.rank, r.pid);
+    j.ranks.push_back(r);
+  }
+  for (uint32_t i = 0; i < j.ranks.size(); ++i) {
+    for (int fd : {j.ranks[i].out_fd, j.ranks[i].err_fd}) {
+      if (fd < 0) continue;
+      pipes_[fd] = {job, i};
+      Watch(fd);
+    }
+  }
+  node_->Store(os::VarStarted(slot), static_cast<int64_t>(job));
+  // A rank that died while this worker registered it was reaped by nobody yet: look now.
+  NotifyEventFd(wake_fd_);
+  MaybeReport(j);
 }
 
 void NodeAgentImpl::StageLoop() {

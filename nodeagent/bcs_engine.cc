@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <linux/futex.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/uio.h>
 #include <unistd.h>
@@ -93,6 +94,7 @@ struct BcsEngine::Job {
   Scheduler scheduler;
   std::map<uint32_t, std::vector<bcs::Completion>> pending;  // per local rank, in order
   std::atomic<bool> work{false};  // pending completions or transfers (read by the bell thread)
+  std::atomic<bool> held{false};  // Hold: invisible to OnStrobe and the bell thread
   bool broken = false;            // a peer failed us: no more exchanges
   uint64_t last_strobe = 0;
 
@@ -134,7 +136,44 @@ BcsEngine::~BcsEngine() {
 
 void BcsEngine::Ring() { Bump(&s_->ctl); }
 
-StatusOr<std::map<uint32_t, std::string>> BcsEngine::AddJob(const BcsJob& spec) {
+namespace {
+
+// A restored channel must be the one of this job and rank, of this layout, with ring indices
+// a live rank could have left (so that draining it cannot run off the ring).
+Status CheckRestoredChannel(const std::string& bytes, const BcsJob& spec, uint32_t rank) {
+  const std::string what = "channel of job " + std::to_string(spec.job) + " rank " +
+                           std::to_string(rank) + " to restore: ";
+  if (bytes.size() != bcs::kChannelBytes) {
+    return InvalidArgumentError(what + std::to_string(bytes.size()) + " bytes, want " +
+                                std::to_string(bcs::kChannelBytes));
+  }
+  // The header's atomics are lock-free and hence plain memory: reading them from a suitably
+  // aligned copy is reading the values.
+  alignas(bcs::ChannelHeader) std::byte raw[sizeof(bcs::ChannelHeader)];
+  std::memcpy(raw, bytes.data(), sizeof raw);
+  const auto* h = reinterpret_cast<const bcs::ChannelHeader*>(raw);
+  if (h->magic != bcs::kChannelMagic || h->version != bcs::kChannelVersion ||
+      h->bytes != bcs::kChannelBytes) {
+    return InvalidArgumentError(what + "not a version " + std::to_string(bcs::kChannelVersion) +
+                                " channel");
+  }
+  if (h->job != spec.job || h->rank != rank || h->size != spec.rank_node.size()) {
+    return InvalidArgumentError(what + "it is the channel of job " + std::to_string(h->job) +
+                                " rank " + std::to_string(h->rank) + " of " +
+                                std::to_string(h->size));
+  }
+  const uint64_t dh = h->desc_head.load(), dt = h->desc_tail.load();
+  const uint64_t ch = h->compl_head.load(), ct = h->compl_tail.load();
+  if (dt > dh || dh - dt > bcs::kDescSlots || ct > ch || ch - ct > bcs::kComplSlots) {
+    return InvalidArgumentError(what + "ring indices out of range");
+  }
+  return OkStatus();
+}
+
+}  // namespace
+
+StatusOr<std::map<uint32_t, std::string>> BcsEngine::AddJob(const BcsJob& spec,
+                                                            const BcsRestore* restore) {
   auto j = std::make_shared<Job>(spec);
   j->nodes = spec.rank_node;
   std::sort(j->nodes.begin(), j->nodes.end());
@@ -145,34 +184,78 @@ StatusOr<std::map<uint32_t, std::string>> BcsEngine::AddJob(const BcsJob& spec) 
   }
   j->position = static_cast<uint32_t>(std::lower_bound(j->nodes.begin(), j->nodes.end(), o_.node) -
                                       j->nodes.begin());
+  if (restore != nullptr) {
+    // Everything is checked before any file is touched: a bad checkpoint leaves nothing behind.
+    const auto* mb = reinterpret_cast<const uint8_t*>(restore->matcher.data());
+    StatusOr<Matcher> m = Matcher::Load({mb, restore->matcher.size()});
+    if (!m.ok()) return m.status().WithContext("job " + std::to_string(spec.job));
+    if (m->world_size() != spec.rank_node.size()) {
+      return InvalidArgumentError("job " + std::to_string(spec.job) +
+                                  ": the matcher to restore has " +
+                                  std::to_string(m->world_size()) + " ranks, the job " +
+                                  std::to_string(spec.rank_node.size()));
+    }
+    for (uint32_t rank : spec.local) {
+      auto it = restore->channels.find(rank);
+      if (it == restore->channels.end()) {
+        return InvalidArgumentError("job " + std::to_string(spec.job) + ": no channel of rank " +
+                                    std::to_string(rank) + " to restore");
+      }
+      GOS_RETURN_IF_ERROR(CheckRestoredChannel(it->second, spec, rank));
+    }
+    for (const auto& [rank, bytes] : restore->channels) {
+      if (!std::binary_search(spec.local.begin(), spec.local.end(), rank)) {
+        return InvalidArgumentError("job " + std::to_string(spec.job) + ": rank " +
+                                    std::to_string(rank) + " to restore does not run here");
+      }
+    }
+    j->matcher = std::move(*m);
+    // No node may exchange for the job before every node has restored it.
+    j->held = true;
+  }
+
   std::map<uint32_t, std::string> paths;
+  auto fail = [&](Status st) {
+    for (auto& r : j->ranks) ::unlink(r->path.c_str());
+    return st;
+  };
   for (uint32_t rank : spec.local) {
     auto r = std::make_unique<Rank>();
     r->rank = rank;
     r->path = o_.channel_prefix + "-j" + std::to_string(spec.job) + "-r" + std::to_string(rank);
     ::unlink(r->path.c_str());
     int fd = ::open(r->path.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
-    if (fd < 0) return ErrnoError(errno, "cannot create channel " + r->path);
-    if (::ftruncate(fd, bcs::kChannelBytes) != 0 || ::fchown(fd, spec.uid, spec.gid) != 0) {
+    if (fd < 0) return fail(ErrnoError(errno, "cannot create channel " + r->path));
+    if (::ftruncate(fd, bcs::kChannelBytes) != 0 || ::fchown(fd, spec.uid, spec.gid) != 0 ||
+        ::fchmod(fd, 0600) != 0) {
       Status st = ErrnoError(errno, "cannot set up channel " + r->path);
       ::close(fd);
       ::unlink(r->path.c_str());
-      return st;
+      return fail(st);
     }
     void* base = ::mmap(nullptr, bcs::kChannelBytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
     ::close(fd);
     if (base == MAP_FAILED) {
+      Status st = ErrnoError(errno, "cannot map channel " + r->path);
       ::unlink(r->path.c_str());
-      return ErrnoError(errno, "cannot map channel " + r->path);
+      return fail(st);
     }
     r->base = base;
-    r->h = new (base) bcs::ChannelHeader{};
-    r->h->magic = bcs::kChannelMagic;
-    r->h->version = bcs::kChannelVersion;
-    r->h->rank = rank;
-    r->h->size = static_cast<uint32_t>(spec.rank_node.size());
-    r->h->job = spec.job;
-    r->h->bytes = bcs::kChannelBytes;
+    if (restore != nullptr) {
+      // The rank's own view, exactly as dumped: undrained descriptors and unconsumed
+      // completions are still in the rings and are served as if nothing had happened.
+      std::memcpy(base, restore->channels.at(rank).data(), bcs::kChannelBytes);
+      r->h = static_cast<bcs::ChannelHeader*>(base);
+      r->consumed = r->h->desc_tail.load();
+    } else {
+      r->h = new (base) bcs::ChannelHeader{};
+      r->h->magic = bcs::kChannelMagic;
+      r->h->version = bcs::kChannelVersion;
+      r->h->rank = rank;
+      r->h->size = static_cast<uint32_t>(spec.rank_node.size());
+      r->h->job = spec.job;
+      r->h->bytes = bcs::kChannelBytes;
+    }
     paths[rank] = r->path;
     j->by_rank[rank] = r.get();
     j->ranks.push_back(std::move(r));
@@ -264,7 +347,11 @@ void BcsEngine::OnStrobe(uint64_t strobe, uint32_t row) {
   std::vector<std::shared_ptr<Job>> jobs;
   {
     std::lock_guard<std::mutex> lock(s_->mu);
-    for (auto& [id, j] : s_->jobs) jobs.push_back(j);
+    // A held job is left exactly as it is: its channels are being dumped, or it waits for
+    // its other nodes to restore it.
+    for (auto& [id, j] : s_->jobs) {
+      if (!j->held) jobs.push_back(j);
+    }
   }
   // Completions of the previous slice become visible now, for every job (running or not).
   for (auto& j : jobs) {
@@ -291,6 +378,58 @@ void BcsEngine::OnStrobe(uint64_t strobe, uint32_t row) {
   // coordinator ignores; from now on they count.
   s_->applied = strobe;
   Ring();
+}
+
+std::shared_ptr<BcsEngine::Job> BcsEngine::FindJob(uint64_t job) {
+  std::lock_guard<std::mutex> lock(s_->mu);
+  auto jt = s_->jobs.find(job);
+  return jt == s_->jobs.end() ? nullptr : jt->second;
+}
+
+bool BcsEngine::Quiescent(uint64_t job) {
+  std::shared_ptr<Job> j = FindJob(job);
+  return j != nullptr && j->scheduler.idle();
+}
+
+void BcsEngine::Flush(uint64_t job) {
+  std::shared_ptr<Job> j = FindJob(job);
+  if (j != nullptr) Publish(*j);
+}
+
+StatusOr<std::string> BcsEngine::SaveMatcher(uint64_t job) {
+  std::shared_ptr<Job> j = FindJob(job);
+  if (j == nullptr) return NotFoundError("no communicating job " + std::to_string(job));
+  // Queued transfers and unpublished completions are not part of the saved state: saving
+  // with any of them would lose them.
+  if (!j->scheduler.idle()) {
+    return FailedPreconditionError("job " + std::to_string(job) + " has transfers in flight");
+  }
+  for (const auto& [rank, list] : j->pending) {
+    if (!list.empty()) {
+      return FailedPreconditionError("job " + std::to_string(job) + " rank " +
+                                     std::to_string(rank) + " has " + std::to_string(list.size()) +
+                                     " unpublished completions");
+    }
+  }
+  return j->matcher.Save();
+}
+
+StatusOr<std::string> BcsEngine::SaveChannel(uint64_t job, uint32_t rank) {
+  std::shared_ptr<Job> j = FindJob(job);
+  if (j == nullptr) return NotFoundError("no communicating job " + std::to_string(job));
+  auto rt = j->by_rank.find(rank);
+  if (rt == j->by_rank.end()) {
+    return NotFoundError("job " + std::to_string(job) + " has no rank " + std::to_string(rank) +
+                         " here");
+  }
+  return std::string(static_cast<const char*>(rt->second->base), bcs::kChannelBytes);
+}
+
+void BcsEngine::Hold(uint64_t job, bool hold) {
+  std::shared_ptr<Job> j = FindJob(job);
+  if (j == nullptr) return;
+  j->held = hold;
+  Ring();  // the bell thread re-reads which job it watches
 }
 
 void BcsEngine::Slice(uint64_t strobe, Job& j) {
@@ -537,7 +676,7 @@ void BcsEngine::BellLoop() {
     {
       std::lock_guard<std::mutex> lock(s_->mu);
       for (auto& [id, job] : s_->jobs) {
-        if (job->spec.row == s_->row.load() && !job->broken) j = job;
+        if (job->spec.row == s_->row.load() && !job->broken && !job->held) j = job;
       }
     }
     std::vector<futex_waitv> waiters;

@@ -112,6 +112,8 @@ class BcsEngine {
   bool WaitBlocks(uint64_t strobe, Job& j, uint32_t event, const std::vector<uint64_t>& offsets,
                   uint32_t magic, const std::vector<uint32_t>& from);
   pid_t RankPid(Rank& r);
+  // The job, or nullptr; takes s_->mu.
+  std::shared_ptr<Job> FindJob(uint64_t job);
 
   prim::Node* node_;
   BcsEngineOptions o_;

@@ -16,6 +16,15 @@
 // freezer cgroup before any restored task runs (so a FROZEN cgroup keeps the rank stopped
 // until the caller thaws it). The files the tree had open or mapped (its executable, the
 // channel file, ...) must exist at their dumped paths.
+//
+// Both run criu as a child of the calling thread and wait for that pid (deadline 60 s, then
+// criu is killed and DEADLINE_EXCEEDED returned): the caller must not reap children it does
+// not know (waitpid(-1, ...)) while they run. As with LaunchRank, the restored init's parent
+// is the calling thread, and its PR_SET_PDEATHSIG(SIGKILL) fires when that thread exits:
+// call RestoreRank from a thread that lives as long as the rank. If a restore fails after
+// criu created the root task, criu kills it but cannot reap it (it is not criu's child): an
+// unknown zombie child of the caller may be left for its waitpid(-1) reaper. Neither call
+// keeps state; calls for different ranks may run concurrently.
 #ifndef GOS_NODEAGENT_CRIU_H_
 #define GOS_NODEAGENT_CRIU_H_
 
@@ -33,24 +42,26 @@ namespace gos::nodeagent {
 std::string CriuPath();
 
 struct DumpRequest {
-  pid_t init_pid = -1;          // the rank's gos-rank-init (host pid): root of the dumped tree
-  std::string images_dir;       // existing, empty directory; criu.log goes here as well
-  std::string freezer_cgroup;   // the job's freezer cgroup directory (FreezerCgroup::path())
-  std::string criu;             // default: CriuPath()
+  pid_t init_pid = -1;         // the rank's gos-rank-init (host pid): root of the dumped tree
+  std::string images_dir;      // existing, empty directory; gos-fds, criu's dump.log and
+                               // criu.out (its stdout/stderr) go here as well
+  std::string freezer_cgroup;  // the job's freezer cgroup directory (FreezerCgroup::path())
+  std::string criu;            // default: CriuPath()
 };
 
 struct DumpResult {
-  int64_t ms = 0;         // wall time of the dump
-  uint64_t bytes = 0;     // size of the image dir
+  int64_t ms = 0;      // wall time of the dump
+  uint64_t bytes = 0;  // size of the image dir (all regular files in it)
 };
 
 // Errors carry the last lines of criu's log and name the pid.
 StatusOr<DumpResult> DumpRank(const DumpRequest& req);
 
 struct RestoreRequest {
-  std::string images_dir;     // as DumpRank left it (plus whatever the caller added)
-  std::string cgroup_procs;   // freezer cgroup.procs the restored tree must be in. Required.
-  std::string criu;           // default: CriuPath()
+  std::string images_dir;    // as DumpRank left it (plus whatever the caller added); the
+                             // restore adds restore.log, restore.pid and criu.out to it
+  std::string cgroup_procs;  // freezer cgroup.procs the restored tree must be in. Required.
+  std::string criu;          // default: CriuPath()
 };
 
 // Returns like LaunchRank: pid is the restored gos-rank-init (the caller's child), the fds the

@@ -4,10 +4,12 @@
 #include "nodeagent/matcher.h"
 
 #include <algorithm>
+#include <bit>
 #include <cassert>
 #include <cstring>
 #include <set>
 #include <tuple>
+#include <type_traits>
 #include <utility>
 
 namespace gos::nodeagent {
@@ -271,6 +273,219 @@ size_t Matcher::pending() const {
   for (const auto& [key, members] : barriers_) n += members.size();
   for (const auto& [key, members] : bcasts_) n += members.size();
   return n;
+}
+
+// ---- Checkpoint encoding ----
+//
+// Version 1, little-endian (docs/bcs-matching.md, "Checkpoints"):
+//   u32 magic "GMS1" | u16 version | u16 0 | u32 world_size | u32 0 | u64 next_transfer
+//   per rank r < world_size:
+//     u32 n, n x (u64 strobe, posted)   sends to r, arrival order
+//     u32 n, n x posted                 receives of r, posting order
+//     u32 n, n x posted                 waiting probes of r, posting order
+//   twice (barriers, then broadcasts), keys ascending:
+//     u32 keys, keys x (u64 context, i32 tag, u32 n, n x posted)   members in arrival order
+//   u64 FNV-1a of every byte before it
+// posted = u32 rank | u32 0 | u64 seq | 64-byte bcs::Descriptor (verbatim).
+namespace {
+
+static_assert(std::endian::native == std::endian::little, "the encoding is little-endian");
+
+constexpr uint32_t kStateMagic = 0x31534d47;  // "GMS1"
+constexpr uint16_t kStateVersion = 1;
+constexpr size_t kHeaderBytes = 4 + 2 + 2 + 4 + 4 + 8;
+constexpr size_t kPostedBytes = 4 + 4 + 8 + sizeof(bcs::Descriptor);
+constexpr size_t kChecksumBytes = 8;
+
+uint64_t Fnv1a(std::span<const uint8_t> bytes) {
+  uint64_t h = 0xcbf29ce484222325ull;
+  for (uint8_t b : bytes) {
+    h ^= b;
+    h *= 0x100000001b3ull;
+  }
+  return h;
+}
+
+class Writer {
+ public:
+  template <typename T>
+  void Put(T v) {
+    static_assert(std::is_trivially_copyable_v<T>);
+    const size_t at = out_.size();
+    out_.resize(at + sizeof v);
+    std::memcpy(out_.data() + at, &v, sizeof v);
+  }
+  void PutPosted(const Posted& p) {
+    Put(p.rank);
+    Put(uint32_t{0});
+    Put(p.seq);
+    Put(p.d);
+  }
+  void PutCount(size_t n) { Put(static_cast<uint32_t>(n)); }
+  std::string Finish() {
+    Put(Fnv1a({reinterpret_cast<const uint8_t*>(out_.data()), out_.size()}));
+    return std::move(out_);
+  }
+
+ private:
+  std::string out_;
+};
+
+// Every read is bounds-checked; the first failure sticks and every later read yields zeros.
+class Reader {
+ public:
+  explicit Reader(std::span<const uint8_t> in) : in_(in) {}
+  template <typename T>
+  T Get() {
+    static_assert(std::is_trivially_copyable_v<T>);
+    T v{};
+    if (!ok_ || in_.size() - pos_ < sizeof v) {
+      ok_ = false;
+      return v;
+    }
+    std::memcpy(&v, in_.data() + pos_, sizeof v);
+    pos_ += sizeof v;
+    return v;
+  }
+  // A count of entries of at least `entry_bytes` each: more than the input can hold is
+  // malformed (and must not drive an allocation).
+  uint32_t GetCount(size_t entry_bytes) {
+    const uint32_t n = Get<uint32_t>();
+    if (ok_ && n > (in_.size() - pos_) / entry_bytes) ok_ = false;
+    return ok_ ? n : 0;
+  }
+  Posted GetPosted() {
+    Posted p;
+    p.rank = Get<uint32_t>();
+    if (Get<uint32_t>() != 0) ok_ = false;
+    p.seq = Get<uint64_t>();
+    p.d = Get<bcs::Descriptor>();
+    return p;
+  }
+  void Check(bool cond) { ok_ = ok_ && cond; }
+  bool ok() const { return ok_; }
+  bool at_end() const { return pos_ == in_.size(); }
+
+ private:
+  std::span<const uint8_t> in_;
+  size_t pos_ = 0;
+  bool ok_ = true;
+};
+
+bool IsOp(const Posted& p, bcs::Op op) { return p.d.op == static_cast<uint32_t>(op); }
+
+}  // namespace
+
+std::string Matcher::Save() const {
+  Writer w;
+  w.Put(kStateMagic);
+  w.Put(kStateVersion);
+  w.Put(uint16_t{0});
+  w.Put(world_size_);
+  w.Put(uint32_t{0});
+  w.Put(next_transfer_);
+  for (uint32_t r = 0; r < world_size_; ++r) {
+    w.PutCount(sends_[r].size());
+    for (const SendEntry& s : sends_[r]) {
+      w.Put(s.strobe);
+      w.PutPosted(s.p);
+    }
+    w.PutCount(recvs_[r].size());
+    for (const Posted& p : recvs_[r]) w.PutPosted(p);
+    w.PutCount(probes_[r].size());
+    for (const Posted& p : probes_[r]) w.PutPosted(p);
+  }
+  for (const auto* table : {&barriers_, &bcasts_}) {
+    w.PutCount(table->size());
+    for (const auto& [key, members] : *table) {
+      w.Put(key.first);
+      w.Put(key.second);
+      w.PutCount(members.size());
+      for (const Posted& p : members) w.PutPosted(p);
+    }
+  }
+  return w.Finish();
+}
+
+StatusOr<Matcher> Matcher::Load(std::span<const uint8_t> bytes) {
+  if (bytes.size() < kHeaderBytes + kChecksumBytes) {
+    return DataLossError("matcher state: " + std::to_string(bytes.size()) + " bytes is too short");
+  }
+  const std::span<const uint8_t> body = bytes.first(bytes.size() - kChecksumBytes);
+  uint64_t checksum = 0;
+  std::memcpy(&checksum, bytes.data() + body.size(), sizeof checksum);
+  if (Fnv1a(body) != checksum) return DataLossError("matcher state: checksum mismatch");
+
+  // Past the checksum the input is what some Save wrote, or a forgery: every invariant the
+  // matching code relies on is still checked, so that no input can make it misbehave.
+  Reader in(body);
+  const auto magic = in.Get<uint32_t>();
+  const auto version = in.Get<uint16_t>();
+  in.Get<uint16_t>();
+  if (magic != kStateMagic || version != kStateVersion) {
+    return DataLossError("matcher state: bad magic or unknown version " + std::to_string(version));
+  }
+  const auto world = in.Get<uint32_t>();
+  in.Get<uint32_t>();
+  const auto next_transfer = in.Get<uint64_t>();
+  in.Check(next_transfer >= 1);
+  // Each rank takes at least its three counts.
+  in.Check(world <= (body.size() - kHeaderBytes) / 12);
+  if (!in.ok()) return DataLossError("matcher state: bad header");
+
+  Matcher m(world);
+  m.next_transfer_ = next_transfer;
+  for (uint32_t r = 0; r < world && in.ok(); ++r) {
+    const uint32_t sends = in.GetCount(8 + kPostedBytes);
+    for (uint32_t i = 0; i < sends && in.ok(); ++i) {
+      in.Get<uint64_t>();  // the arrival strobe: rebased to 0 (see matcher.h)
+      Posted p = in.GetPosted();
+      in.Check(p.rank < world && IsOp(p, bcs::Op::kSend) && p.d.peer == static_cast<int32_t>(r) &&
+               p.d.tag >= 0);
+      m.sends_[r].push_back({p, 0});
+    }
+    for (auto* queue : {&m.recvs_[r], &m.probes_[r]}) {
+      const bcs::Op op = queue == &m.recvs_[r] ? bcs::Op::kRecv : bcs::Op::kProbe;
+      const uint32_t n = in.GetCount(kPostedBytes);
+      for (uint32_t i = 0; i < n && in.ok(); ++i) {
+        Posted p = in.GetPosted();
+        in.Check(p.rank == r && IsOp(p, op) &&
+                 (p.d.peer == bcs::kAnySource || InWorld(p.d.peer, world)) &&
+                 (p.d.tag >= 0 || p.d.tag == bcs::kAnyTag));
+        queue->push_back(p);
+      }
+    }
+  }
+  for (auto* table : {&m.barriers_, &m.bcasts_}) {
+    const bcs::Op op = table == &m.barriers_ ? bcs::Op::kBarrier : bcs::Op::kBcast;
+    const uint32_t keys = in.GetCount(8 + 4 + 4 + kPostedBytes);
+    for (uint32_t k = 0; k < keys && in.ok(); ++k) {
+      CollectiveKey key;
+      key.first = in.Get<uint64_t>();
+      key.second = in.Get<int32_t>();
+      // Keys ascending and distinct, as Save writes them.
+      in.Check(table->empty() || table->rbegin()->first < key);
+      const uint32_t n = in.GetCount(kPostedBytes);
+      // A complete instance is never stored: between 1 and group_size - 1 members.
+      in.Check(n >= 1);
+      std::vector<Posted> members;
+      for (uint32_t i = 0; i < n && in.ok(); ++i) {
+        Posted p = in.GetPosted();
+        const Posted& first = members.empty() ? p : members.front();
+        in.Check(
+            p.rank < world && IsOp(p, op) && p.d.context == key.first && p.d.tag == key.second &&
+            p.d.group_size >= 1 && p.d.group_size <= world && n < p.d.group_size &&
+            p.d.group_size == first.d.group_size &&
+            (op == bcs::Op::kBarrier || (InWorld(p.d.peer, world) && p.d.peer == first.d.peer)));
+        in.Check(std::none_of(members.begin(), members.end(),
+                              [&](const Posted& o) { return o.rank == p.rank; }));
+        members.push_back(p);
+      }
+      if (in.ok()) (*table)[key] = std::move(members);
+    }
+  }
+  if (!in.ok() || !in.at_end()) return DataLossError("matcher state: malformed");
+  return m;
 }
 
 // ---- Scheduler ----

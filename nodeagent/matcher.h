@@ -96,6 +96,8 @@ class Matcher {
 
   // Unmatched sends and receives, probes and collectives still waiting (for tests and ps).
   size_t pending() const;
+  // Ranks of the job (the constructor argument; the restored one after Load).
+  uint32_t world_size() const { return world_size_; }
 
   // Checkpoint: the whole state (world size, next transfer id, every queue in order) in a
   // versioned binary encoding. Load restores it exactly, except that every stored arrival

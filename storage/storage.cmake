@@ -1,4 +1,12 @@
-# gos::storage: the coordinator's job and node tables in RocksDB (docs/specs/storage-tables.md).
+# gos::chunks: cutting, hashing and compressing checkpoint chunks (gos/storage/chunks.h). No
+# RocksDB: the nodeagent links this alone.
+pkg_check_modules(ZSTD REQUIRED IMPORTED_TARGET libzstd)
+gos_cc_library(NAME chunks HDRS_DIR include
+  SRCS chunks.cc
+  DEPS gos::common OpenSSL::Crypto PkgConfig::ZSTD)
+
+# gos::storage: the coordinator's RocksDB database — job and node tables
+# (docs/specs/storage-tables.md) and the checkpoint store (docs/specs/storage-checkpoints.md).
 gos_cc_library(NAME storage HDRS_DIR include
-  SRCS tables.cc codec.cc
-  DEPS gos::prim RocksDB::rocksdb)
+  SRCS tables.cc codec.cc rocks.cc checkpoints.cc
+  DEPS gos::prim gos::chunks RocksDB::rocksdb)

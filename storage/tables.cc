@@ -6,65 +6,16 @@
 #include <rocksdb/write_batch.h>
 #include <sys/stat.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <limits>
 
 #include "gos/log.h"
 #include "storage/codec.h"
+#include "storage/rocks.h"
 
 namespace gos::storage {
 namespace {
-
-// The one place RocksDB's status becomes a gos::Status; RocksDB's text is kept.
-Status FromRocks(const rocksdb::Status& s, std::string_view what) {
-  if (s.ok()) return OkStatus();
-  std::string m(what);
-  m += ": ";
-  m += s.ToString();
-  if (s.IsCorruption()) return DataLossError(std::move(m));
-  if (s.IsNotFound()) return NotFoundError(std::move(m));
-  if (s.IsInvalidArgument()) return InvalidArgumentError(std::move(m));
-  if (s.IsNotSupported()) return UnimplementedError(std::move(m));
-  if (s.IsAborted()) return AbortedError(std::move(m));
-  if (s.IsNoSpace()) return ResourceExhaustedError(std::move(m));
-  // Another process holds the LOCK file, or a transient I/O condition.
-  if (s.IsIOError() || s.IsBusy() || s.IsTimedOut() || s.IsTryAgain()) {
-    return UnavailableError(std::move(m));
-  }
-  return InternalError(std::move(m));
-}
-
-// Keys are ASCII when written by us; a damaged one is shown with its odd bytes escaped.
-std::string Printable(std::string_view key) {
-  static const char kHex[] = "0123456789abcdef";
-  std::string out;
-  for (unsigned char c : key) {
-    if (c >= 0x20 && c < 0x7f && c != '\\') {
-      out += static_cast<char>(c);
-    } else {
-      out += "\\x";
-      out += kHex[c >> 4];
-      out += kHex[c & 0xf];
-    }
-  }
-  return out;
-}
-
-std::span<const uint8_t> Bytes(const rocksdb::Slice& s) {
-  return {reinterpret_cast<const uint8_t*>(s.data()), s.size()};
-}
-
-rocksdb::Slice ToSlice(const std::vector<uint8_t>& v) {
-  return {reinterpret_cast<const char*>(v.data()), v.size()};
-}
-
-rocksdb::WriteOptions SyncedWrite() {
-  rocksdb::WriteOptions w;
-  // fsync the WAL before acknowledging: a write that returned OK survives SIGKILL and
-  // power loss. The coordinator writes a few records per job, so this is cheap enough.
-  w.sync = true;
-  return w;
-}
 
 // The first byte after every key with this prefix ("job/" -> "job0").
 std::string UpperBound(std::string_view prefix) {
@@ -116,21 +67,45 @@ StatusOr<std::unique_ptr<Tables>> Tables::Open(const std::string& dir) {
     return FailedPreconditionError("storage " + dir + " exists and is not a directory");
   }
 
-  rocksdb::Options options;
+  rocksdb::DBOptions options;
   options.create_if_missing = true;
-  // A few thousand small records: keep the footprint small.
+  options.create_missing_column_families = true;
+  // A few thousand small records plus the checkpoint chunks: keep the footprint small.
   options.max_open_files = 64;
   options.keep_log_file_num = 2;
   options.max_log_file_size = 1 << 20;
   options.max_manifest_file_size = 4 << 20;
-  // Tiny values; no dependency on whichever compression libraries librocksdb was built with.
-  options.compression = rocksdb::kNoCompression;
   options.paranoid_checks = true;
 
+  // Ours, plus any family a newer gos created (RocksDB refuses to open without all of them).
+  std::vector<std::string> names = {rocksdb::kDefaultColumnFamilyName, kChunksFamily,
+                                    kChunkRefsFamily, kEpochsFamily, kReplayFamily};
+  std::vector<std::string> existing;
+  if (rocksdb::DB::ListColumnFamilies(options, dir, &existing).ok()) {
+    for (const std::string& n : existing) {
+      if (std::find(names.begin(), names.end(), n) == names.end()) names.push_back(n);
+    }
+  }
+  std::vector<rocksdb::ColumnFamilyDescriptor> descriptors;
+  for (const std::string& n : names) descriptors.emplace_back(n, FamilyOptions(n));
+
   rocksdb::DB* raw = nullptr;
-  rocksdb::Status s = rocksdb::DB::Open(options, dir, &raw);
+  std::vector<rocksdb::ColumnFamilyHandle*> handles;
+  rocksdb::Status s = rocksdb::DB::Open(options, dir, descriptors, &handles, &raw);
   if (!s.ok()) return FromRocks(s, "opening storage " + dir);
   std::unique_ptr<rocksdb::DB> db(raw);
+  // handles[0] is the default family, which the DB also reaches through DefaultColumnFamily().
+  db->DestroyColumnFamilyHandle(handles[0]).PermitUncheckedError();
+  std::vector<rocksdb::ColumnFamilyHandle*> families(handles.begin() + 1, handles.end());
+  // Until Tables owns them, a failure below must release them before db closes.
+  struct Release {
+    rocksdb::DB* db;
+    std::vector<rocksdb::ColumnFamilyHandle*>* families;
+    ~Release() {
+      for (rocksdb::ColumnFamilyHandle* h : *families)
+        db->DestroyColumnFamilyHandle(h).PermitUncheckedError();
+    }
+  } release{db.get(), &families};
 
   uint64_t next = 1;
   std::string value;
@@ -166,13 +141,27 @@ StatusOr<std::unique_ptr<Tables>> Tables::Open(const std::string& dir) {
   }
 
   GOS_LOG(kInfo, "storage") << "opened " << dir << ", next job id " << next;
-  return std::unique_ptr<Tables>(new Tables(dir, std::move(db), next));
+  std::vector<rocksdb::ColumnFamilyHandle*> owned;
+  owned.swap(families);
+  return std::unique_ptr<Tables>(new Tables(dir, std::move(db), std::move(owned), next));
 }
 
-Tables::Tables(std::string dir, std::unique_ptr<rocksdb::DB> db, uint64_t next_job_id)
-    : dir_(std::move(dir)), db_(std::move(db)), next_job_id_(next_job_id) {}
+Tables::Tables(std::string dir, std::unique_ptr<rocksdb::DB> db,
+               std::vector<rocksdb::ColumnFamilyHandle*> families, uint64_t next_job_id)
+    : dir_(std::move(dir)),
+      db_(std::move(db)),
+      families_(std::move(families)),
+      next_job_id_(next_job_id) {
+  // families_ follows the order of the names in Open: chunks, chunk_refs, epochs, replay.
+  checkpoints_ = NewCheckpointStore(dir_, db_.get(), families_[0], families_[1], families_[2]);
+}
 
 Tables::~Tables() {
+  checkpoints_.reset();
+  for (rocksdb::ColumnFamilyHandle* h : families_) {
+    rocksdb::Status d = db_->DestroyColumnFamilyHandle(h);
+    if (!d.ok()) GOS_LOG(kWarn, "storage") << "closing " << dir_ << ": " << d.ToString();
+  }
   rocksdb::Status s = db_->Close();
   if (!s.ok()) GOS_LOG(kWarn, "storage") << "closing " << dir_ << ": " << s.ToString();
 }

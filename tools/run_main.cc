@@ -18,6 +18,7 @@
 #include "gos/os/flags.h"
 #include "gos/os/messages.h"
 #include "tools/client.h"
+#include "tools/follow.h"
 
 extern char** environ;
 
@@ -42,7 +43,11 @@ options:
   -l, --label             prefix every output line with its rank ("3: ...")
       --timing            print the launch phases when the job ends
       --stage FILE        also copy FILE into every node's job dir (repeatable)
-      --checkpoint[=DUR]  periodic checkpoints           (not available yet: issue 5)
+      --checkpoint[=DUR]  checkpoint the job every DUR (default 60s): coordinated CRIU
+                          dumps at a quiescent strobe, stored incrementally; see gos-ckpt
+      --keep N            checkpoint epochs to keep        (default: the coordinator's, 2)
+      --restart-on-failure[=N]  when a node dies, restart the job from its last
+                          checkpoint on the nodes left, up to N times (default 1)
       --record            record for deterministic replay  (not available yet: issue 6)
   -h, --help              this text
 
@@ -53,14 +58,6 @@ job failed because a node went down, 2 for a bad command line or program.
 )";
 
 using SteadyClock = std::chrono::steady_clock;
-
-int g_signal_pipe[2] = {-1, -1};
-
-void OnSignal(int sig) {
-  char c = static_cast<char>(sig);
-  ssize_t rc = ::write(g_signal_pipe[1], &c, 1);
-  (void)rc;
-}
 
 // Finds PROGRAM the way execvp would; the result is an absolute or relative path to a file.
 std::string ResolveProgram(const std::string& program, std::string* error) {
@@ -102,54 +99,12 @@ std::string Basename(const std::string& path) {
   return slash == std::string::npos ? path : path.substr(slash + 1);
 }
 
-// Writes output, line-buffered per (rank, stream) when labelling.
-class OutputWriter {
- public:
-  explicit OutputWriter(bool label) : label_(label) {}
-  void Write(const os::OutputChunk& c) {
-    int fd = c.stream == 2 ? 2 : 1;
-    if (!label_) {
-      WriteAll(fd, c.bytes);
-      return;
-    }
-    std::string& buf = partial_[{c.rank, c.stream}];
-    buf += c.bytes;
-    size_t start = 0;
-    std::string out;
-    for (size_t nl; (nl = buf.find('\n', start)) != std::string::npos; start = nl + 1) {
-      out += std::to_string(c.rank) + ": " + buf.substr(start, nl - start + 1);
-    }
-    buf.erase(0, start);
-    WriteAll(fd, out);
-  }
-  void Flush() {
-    for (auto& [key, buf] : partial_) {
-      if (!buf.empty())
-        WriteAll(key.second == 2 ? 2 : 1, std::to_string(key.first) + ": " + buf + "\n");
-    }
-    partial_.clear();
-  }
-
- private:
-  static void WriteAll(int fd, const std::string& s) {
-    size_t off = 0;
-    while (off < s.size()) {
-      ssize_t n = ::write(fd, s.data() + off, s.size() - off);
-      if (n <= 0) {
-        if (n < 0 && errno == EINTR) continue;
-        return;
-      }
-      off += static_cast<size_t>(n);
-    }
-  }
-  bool label_;
-  std::map<std::pair<uint32_t, uint8_t>, std::string> partial_;
-};
-
 int Main(int argc, char** argv) {
   auto start = SteadyClock::now();
   uint32_t ntasks = 1, nodes = 0, rpn = 0;
-  std::string timeslice, mpl, checkpoint_flag;
+  std::string timeslice, mpl, checkpoint_flag, restart_flag;
+  uint32_t keep = 0;
+  bool restart_on_failure = false;
   std::chrono::milliseconds time_limit{0};
   bool label = false, timing = false, record = false, checkpoint = false;
   std::vector<std::string> stage;
@@ -164,13 +119,41 @@ int Main(int argc, char** argv) {
   flags.Bool("--timing", &timing);
   flags.Strings("--stage", &stage);
   flags.OptionalValue("--checkpoint", &checkpoint, &checkpoint_flag);
+  flags.U32("--keep", &keep);
+  flags.OptionalValue("--restart-on-failure", &restart_on_failure, &restart_flag);
   flags.Bool("--record", &record);
   if (int rc = flags.Parse(); rc >= 0) return rc;
-  if (checkpoint || record) {
-    std::fprintf(stderr, "gos-run: %s is not available yet: %s lands with a later issue\n",
-                 checkpoint ? "--checkpoint" : "--record",
-                 checkpoint ? "coordinated checkpointing" : "record/replay");
+  if (record) {
+    std::fprintf(stderr,
+                 "gos-run: --record is not available yet: record/replay lands with a later "
+                 "issue\n");
     return 2;
+  }
+  int64_t checkpoint_ms = 0;
+  if (checkpoint) {
+    std::chrono::microseconds us{60'000'000};
+    if (!checkpoint_flag.empty() && !os::ParseDuration(checkpoint_flag, &us, 1'000'000)) us = {};
+    if (us.count() < 1000) {
+      std::fprintf(stderr, "gos-run: --checkpoint=%s is not a duration like 30s or 5m\n",
+                   checkpoint_flag.c_str());
+      return 2;
+    }
+    checkpoint_ms = us.count() / 1000;
+  }
+  uint32_t restarts = 0;
+  if (restart_on_failure) {
+    char* end = nullptr;
+    unsigned long v = restart_flag.empty() ? 1 : std::strtoul(restart_flag.c_str(), &end, 10);
+    if (!restart_flag.empty() && (*end != '\0' || v == 0 || v > 100)) {
+      std::fprintf(stderr, "gos-run: --restart-on-failure=%s is not a count 1..100\n",
+                   restart_flag.c_str());
+      return 2;
+    }
+    restarts = static_cast<uint32_t>(v);
+    if (!checkpoint) {
+      std::fprintf(stderr, "gos-run: --restart-on-failure needs --checkpoint\n");
+      return 2;
+    }
   }
   const auto& rest = flags.positional();
   if (rest.empty()) {
@@ -201,6 +184,9 @@ int Main(int argc, char** argv) {
   req.nodes = nodes;
   req.ranks_per_node = rpn;
   req.time_limit_ms = time_limit.count();
+  req.checkpoint_ms = checkpoint_ms;
+  req.keep = keep;
+  req.restart_on_failure = restarts;
   std::vector<int> fds;
   std::vector<std::string> paths = {program};
   paths.insert(paths.end(), stage.begin(), stage.end());
@@ -224,14 +210,7 @@ int Main(int argc, char** argv) {
     fds.push_back(fd);
   }
 
-  // Signals arrive through a pipe so the loop below handles them.
-  if (pipe2(g_signal_pipe, O_CLOEXEC | O_NONBLOCK) != 0) return 1;
-  struct sigaction sa {};
-  sa.sa_handler = OnSignal;
-  sigaction(SIGINT, &sa, nullptr);
-  sigaction(SIGTERM, &sa, nullptr);
-  sigaction(SIGHUP, &sa, nullptr);
-  signal(SIGPIPE, SIG_IGN);
+  if (!InstallFollowSignals()) return 1;
 
   std::string address = FindCoordinator();
   std::unique_ptr<LocalCluster> cluster;
@@ -268,120 +247,23 @@ int Main(int argc, char** argv) {
     return 1;
   }
 
-  OutputWriter out(label);
-  uint64_t job = 0;
-  bool stdin_open = true;
-  SteadyClock::time_point last_int{};
-  int exit_code = 1;
-  bool done = false;
-  while (!done) {
-    pollfd p[3] = {{(*ch)->fd(), POLLIN, 0},
-                   {g_signal_pipe[0], POLLIN, 0},
-                   // stdin is read once the job is accepted (poll ignores fd -1).
-                   {stdin_open && job ? 0 : -1, POLLIN, 0}};
-    int n = ::poll(p, 3, -1);
-    if (n < 0 && errno != EINTR) break;
-    if (p[1].revents & POLLIN) {
-      char sig;
-      while (::read(g_signal_pipe[0], &sig, 1) == 1) {
-        if (job == 0) {
-          // Not accepted yet (the cluster may still be forming): just leave.
-          std::fprintf(stderr, "gos-run: interrupted before the job was accepted\n");
-          return 128 + sig;
-        }
-        int forward = sig;
-        auto now = SteadyClock::now();
-        if (sig == SIGINT) {
-          if (now - last_int < std::chrono::seconds(1)) {
-            forward = SIGKILL;
-            std::fprintf(stderr, "gos-run: killing job %llu\n", (unsigned long long)job);
-          } else {
-            std::fprintf(stderr,
-                         "gos-run: sending SIGINT to job %llu (Ctrl-C again within 1 s kills it)\n",
-                         (unsigned long long)job);
-          }
-          last_int = now;
-        }
-        (*ch)
-            ->Send(os::Frame::kSignalJob, os::Encode(os::SignalRequest{job, forward}))
-            .IgnoreError();
-      }
-    }
-    if (p[2].revents & (POLLIN | POLLHUP | POLLERR)) {
-      char buf[65536];
-      ssize_t r = ::read(0, buf, sizeof buf);
-      if (r <= 0) {
-        stdin_open = false;
-        (*ch)->Send(os::Frame::kStdin, {}).IgnoreError();
-      } else {
-        (*ch)
-            ->Send(os::Frame::kStdin,
-                   std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(buf), r))
-            .IgnoreError();
-      }
-    }
-    if (!(p[0].revents & (POLLIN | POLLHUP | POLLERR))) continue;
-    std::vector<os::FrameIn> frames;
-    Status rs = (*ch)->ReadAvailable(&frames);
-    for (auto& f : frames) {
-      switch (f.type) {
-        case os::Frame::kAccepted:
-          if (auto id = os::DecodeU64(f.payload); id.ok()) job = *id;
-          break;
-        case os::Frame::kOutput:
-          if (auto o = os::DecodeOutput(f.payload); o.ok()) out.Write(*o);
-          break;
-        case os::Frame::kOk:
-          break;
-        case os::Frame::kError: {
-          auto text = os::DecodeText(f.payload);
-          std::fprintf(stderr, "gos-run: %s\n", text.ok() ? text->c_str() : "error");
-          if (job == 0) {
-            exit_code = 2;
-            done = true;
-          }
-          break;
-        }
-        case os::Frame::kExit: {
-          auto e = os::DecodeJobExit(f.payload);
-          if (!e.ok()) break;
-          out.Flush();
-          exit_code = e->exit_code;
-          if (exit_code != 0 || !e->message.empty()) {
-            std::fprintf(stderr, "gos-run: job %llu: %s (exit code %d)\n",
-                         (unsigned long long)e->job,
-                         e->message.empty() ? "failed" : e->message.c_str(), exit_code);
-          }
-          if (timing) {
-            auto ms = [](int64_t us) { return us / 1000.0; };
-            double boot =
-                std::chrono::duration<double, std::milli>(cluster_ready - cluster_start).count();
-            double total =
-                std::chrono::duration<double, std::milli>(SteadyClock::now() - start).count();
-            std::fprintf(stderr,
-                         "gos-run: job %llu timing, ms since submit (yod-style phases):\n"
-                         "  %-24s %9.3f\n  %-24s %9.3f\n  %-24s %9.3f\n  %-24s %9.3f\n"
-                         "  %-24s %9.3f\n  %-24s %9.3f\n  %-24s %9.3f\n",
-                         (unsigned long long)e->job, "local cluster start", boot, "allocate",
-                         ms(e->placed_us), "transfer (staged)", ms(e->staged_us),
-                         "exec (launch strobe)", ms(e->launched_us), "all started",
-                         ms(e->started_us), "all exited", ms(e->exited_us), "gos-run total", total);
-          }
-          done = true;
-          break;
-        }
-        default:
-          break;
-      }
-    }
-    if (!rs.ok() && !done) {
-      out.Flush();
-      std::fprintf(stderr, "gos-run: lost the coordinator (%s); job %llu's state is unknown\n",
-                   rs.message().c_str(), (unsigned long long)job);
-      exit_code = 255;
-      break;
-    }
-  }
+  FollowOptions fo;
+  fo.label = label;
+  fo.on_exit = [&](const os::JobExit& e) {
+    if (!timing) return;
+    auto ms = [](int64_t us) { return us / 1000.0; };
+    double boot = std::chrono::duration<double, std::milli>(cluster_ready - cluster_start).count();
+    double total = std::chrono::duration<double, std::milli>(SteadyClock::now() - start).count();
+    std::fprintf(stderr,
+                 "gos-run: job %llu timing, ms since submit (yod-style phases):\n"
+                 "  %-24s %9.3f\n  %-24s %9.3f\n  %-24s %9.3f\n  %-24s %9.3f\n"
+                 "  %-24s %9.3f\n  %-24s %9.3f\n  %-24s %9.3f\n",
+                 (unsigned long long)e.job, "local cluster start", boot, "allocate",
+                 ms(e.placed_us), "transfer (staged)", ms(e.staged_us), "exec (launch strobe)",
+                 ms(e.launched_us), "all started", ms(e.started_us), "all exited",
+                 ms(e.exited_us), "gos-run total", total);
+  };
+  int exit_code = FollowJob(ch->get(), fo);
   ch->reset();
   if (cluster && !cluster->WaitExit(std::chrono::seconds(10))) {
     std::fprintf(stderr, "gos-run: the local cluster did not stop by itself; killed it\n");

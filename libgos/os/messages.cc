@@ -96,7 +96,9 @@ std::vector<uint8_t> EncodeStrobe(const Strobe& s, std::span<const uint8_t> key)
     w.U8(static_cast<uint8_t>(c.type));
     w.U64(c.job);
     w.I32(c.signal);
-    if (c.type == CommandType::kLaunch) {
+    w.U64(c.epoch);
+    w.U64(c.base);
+    if (c.type == CommandType::kLaunch || c.type == CommandType::kRestore) {
       const LaunchCommand& l = c.launch;
       w.U32(l.slot);
       w.U32(l.row);
@@ -136,11 +138,12 @@ StatusOr<Strobe> DecodeStrobe(std::span<const uint8_t> bytes, std::span<const ui
   s.commands.resize(n);
   for (auto& c : s.commands) {
     uint8_t type;
-    if (!r.U8(&type) || type < 1 || type > 3 || !r.U64(&c.job) || !r.I32(&c.signal)) {
+    if (!r.U8(&type) || type < 1 || type > 6 || !r.U64(&c.job) || !r.I32(&c.signal) ||
+        !r.U64(&c.epoch) || !r.U64(&c.base)) {
       return Bad("strobe command");
     }
     c.type = static_cast<CommandType>(type);
-    if (c.type != CommandType::kLaunch) continue;
+    if (c.type != CommandType::kLaunch && c.type != CommandType::kRestore) continue;
     LaunchCommand& l = c.launch;
     l.job = c.job;
     uint32_t runs;
@@ -213,6 +216,9 @@ std::vector<uint8_t> Encode(const SubmitRequest& m) {
     w.U32(f.mode);
     w.U64(f.size);
   }
+  w.I64(m.checkpoint_ms);
+  w.U32(m.keep);
+  w.U32(m.restart_on_failure);
   return out;
 }
 
@@ -229,7 +235,156 @@ StatusOr<SubmitRequest> DecodeSubmit(std::span<const uint8_t> b) {
   for (auto& f : m.files) {
     if (!r.Str(&f.name, 255) || !r.U32(&f.mode) || !r.U64(&f.size)) return Bad("submit file");
   }
+  if (!r.I64(&m.checkpoint_ms) || m.checkpoint_ms < 0 || !r.U32(&m.keep) ||
+      !r.U32(&m.restart_on_failure)) {
+    return Bad("submit request (checkpoint options)");
+  }
   if (r.remaining() != 0) return Bad("submit request (trailing bytes)");
+  return m;
+}
+
+namespace {
+
+constexpr size_t kMaxChunkFrameBytes = 1u << 20;
+
+bool SafeName(const std::string& f) {
+  if (f.empty() || f[0] == '/') return false;
+  size_t start = 0;
+  while (start <= f.size()) {
+    size_t end = f.find('/', start);
+    if (end == std::string::npos) end = f.size();
+    std::string part = f.substr(start, end - start);
+    if (part.empty() || part == "." || part == "..") return false;
+    start = end + 1;
+  }
+  return true;
+}
+
+bool ChunkData(Reader& r, std::vector<uint8_t>* data) {
+  std::span<const uint8_t> b;
+  if (!r.Bytes(&b, kMaxChunkFrameBytes)) return false;
+  data->assign(b.begin(), b.end());
+  return true;
+}
+
+}  // namespace
+
+std::vector<uint8_t> Encode(const CkptChunk& m) {
+  std::vector<uint8_t> out;
+  Writer w(&out);
+  w.U64(m.job);
+  w.U64(m.epoch);
+  w.Raw(m.hash.data(), m.hash.size());
+  w.U32(m.raw_len);
+  w.Bytes(m.data);
+  return out;
+}
+
+StatusOr<CkptChunk> DecodeCkptChunk(std::span<const uint8_t> b) {
+  Reader r(b);
+  CkptChunk m;
+  if (!r.U64(&m.job) || !r.U64(&m.epoch) || r.remaining() < m.hash.size()) {
+    return Bad("checkpoint chunk");
+  }
+  for (auto& x : m.hash) r.U8(&x);
+  if (!r.U32(&m.raw_len) || !ChunkData(r, &m.data) || r.remaining() != 0) {
+    return Bad("checkpoint chunk");
+  }
+  return m;
+}
+
+std::vector<uint8_t> Encode(const RestoreChunk& m) {
+  std::vector<uint8_t> out;
+  Writer w(&out);
+  w.U64(m.job);
+  w.U64(m.epoch);
+  w.U32(m.rank);
+  w.Str(m.file);
+  w.U32(m.mode);
+  w.U64(m.offset);
+  w.Raw(m.hash.data(), m.hash.size());
+  w.U32(m.raw_len);
+  w.Bytes(m.data);
+  return out;
+}
+
+StatusOr<RestoreChunk> DecodeRestoreChunk(std::span<const uint8_t> b) {
+  Reader r(b);
+  RestoreChunk m;
+  if (!r.U64(&m.job) || !r.U64(&m.epoch) || !r.U32(&m.rank) || !r.Str(&m.file, 1024) ||
+      !r.U32(&m.mode) || !r.U64(&m.offset) || r.remaining() < m.hash.size()) {
+    return Bad("restore chunk");
+  }
+  for (auto& x : m.hash) r.U8(&x);
+  if (!r.U32(&m.raw_len) || !ChunkData(r, &m.data) || r.remaining() != 0) {
+    return Bad("restore chunk");
+  }
+  if (!SafeName(m.file)) return InvalidArgumentError("restore chunk names a bad file");
+  return m;
+}
+
+std::vector<uint8_t> Encode(const RestoreRankEnd& m) {
+  std::vector<uint8_t> out;
+  Writer w(&out);
+  w.U64(m.job);
+  w.U64(m.epoch);
+  w.U32(m.rank);
+  Strings(w, m.files);
+  return out;
+}
+
+StatusOr<RestoreRankEnd> DecodeRestoreRankEnd(std::span<const uint8_t> b) {
+  Reader r(b);
+  RestoreRankEnd m;
+  if (!r.U64(&m.job) || !r.U64(&m.epoch) || !r.U32(&m.rank) || !Strings(r, &m.files) ||
+      r.remaining() != 0) {
+    return Bad("restore rank end");
+  }
+  for (const auto& f : m.files) {
+    if (!SafeName(f)) return InvalidArgumentError("restore rank end names a bad file");
+  }
+  return m;
+}
+
+std::vector<uint8_t> Encode(const RestoreReady& m) {
+  std::vector<uint8_t> out;
+  Writer w(&out);
+  w.U64(m.job);
+  w.U32(m.rank);
+  w.U8(m.ok ? 1 : 0);
+  w.Str(m.message);
+  return out;
+}
+
+StatusOr<RestoreReady> DecodeRestoreReady(std::span<const uint8_t> b) {
+  Reader r(b);
+  RestoreReady m;
+  uint8_t ok;
+  if (!r.U64(&m.job) || !r.U32(&m.rank) || !r.U8(&ok) || ok > 1 ||
+      !r.Str(&m.message, kMaxStringBytes) || r.remaining() != 0) {
+    return Bad("restore ready");
+  }
+  m.ok = ok == 1;
+  return m;
+}
+
+std::vector<uint8_t> Encode(const RestartRequest& m) {
+  std::vector<uint8_t> out;
+  Writer w(&out);
+  w.U64(m.job);
+  w.U64(m.epoch);
+  Ids(w, m.exclude);
+  w.I64(m.checkpoint_ms);
+  return out;
+}
+
+StatusOr<RestartRequest> DecodeRestart(std::span<const uint8_t> b) {
+  Reader r(b);
+  RestartRequest m;
+  if (!r.U64(&m.job) || !r.U64(&m.epoch) || !Ids(r, &m.exclude) || !r.I64(&m.checkpoint_ms) ||
+      m.checkpoint_ms < 0 || r.remaining() != 0) {
+    return Bad("restart request");
+  }
   return m;
 }
 

@@ -500,6 +500,188 @@ TEST(MatcherPropertyTest, DecisionsFollowTheRules) {
   }
 }
 
+// ---------------------------------------------------------------- checkpoint (Save / Load)
+
+std::span<const uint8_t> Bytes(const std::string& s) {
+  return {reinterpret_cast<const uint8_t*>(s.data()), s.size()};
+}
+
+Matcher MustLoad(const std::string& saved) {
+  StatusOr<Matcher> m = Matcher::Load(Bytes(saved));
+  EXPECT_TRUE(m.ok()) << m.status().ToString();
+  return m.ok() ? std::move(*m) : Matcher(0);
+}
+
+// The encoding's checksum (FNV-1a over everything before the last 8 bytes), so that tests can
+// forge well-checksummed but malformed input.
+void Reseal(std::string& s) {
+  uint64_t h = 0xcbf29ce484222325ull;
+  for (size_t i = 0; i + 8 < s.size(); ++i) {
+    h ^= static_cast<uint8_t>(s[i]);
+    h *= 0x100000001b3ull;
+  }
+  std::memcpy(s.data() + s.size() - 8, &h, 8);
+}
+
+// A matcher of 4 ranks with something in every queue: unmatched sends (one of them for a
+// receive that is posted later), posted receives, a blocking probe, a barrier and a broadcast
+// with some members missing.
+Matcher BusyMatcher() {
+  Matcher m(4);
+  std::vector<Posted> s1 = {Send(0, 0, 1, 3, 64),
+                            Send(2, 0, 1, 3, 32),
+                            Recv(3, 0, 0, 9, 16),
+                            Probe(2, 1, 0, 4, false),
+                            Collective(Op::kBarrier, 0, 1, 0, 4),
+                            Collective(Op::kBcast, 1, 0, 0, 4, 1, 24)};
+  m.Step(10, s1);
+  std::vector<Posted> s2 = {Recv(1, 1, bcs::kAnySource, bcs::kAnyTag, 8, 99),
+                            Collective(Op::kBarrier, 3, 1, 0, 4),
+                            Collective(Op::kBcast, 3, 2, 0, 4, 1, 24), Send(3, 3, 0, 5, 0)};
+  m.Step(11, s2);
+  return m;
+}
+
+// Descriptors that complete everything BusyMatcher left waiting, and a bit more.
+std::vector<std::vector<Posted>> BusyTail() {
+  return {
+      {Recv(1, 3, bcs::kAnySource, 3, 100), Send(0, 2, 2, 4, 8), Send(0, 3, 3, 9, 16),
+       Collective(Op::kBarrier, 1, 2, 0, 4), Collective(Op::kBcast, 0, 4, 0, 4, 1, 24)},
+      {Recv(1, 4, bcs::kAnySource, 3, 100), Recv(0, 5, 3, 5, 0), Send(2, 2, 1, 1, 8, 99),
+       Collective(Op::kBarrier, 2, 3, 0, 4), Collective(Op::kBcast, 2, 4, 0, 4, 1, 24),
+       Recv(2, 5, 0, 4, 8)},
+  };
+}
+
+TEST(MatcherCheckpointTest, LoadedMatcherBehavesLikeTheOriginal) {
+  Matcher a = BusyMatcher();
+  const std::string saved = a.Save();
+  Matcher b = MustLoad(saved);
+  EXPECT_EQ(b.pending(), a.pending());
+  EXPECT_EQ(a.pending(), 10u);
+  uint64_t strobe = 12;
+  size_t transfers = 0, completions = 0, matches = 0;
+  for (const std::vector<Posted>& set : BusyTail()) {
+    StepResult ra = a.Step(strobe, set);
+    StepResult rb = b.Step(strobe, set);
+    ++strobe;
+    EXPECT_EQ(Serialize(rb), Serialize(ra)) << "strobe " << strobe;
+    transfers += ra.transfers.size();
+    completions += ra.completions.size();
+    matches += ra.matches.size();
+  }
+  // What was pending really was restored: everything completed, with new transfer ids.
+  EXPECT_EQ(a.pending(), 0u);
+  EXPECT_EQ(b.pending(), 0u);
+  EXPECT_EQ(matches, 6u);
+  EXPECT_GE(transfers, 5u);
+  EXPECT_GE(completions, 5u);
+}
+
+TEST(MatcherCheckpointTest, SaveOfALoadedMatcherIsStable) {
+  const std::string once = MustLoad(BusyMatcher().Save()).Save();
+  // Only the arrival strobes differ from the original's encoding; from then on it is a fixed
+  // point.
+  EXPECT_EQ(MustLoad(once).Save(), once);
+  EXPECT_NE(BusyMatcher().Save(), once);
+  EXPECT_EQ(BusyMatcher().Save().size(), once.size());
+  EXPECT_EQ(MustLoad(Matcher(3).Save()).Save(), Matcher(3).Save());
+}
+
+TEST(MatcherCheckpointTest, StrobeCountRestartsAfterLoad) {
+  Matcher a(3);
+  std::vector<Posted> s1 = {Send(2, 0, 0, 1, 8)};
+  a.Step(1000, s1);
+  Matcher b = MustLoad(a.Save());
+  // Rank 1's send comes at a strobe numbered far below 1000, but after the restore: rank 2's
+  // send arrived first and wins the wildcard receive even though rank 1 is lower.
+  std::vector<Posted> s2 = {Send(1, 0, 0, 1, 8), Recv(0, 0, bcs::kAnySource, 1, 8)};
+  StepResult r = b.Step(1, s2);
+  ASSERT_EQ(r.matches.size(), 1u);
+  EXPECT_EQ(r.matches[0].send_rank, 2u);
+  ASSERT_EQ(r.transfers.size(), 1u);
+  EXPECT_EQ(r.transfers[0].id, 1u);
+  std::vector<Posted> s3 = {Recv(0, 1, bcs::kAnySource, 1, 8)};
+  r = b.Step(2, s3);
+  ASSERT_EQ(r.matches.size(), 1u);
+  EXPECT_EQ(r.matches[0].send_rank, 1u);
+  EXPECT_EQ(r.transfers[0].id, 2u);  // next_transfer_ is kept
+}
+
+TEST(MatcherCheckpointTest, RandomCutsContinueIdentically) {
+  constexpr uint32_t kWorld = 5;
+  size_t pending_at_cut = 0;
+  for (uint32_t seed = 1; seed <= 100; ++seed) {
+    Stream s = RandomStream(seed, kWorld, 12);
+    const size_t cut = 1 + seed % (s.strobes.size() - 1);
+    Matcher a(kWorld);
+    for (size_t i = 0; i < cut; ++i) a.Step(i + 1, s.strobes[i]);
+    Matcher b = MustLoad(a.Save());
+    pending_at_cut += a.pending();
+    ASSERT_EQ(b.pending(), a.pending()) << "seed " << seed;
+    for (size_t i = cut; i < s.strobes.size(); ++i) {
+      // The restored matcher counts strobes from 1 again (a restarted coordinator).
+      ASSERT_EQ(Serialize(b.Step(i - cut + 1, s.strobes[i])),
+                Serialize(a.Step(i + 1, s.strobes[i])))
+          << "seed " << seed << " strobe " << i + 1;
+    }
+    ASSERT_EQ(b.pending(), a.pending()) << "seed " << seed;
+  }
+  EXPECT_GT(pending_at_cut, 100u);  // the cuts did carry state
+}
+
+TEST(MatcherCheckpointTest, TruncatedOrGarbledInputIsDataLoss) {
+  const std::string saved = BusyMatcher().Save();
+  ASSERT_TRUE(Matcher::Load(Bytes(saved)).ok());
+  for (size_t n = 0; n < saved.size(); ++n) {
+    StatusOr<Matcher> m = Matcher::Load(Bytes(saved).first(n));
+    ASSERT_FALSE(m.ok()) << "prefix " << n;
+    ASSERT_EQ(m.status().code(), StatusCode::kDataLoss) << "prefix " << n;
+  }
+  for (size_t i = 0; i < saved.size(); ++i) {
+    std::string bad = saved;
+    bad[i] = static_cast<char>(bad[i] ^ 0x21);
+    StatusOr<Matcher> m = Matcher::Load(Bytes(bad));
+    ASSERT_FALSE(m.ok()) << "byte " << i;
+    ASSERT_EQ(m.status().code(), StatusCode::kDataLoss) << "byte " << i;
+  }
+  std::string longer = saved + '\0';
+  EXPECT_EQ(Matcher::Load(Bytes(longer)).status().code(), StatusCode::kDataLoss);
+}
+
+// Input with a valid checksum but broken structure (a forgery, or a bug in Save) is rejected
+// by the structural checks, never trusted.
+TEST(MatcherCheckpointTest, WellSealedButMalformedInputIsDataLoss) {
+  const std::string saved = BusyMatcher().Save();
+  auto load = [](std::string s) {
+    Reseal(s);
+    return Matcher::Load(Bytes(s)).status();
+  };
+  EXPECT_TRUE(load(saved).ok());
+  constexpr size_t kWorldAt = 8, kNextTransferAt = 16, kFirstCountAt = 24;
+  auto put32 = [](std::string s, size_t at, uint32_t v) {
+    std::memcpy(s.data() + at, &v, 4);
+    return s;
+  };
+  // A huge world size must not allocate per-rank queues for it.
+  EXPECT_EQ(load(put32(saved, kWorldAt, 0xffffffffu)).code(), StatusCode::kDataLoss);
+  EXPECT_EQ(load(put32(saved, kWorldAt, 3)).code(), StatusCode::kDataLoss);
+  std::string zero_transfer = saved;
+  std::memset(zero_transfer.data() + kNextTransferAt, 0, 8);
+  EXPECT_EQ(load(zero_transfer).code(), StatusCode::kDataLoss);
+  // Rank 0's send queue claims more entries than the input holds.
+  EXPECT_EQ(load(put32(saved, kFirstCountAt, 1u << 30)).code(), StatusCode::kDataLoss);
+  // Rank 0's queue of sends holds rank 3's send; its rank field (after the count and the
+  // strobe) names a rank outside the world.
+  const size_t send_rank_at = kFirstCountAt + 4 + 8;
+  EXPECT_EQ(load(put32(saved, send_rank_at, 4)).code(), StatusCode::kDataLoss);
+  // The same send, turned into a receive.
+  EXPECT_EQ(load(put32(saved, send_rank_at + 16 + 32, static_cast<uint32_t>(Op::kRecv))).code(),
+            StatusCode::kDataLoss);
+  EXPECT_EQ(load(saved.substr(0, saved.size() - 8) + std::string(12, '\0')).code(),
+            StatusCode::kDataLoss);
+}
+
 // ---------------------------------------------------------------- scheduler
 
 Transfer MakeTransfer(uint64_t id, uint32_t src, uint64_t len, std::vector<uint32_t> dests) {

@@ -7,6 +7,8 @@
 //             kVarStaged        1 + sequence number of the last staging chunk stored
 //             kVarStarted(s)    job id whose local ranks were all started, job slot s
 //             kVarDone(s)       job id whose local ranks have all exited, job slot s
+//             kVarDumped(s)     last checkpoint epoch whose dump is over here, job slot s
+//             kVarStored(s)     last checkpoint epoch whose chunks and manifests are sent
 //   0x010000  strobe payloads, two alternating slots (strobe S uses slot S % 2)
 //   0x030000  exit table, in the coordinator's memory: one ExitRecord per (slot, node)
 //   0x240000  blocked table, in the coordinator's memory: one BlockedRecord per node
@@ -34,6 +36,11 @@ inline constexpr uint64_t kVarStartedBase = 0x1000;
 inline constexpr uint64_t kVarDoneBase = 0x2000;
 constexpr uint64_t VarStarted(uint32_t slot) { return kVarStartedBase + 8 * uint64_t{slot}; }
 constexpr uint64_t VarDone(uint32_t slot) { return kVarDoneBase + 8 * uint64_t{slot}; }
+inline constexpr uint64_t kVarDumpedBase = 0x3000;
+inline constexpr uint64_t kVarStoredBase = 0x4000;
+constexpr uint64_t VarDumped(uint32_t slot) { return kVarDumpedBase + 8 * uint64_t{slot}; }
+constexpr uint64_t VarStored(uint32_t slot) { return kVarStoredBase + 8 * uint64_t{slot}; }
+static_assert(VarStored(kMaxJobSlots) <= 0x10000);
 
 inline constexpr uint64_t kStrobeBase = 0x10000;
 inline constexpr size_t kStrobeSlotBytes = 64u << 10;

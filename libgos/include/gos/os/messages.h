@@ -7,6 +7,7 @@
 #ifndef GOS_OS_MESSAGES_H_
 #define GOS_OS_MESSAGES_H_
 
+#include <array>
 #include <cstdint>
 #include <span>
 #include <string>
@@ -16,7 +17,7 @@
 
 namespace gos::os {
 
-inline constexpr uint16_t kStrobeVersion = 2;
+inline constexpr uint16_t kStrobeVersion = 3;
 inline constexpr size_t kMaxArgs = 4096;
 inline constexpr size_t kMaxStringBytes = 32u << 10;
 
@@ -49,13 +50,23 @@ enum class CommandType : uint8_t {
   kLaunch = 1,  // start the job's local ranks (staged files are in place)
   kSignal = 2,  // send a signal to the job's ranks (SIGKILL kills the whole cgroup)
   kForget = 3,  // the job is over: remove its cgroup and job dir
+  // Take checkpoint `epoch` of the job (docs/specs/checkpoint.md): at the first strobe from
+  // this one at which the job has no BCS transfer in flight, freeze and hold its ranks, save
+  // the BCS state, dump each rank with CRIU, set VarDumped(slot) = epoch, then ship the new
+  // chunks and the rank manifests and set VarStored(slot) = epoch.
+  kCheckpoint = 4,
+  kResume = 5,   // release a held job (after a dump, or once every node restored it)
+  kRestore = 6,  // restore the job's local ranks from the images shipped for `epoch`, held
 };
 
 struct StrobeCommand {
   CommandType type = CommandType::kSignal;
   uint64_t job = 0;
-  int32_t signal = 0;    // kSignal
-  LaunchCommand launch;  // kLaunch
+  int32_t signal = 0;    // kSignal; kCheckpoint: zstd level
+  uint64_t epoch = 0;    // kCheckpoint, kRestore
+  uint64_t base = 0;     // kCheckpoint: the job's newest committed epoch (0 = none): chunks
+                         //   the node shipped for it are still stored and need not be sent
+  LaunchCommand launch;  // kLaunch, kRestore
 };
 
 struct Strobe {
@@ -99,6 +110,7 @@ enum class Frame : uint16_t {
   kPsReply = 24,   // PsReply
   kOk = 25,        // text
   kPhase = 26,     // text: a phase line for --timing
+  kNotice = 27,    // text: an event of the job the user should see (checkpoints, restarts)
   // nodeagent <-> coordinator
   kHello = 40,        // AgentHello
   kWelcome = 41,      // AgentWelcome
@@ -107,6 +119,17 @@ enum class Frame : uint16_t {
   kAgentStdin = 44,   // u64 job + bytes (empty = EOF)
   kReject = 45,       // text
   kRankFailed = 46,   // JobExit: a communicating rank died or aborted; the job must fail
+  kCkptChunk = 47,    // CkptChunk: a chunk the store may not hold yet
+  kCkptRank = 48,     // JobBytes: job + storage::EncodeManifest of one rank's part of an epoch
+  kCkptFailed = 49,   // JobBytes: job + why this node could not take the job's epoch
+  kRestoreChunk = 50,     // coordinator -> agent: RestoreChunk
+  kRestoreRankEnd = 51,   // coordinator -> agent: RestoreRankEnd
+  kRestoreReady = 52,     // agent -> coordinator: RestoreReady
+  // client -> coordinator (checkpoint tools)
+  kCheckpointNow = 6,  // u64 job: take an epoch now; kPhase lines, then kOk or kError
+  kListEpochs = 7,     // u64 job: kOk with the table of epochs
+  kRestart = 8,        // RestartRequest: the client then follows the job like gos-run
+  kStore = 9,          // text "stats" | "verify" | "gc": kPhase lines, then kOk or kError
 };
 
 struct SubmitFile {
@@ -124,6 +147,49 @@ struct SubmitRequest {
   uint32_t ranks_per_node = 0;
   int64_t time_limit_ms = 0;
   std::vector<SubmitFile> files;  // files[0] is the executable
+  int64_t checkpoint_ms = 0;       // take an epoch this often (0 = never)
+  uint32_t keep = 0;               // epochs to keep (0 = the coordinator's default)
+  uint32_t restart_on_failure = 0; // automatic restarts from the last epoch after a failure
+};
+
+struct CkptChunk {
+  uint64_t job = 0, epoch = 0;
+  std::array<uint8_t, 32> hash{};  // SHA-256 of the raw bytes
+  uint32_t raw_len = 0;
+  std::vector<uint8_t> data;  // zstd frame
+};
+
+// One chunk of a file of a rank's image dir, written at `offset`.
+struct RestoreChunk {
+  uint64_t job = 0, epoch = 0;
+  uint32_t rank = 0;
+  std::string file;
+  uint32_t mode = 0600;
+  uint64_t offset = 0;
+  std::array<uint8_t, 32> hash{};
+  uint32_t raw_len = 0;
+  std::vector<uint8_t> data;  // zstd frame
+};
+
+// Every file of the rank has been sent (files = how many, chunkless ones included by name).
+struct RestoreRankEnd {
+  uint64_t job = 0, epoch = 0;
+  uint32_t rank = 0;
+  std::vector<std::string> files;  // every file of the rank's image dir (empty ones too)
+};
+
+struct RestoreReady {
+  uint64_t job = 0;
+  uint32_t rank = 0;
+  bool ok = true;
+  std::string message;  // why not
+};
+
+struct RestartRequest {
+  uint64_t job = 0;
+  uint64_t epoch = 0;  // 0 = the newest
+  std::vector<uint32_t> exclude;
+  int64_t checkpoint_ms = 0;  // checkpoint the restored job this often (0 = never)
 };
 
 struct SignalRequest {
@@ -203,6 +269,11 @@ std::vector<uint8_t> Encode(const JobExit& m);
 std::vector<uint8_t> Encode(const PsReply& m);
 std::vector<uint8_t> Encode(const AgentHello& m);
 std::vector<uint8_t> Encode(const AgentWelcome& m);
+std::vector<uint8_t> Encode(const CkptChunk& m);
+std::vector<uint8_t> Encode(const RestoreChunk& m);
+std::vector<uint8_t> Encode(const RestoreRankEnd& m);
+std::vector<uint8_t> Encode(const RestoreReady& m);
+std::vector<uint8_t> Encode(const RestartRequest& m);
 std::vector<uint8_t> EncodeU64(uint64_t v);
 std::vector<uint8_t> EncodeText(const std::string& text);
 std::vector<uint8_t> EncodeJobBytes(uint64_t job, const std::string& bytes);
@@ -214,6 +285,11 @@ StatusOr<JobExit> DecodeJobExit(std::span<const uint8_t> b);
 StatusOr<PsReply> DecodePsReply(std::span<const uint8_t> b);
 StatusOr<AgentHello> DecodeHello(std::span<const uint8_t> b);
 StatusOr<AgentWelcome> DecodeWelcome(std::span<const uint8_t> b);
+StatusOr<CkptChunk> DecodeCkptChunk(std::span<const uint8_t> b);
+StatusOr<RestoreChunk> DecodeRestoreChunk(std::span<const uint8_t> b);
+StatusOr<RestoreRankEnd> DecodeRestoreRankEnd(std::span<const uint8_t> b);
+StatusOr<RestoreReady> DecodeRestoreReady(std::span<const uint8_t> b);
+StatusOr<RestartRequest> DecodeRestart(std::span<const uint8_t> b);
 StatusOr<uint64_t> DecodeU64(std::span<const uint8_t> b);
 StatusOr<std::string> DecodeText(std::span<const uint8_t> b);
 StatusOr<std::pair<uint64_t, std::string>> DecodeJobBytes(std::span<const uint8_t> b);

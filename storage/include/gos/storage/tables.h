@@ -1,4 +1,5 @@
-// The coordinator's durable state: the job table and the node table, in one RocksDB database.
+// The coordinator's durable state: the job table and the node table, in one RocksDB database,
+// whose other column families hold the checkpoint store (checkpoints()).
 //
 // Layout and value formats: docs/specs/storage-tables.md. Every write is synced (WAL fsync)
 // before it is acknowledged, so a process killed at any point loses nothing a call returned
@@ -16,9 +17,11 @@
 #include <vector>
 
 #include "gos/status.h"
+#include "gos/storage/checkpoints.h"
 
 namespace rocksdb {
 class DB;
+class ColumnFamilyHandle;
 }  // namespace rocksdb
 
 namespace gos::storage {
@@ -84,7 +87,9 @@ inline constexpr size_t kMaxRankNodes = 1u << 20;  // rank_nodes entries
 // between processes: RocksDB's LOCK file makes a second Open of the same dir fail.
 class Tables {
  public:
-  // Opens (creating if missing) the RocksDB database in dir. Errors name dir and carry
+  // Opens (creating if missing) the RocksDB database in dir, creating any of its column
+  // families that are missing (a database written before checkpoints existed has only
+  // "default"). Errors name dir and carry
   // RocksDB's text: FAILED_PRECONDITION if dir exists but is not a directory, UNAVAILABLE if
   // another Tables (in any process) holds it, DATA_LOSS if the id counter is corrupt.
   static StatusOr<std::unique_ptr<Tables>> Open(const std::string& dir);
@@ -93,6 +98,10 @@ class Tables {
   Tables& operator=(const Tables&) = delete;
 
   const std::string& dir() const { return dir_; }
+
+  // The checkpoint chunks and epochs in this database (docs/specs/storage-checkpoints.md).
+  // Owned by Tables; valid until it is destroyed. Thread-safe.
+  CheckpointStore* checkpoints() { return checkpoints_.get(); }
 
   // Inserts or replaces the job with job.id. INVALID_ARGUMENT if it breaks a format limit.
   Status PutJob(const JobRecord& job);
@@ -114,10 +123,14 @@ class Tables {
   Status PutAll(const std::vector<JobRecord>& jobs, const std::vector<NodeRecord>& nodes);
 
  private:
-  Tables(std::string dir, std::unique_ptr<rocksdb::DB> db, uint64_t next_job_id);
+  Tables(std::string dir, std::unique_ptr<rocksdb::DB> db,
+         std::vector<rocksdb::ColumnFamilyHandle*> families, uint64_t next_job_id);
 
   const std::string dir_;
   const std::unique_ptr<rocksdb::DB> db_;
+  // Every column family handle but the default one; destroyed before db_ is closed.
+  std::vector<rocksdb::ColumnFamilyHandle*> families_;
+  std::unique_ptr<CheckpointStore> checkpoints_;  // uses families_
   std::mutex id_mu_;
   uint64_t next_job_id_;  // guarded by id_mu_; the next id to hand out
 };

@@ -1,0 +1,69 @@
+#include "coordinator/store_ops.h"
+
+#include <chrono>
+#include <cstdio>
+
+namespace gos::coordinator {
+namespace {
+
+std::string Size(uint64_t bytes) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.1f MiB", static_cast<double>(bytes) / (1 << 20));
+  return buf;
+}
+
+}  // namespace
+
+std::string RunStoreOp(storage::CheckpointStore* store, const std::string& op,
+                       const std::function<void(const std::string&)>& progress) {
+  if (op == "stats") {
+    auto st = store->Stats();
+    if (!st.ok()) return "error: " + st.status().ToString();
+    char ratio[32] = "-";
+    if (st->stored_bytes > 0) {
+      std::snprintf(ratio, sizeof ratio, "%.2fx",
+                    static_cast<double>(st->raw_bytes) / static_cast<double>(st->stored_bytes));
+    }
+    char dedup[32] = "-";
+    if (st->raw_bytes > 0) {
+      std::snprintf(dedup, sizeof dedup, "%.2fx",
+                    static_cast<double>(st->logical_bytes) / static_cast<double>(st->raw_bytes));
+    }
+    return "jobs with checkpoints  " + std::to_string(st->jobs) + "\n" +
+           "epochs                 " + std::to_string(st->epochs) + "\n" +
+           "logical bytes          " + Size(st->logical_bytes) + "\n" +
+           "chunks                 " + std::to_string(st->chunks) + " (" +
+           std::to_string(st->unreferenced) + " unreferenced)\n" +
+           "chunk bytes, raw       " + Size(st->raw_bytes) + "  (deduplication " + dedup + ")\n" +
+           "chunk bytes, stored    " + Size(st->stored_bytes) + "  (compression " + ratio + ")\n";
+  }
+  if (op == "gc") {
+    auto gc = store->Gc();
+    if (!gc.ok()) return "error: " + gc.status().ToString();
+    return "removed " + std::to_string(gc->chunks_removed) + " unreferenced chunks (" +
+           Size(gc->bytes_removed) + ")\n";
+  }
+  if (op == "verify") {
+    auto last = std::chrono::steady_clock::now();
+    auto v = store->Verify([&](uint64_t done, uint64_t total) {
+      auto now = std::chrono::steady_clock::now();
+      if (now - last < std::chrono::seconds(1)) return;
+      last = now;
+      progress("verified " + std::to_string(done) + " of " + std::to_string(total) +
+               " chunk references");
+    });
+    if (!v.ok()) return "error: " + v.status().ToString();
+    std::string out = "checked " + std::to_string(v->chunks_checked) + " chunks (" +
+                      Size(v->bytes_checked) + "): " + std::to_string(v->problems.size()) +
+                      " problem" + (v->problems.size() == 1 ? "" : "s") + "\n";
+    for (const auto& p : v->problems) {
+      out += "  job " + std::to_string(p.job) + " epoch " + std::to_string(p.epoch) + " rank " +
+             std::to_string(p.rank) + " file " + p.file + " chunk " + p.chunk + ": " + p.problem +
+             "\n";
+    }
+    return v->problems.empty() ? out : "error: " + out;
+  }
+  return "error: unknown operation " + op + " (stats, verify or gc)\n";
+}
+
+}  // namespace gos::coordinator

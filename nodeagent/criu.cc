@@ -1,0 +1,415 @@
+// Dumping and restoring one rank with the criu binary.
+//
+// Dump: criu dump --tree INIT --leave-running --freeze-cgroup CG. The caller has normally
+// frozen CG already; criu then only seizes the (frozen) tasks and, because it found the cgroup
+// FROZEN, leaves it FROZEN when it is done (it thaws only a cgroup it froze itself). Before the
+// dump we record which pipes init's fds 0-3 were (readlink of /proc/INIT/fd/N, e.g.
+// "pipe:[4711]") in IMAGES/gos-fds: criu calls these pipes "external" (their other ends live in
+// the nodeagent) and a restore must be told what to put in their place.
+//
+// Restore: criu restore --restore-detached --restore-sibling --leave-stopped
+//          --manage-cgroups=ignore --inherit-fd fd[N]:pipe:[INODE] ...
+//   --restore-sibling: criu clones the root task (gos-rank-init) with CLONE_PARENT, so the
+//     restored init is a child of *our* process, not of criu; when criu exits, init keeps its
+//     parent, so the PR_SET_PDEATHSIG(SIGKILL) LaunchRank gave it (criu restores it) fires only
+//     if our process dies - the same contract as for a launched rank - and we reap it and read
+//     its status pipe exactly as for LaunchRank. The root task is cloned with CLONE_NEWPID
+//     (criu sees that the dumped root was a PID-namespace init), so restored PIDs never collide
+//     with live ones, not even with the still-running original.
+//   --inherit-fd: the dumped pipes are replaced by new ones whose child ends criu gets as fds
+//     3..6; everything in the tree that had the old pipe (init and the rank share 0-2) gets
+//     the new one.
+//   --manage-cgroups=ignore + --leave-stopped: the dumped cgroup path belongs to the old job
+//     (and maybe another node), so criu must not recreate it. Instead criu leaves every
+//     restored task stopped (SIGSTOP); we move each task into RestoreRequest::cgroup_procs,
+//     and only then SIGCONT them. In a FROZEN cgroup the continued tasks go straight into the
+//     freezer, so no restored instruction runs before the caller thaws the cgroup.
+// criu runs as our child (posix_spawn) with its stdio in IMAGES/criu.out and a deadline, so a
+// stuck criu is killed instead of hanging the nodeagent. Its log (-o) is IMAGES/dump.log or
+// IMAGES/restore.log; errors carry its last lines.
+#include "nodeagent/criu.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <sys/file.h>
+#include <poll.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <array>
+#include <chrono>
+#include <cstdlib>
+#include <deque>
+#include <filesystem>
+#include <fstream>
+#include <set>
+#include <vector>
+
+#include "gos/log.h"
+
+extern char** environ;
+
+namespace gos::nodeagent {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+constexpr char kFdsFile[] = "gos-fds";
+constexpr char kDumpLog[] = "dump.log";
+constexpr char kRestoreLog[] = "restore.log";
+constexpr char kCriuOutput[] = "criu.out";
+constexpr char kRestorePidFile[] = "restore.pid";
+// init's fds that are pipes to the nodeagent: stdin, stdout, stderr, status.
+constexpr int kRankFds = 4;
+// The criu child gets the new pipes' child ends at these fds (fd[N] in --inherit-fd).
+constexpr int kFirstInheritFd = 3;
+// A dump or restore of one small rank takes well under a second; this only bounds a criu
+// that hangs (e.g. on a task stuck in D state).
+constexpr auto kCriuDeadline = std::chrono::seconds(60);
+constexpr int kLogTailLines = 10;
+
+class Fd {
+ public:
+  Fd() = default;
+  explicit Fd(int fd) : fd_(fd) {}
+  Fd(const Fd&) = delete;
+  Fd& operator=(const Fd&) = delete;
+  Fd(Fd&& other) noexcept : fd_(other.Release()) {}
+  ~Fd() { Reset(); }
+  int get() const { return fd_; }
+  int Release() {
+    int fd = fd_;
+    fd_ = -1;
+    return fd;
+  }
+  void Reset(int fd = -1) {
+    if (fd_ >= 0) ::close(fd_);
+    fd_ = fd;
+  }
+
+ private:
+  int fd_ = -1;
+};
+
+std::string JoinPath(const std::string& dir, const char* name) { return dir + "/" + name; }
+
+// The last `lines` lines of a file, or a note that it could not be read.
+std::string LogTail(const std::string& path, int lines = kLogTailLines) {
+  std::ifstream in(path);
+  if (!in) return "(no log at " + path + ")";
+  std::deque<std::string> tail;
+  std::string line;
+  while (std::getline(in, line)) {
+    tail.push_back(std::move(line));
+    if (tail.size() > static_cast<size_t>(lines)) tail.pop_front();
+  }
+  std::string out = "last lines of " + path + ":";
+  for (const auto& l : tail) out += "\n  " + l;
+  return out;
+}
+
+std::string DescribeStatus(int st) {
+  if (WIFEXITED(st)) return "exited with code " + std::to_string(WEXITSTATUS(st));
+  if (WIFSIGNALED(st)) return "killed by signal " + std::to_string(WTERMSIG(st));
+  return "wait status " + std::to_string(st);
+}
+
+// Runs criu with `args` (argv[0] = criu). Its stdin is /dev/null, its stdout and stderr go to
+// output_path (appended), and pass[i] becomes its fd kFirstInheritFd + i; no other fd of ours
+// is inherited. Returns criu's wait status; DEADLINE_EXCEEDED (criu killed) after the deadline.
+StatusOr<int> RunCriu(const std::vector<std::string>& args, const std::string& output_path,
+                      const std::vector<int>& pass) {
+  std::vector<char*> argv;
+  for (const auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
+  argv.push_back(nullptr);
+
+  // The sources go above every target fd first, so no dup2 of the spawn clobbers a later one.
+  std::vector<Fd> high;
+  for (int fd : pass) {
+    int h = ::fcntl(fd, F_DUPFD_CLOEXEC, 64);
+    if (h < 0) return ErrnoError(errno, "dup of a pipe for criu");
+    high.emplace_back(h);
+  }
+
+  posix_spawn_file_actions_t fa;
+  posix_spawnattr_t attr;
+  ::posix_spawn_file_actions_init(&fa);
+  ::posix_spawnattr_init(&attr);
+  ::posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
+  ::posix_spawn_file_actions_addopen(&fa, 1, output_path.c_str(), O_WRONLY | O_CREAT | O_APPEND,
+                                     0644);
+  ::posix_spawn_file_actions_adddup2(&fa, 1, 2);
+  for (size_t i = 0; i < high.size(); ++i) {
+    ::posix_spawn_file_actions_adddup2(&fa, high[i].get(), kFirstInheritFd + static_cast<int>(i));
+  }
+  ::posix_spawn_file_actions_addclosefrom_np(&fa, kFirstInheritFd + static_cast<int>(pass.size()));
+  // criu must not inherit our signal mask or ignored signals (it relies on SIGCHLD).
+  sigset_t none, all;
+  ::sigemptyset(&none);
+  ::sigfillset(&all);
+  ::posix_spawnattr_setsigmask(&attr, &none);
+  ::posix_spawnattr_setsigdefault(&attr, &all);
+  ::posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF);
+  pid_t pid = -1;
+  int rc = ::posix_spawn(&pid, argv[0], &fa, &attr, argv.data(), environ);
+  ::posix_spawn_file_actions_destroy(&fa);
+  ::posix_spawnattr_destroy(&attr);
+  high.clear();
+  if (rc != 0) return ErrnoError(rc, "spawn " + args[0]);
+
+  int pidfd = static_cast<int>(::syscall(SYS_pidfd_open, pid, 0));
+  if (pidfd >= 0) {
+    pollfd pfd{pidfd, POLLIN, 0};
+    const auto deadline = Clock::now() + kCriuDeadline;
+    int ready = 0;
+    while (true) {
+      auto left =
+          std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count();
+      if (left <= 0) break;
+      ready = ::poll(&pfd, 1, static_cast<int>(left));
+      if (ready >= 0 || errno != EINTR) break;
+    }
+    ::close(pidfd);
+    if (ready == 0) {
+      ::kill(pid, SIGKILL);
+      int st;
+      while (::waitpid(pid, &st, 0) < 0 && errno == EINTR) {
+      }
+      return DeadlineExceededError("criu did not finish within " +
+                                   std::to_string(kCriuDeadline.count()) + " s; killed it");
+    }
+  }
+  int st = 0;
+  while (true) {
+    pid_t r = ::waitpid(pid, &st, 0);
+    if (r == pid) break;
+    if (r < 0 && errno == EINTR) continue;
+    return ErrnoError(errno, "waitpid for criu");
+  }
+  return st;
+}
+
+uint64_t DirBytes(const std::string& dir) {
+  uint64_t total = 0;
+  std::error_code ec;
+  for (const auto& e : std::filesystem::recursive_directory_iterator(dir, ec)) {
+    std::error_code fec;
+    if (e.is_regular_file(fec)) {
+      uint64_t n = e.file_size(fec);
+      if (!fec) total += n;
+    }
+  }
+  return total;
+}
+
+Status WriteFile(const std::string& path, const std::string& text) {
+  std::ofstream out(path, std::ios::trunc);
+  out << text;
+  out.flush();
+  if (!out) return ErrnoError(errno, "write " + path);
+  return OkStatus();
+}
+
+// Every process of the tree rooted at root (root included), parents before children, from
+// /proc/PID/task/TID/children.
+std::vector<pid_t> ProcessTree(pid_t root) {
+  std::vector<pid_t> out = {root};
+  std::set<pid_t> seen = {root};
+  for (size_t i = 0; i < out.size(); ++i) {
+    const std::string task_dir = "/proc/" + std::to_string(out[i]) + "/task";
+    DIR* d = ::opendir(task_dir.c_str());
+    if (d == nullptr) continue;
+    while (dirent* e = ::readdir(d)) {
+      if (e->d_name[0] == '.') continue;
+      std::ifstream in(task_dir + "/" + e->d_name + "/children");
+      pid_t child;
+      while (in >> child) {
+        if (seen.insert(child).second) out.push_back(child);
+      }
+    }
+    ::closedir(d);
+  }
+  return out;
+}
+
+Status WriteProcs(const std::string& procs_file, pid_t pid) {
+  Fd fd(::open(procs_file.c_str(), O_WRONLY | O_CLOEXEC));
+  if (fd.get() < 0) return ErrnoError(errno, "open " + procs_file);
+  std::string text = std::to_string(pid);
+  ssize_t n = ::write(fd.get(), text.data(), text.size());
+  if (n != static_cast<ssize_t>(text.size())) {
+    return ErrnoError(n < 0 ? errno : EIO, "write pid " + text + " to " + procs_file);
+  }
+  return OkStatus();
+}
+
+void KillAndReap(pid_t pid) {
+  ::kill(pid, SIGKILL);
+  int st;
+  while (::waitpid(pid, &st, 0) < 0 && errno == EINTR) {
+  }
+}
+
+}  // namespace
+
+std::string CriuPath() {
+  const char* env = std::getenv("GOS_CRIU");
+  if (env != nullptr && *env != '\0') return env;
+  if (::access("/usr/local/sbin/criu", X_OK) == 0) return "/usr/local/sbin/criu";
+  return "criu";
+}
+
+StatusOr<DumpResult> DumpRank(const DumpRequest& req) {
+  if (req.init_pid <= 0) return InvalidArgumentError("DumpRank: no init pid");
+  if (req.images_dir.empty()) return InvalidArgumentError("DumpRank: no images dir");
+  if (req.freezer_cgroup.empty()) return InvalidArgumentError("DumpRank: no freezer cgroup");
+  const auto start = Clock::now();
+  const std::string pid = std::to_string(req.init_pid);
+  const std::string what = "criu dump of rank init pid " + pid;
+
+  // Which pipes init's stdio and status fds are; a restore needs their inodes. A missing fd
+  // (closed) is simply not listed; a missing /proc entry is left for criu to report.
+  std::string fds;
+  for (int fd = 0; fd < kRankFds; ++fd) {
+    std::array<char, 256> target;
+    std::string link = "/proc/" + pid + "/fd/" + std::to_string(fd);
+    ssize_t n = ::readlink(link.c_str(), target.data(), target.size() - 1);
+    if (n <= 0) continue;
+    fds += std::to_string(fd) + " " + std::string(target.data(), static_cast<size_t>(n)) + "\n";
+  }
+
+  const std::string criu = req.criu.empty() ? CriuPath() : req.criu;
+  const std::string log = JoinPath(req.images_dir, kDumpLog);
+  std::vector<std::string> args = {
+      criu, "dump",
+      // The rank's init (PID 1 of its namespace) and everything below it.
+      "--tree", pid, "--images-dir", req.images_dir, "--log-file", log,
+      // The dump is a checkpoint: the rank goes on afterwards.
+      "--leave-running",
+      // Use the job's (normally already FROZEN) freezer cgroup instead of stopping tasks one
+      // by one with ptrace; criu leaves a cgroup it found FROZEN frozen.
+      "--freeze-cgroup", req.freezer_cgroup,
+      // The job's cgroup is the nodeagent's business, recreated by it at restore.
+      "--manage-cgroups=ignore"};
+  // One dump at a time on this machine: criu's parasite mounts a private /proc for a task in
+  // another PID namespace at a fixed directory name relative to the task, so two dumps of
+  // ranks sharing a working directory (several nodeagents of one machine) collide (EEXIST).
+  int lock_fd = ::open("/run/lock/gos-criu-dump.lock", O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+  if (lock_fd >= 0) ::flock(lock_fd, LOCK_EX);
+  auto st = RunCriu(args, JoinPath(req.images_dir, kCriuOutput), {});
+  if (lock_fd >= 0) ::close(lock_fd);
+  if (!st.ok()) return st.status().WithContext(what);
+  if (*st != 0) {
+    return InternalError(what + " failed (" + DescribeStatus(*st) + "); " + LogTail(log));
+  }
+  GOS_RETURN_IF_ERROR(WriteFile(JoinPath(req.images_dir, kFdsFile), fds));
+
+  DumpResult r;
+  r.ms = std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - start).count();
+  r.bytes = DirBytes(req.images_dir);
+  GOS_LOG(kDebug, "criu") << "dumped init pid " << pid << " to " << req.images_dir << " in " << r.ms
+                          << " ms, " << r.bytes << " bytes";
+  return r;
+}
+
+StatusOr<RankProcess> RestoreRank(const RestoreRequest& req) {
+  if (req.images_dir.empty()) return InvalidArgumentError("RestoreRank: no images dir");
+  if (req.cgroup_procs.empty()) return InvalidArgumentError("RestoreRank: no cgroup.procs");
+  const std::string what = "criu restore from " + req.images_dir;
+
+  // Which dumped pipe each of init's fds 0-3 was.
+  std::array<std::string, kRankFds> dumped;
+  {
+    std::ifstream in(JoinPath(req.images_dir, kFdsFile));
+    if (!in) {
+      return NotFoundError(what + ": no " + kFdsFile + " (not a DumpRank image dir?)");
+    }
+    int fd;
+    std::string target;
+    while (in >> fd >> target) {
+      if (fd >= 0 && fd < kRankFds) dumped[static_cast<size_t>(fd)] = target;
+    }
+  }
+
+  // New pipes, flags as LaunchRank's. ours[i] is the caller's end, theirs[i] the rank's.
+  std::array<Fd, kRankFds> ours, theirs;
+  for (int i = 0; i < kRankFds; ++i) {
+    int p[2];
+    if (::pipe2(p, O_CLOEXEC) != 0) return ErrnoError(errno, "pipe for a restored rank");
+    const bool is_stdin = i == 0;
+    ours[i].Reset(is_stdin ? p[1] : p[0]);
+    theirs[i].Reset(is_stdin ? p[0] : p[1]);
+    if (!is_stdin) {
+      int flags = ::fcntl(ours[i].get(), F_GETFL);
+      if (flags < 0 || ::fcntl(ours[i].get(), F_SETFL, flags | O_NONBLOCK) != 0) {
+        return ErrnoError(errno, "fcntl O_NONBLOCK");
+      }
+    }
+  }
+
+  const std::string criu = req.criu.empty() ? CriuPath() : req.criu;
+  const std::string log = JoinPath(req.images_dir, kRestoreLog);
+  const std::string pidfile = JoinPath(req.images_dir, kRestorePidFile);
+  ::unlink(pidfile.c_str());
+  std::vector<std::string> args = {
+      criu, "restore", "--images-dir", req.images_dir, "--log-file", log,
+      // criu exits once the tree is restored; the tree does not stay criu's child...
+      "--restore-detached",
+      // ...but becomes ours (see the file comment).
+      "--restore-sibling",
+      // Where criu says the restored root is (its pid as we see it).
+      "--pidfile", pidfile,
+      // The dumped cgroup is not ours to recreate; the tasks join req.cgroup_procs below,
+      // while still stopped.
+      "--manage-cgroups=ignore", "--leave-stopped"};
+  std::vector<int> pass;
+  for (int i = 0; i < kRankFds; ++i) {
+    if (dumped[static_cast<size_t>(i)].empty()) continue;
+    args.push_back("--inherit-fd");
+    args.push_back("fd[" + std::to_string(kFirstInheritFd + static_cast<int>(pass.size())) +
+                   "]:" + dumped[static_cast<size_t>(i)]);
+    pass.push_back(theirs[i].get());
+  }
+  auto st = RunCriu(args, JoinPath(req.images_dir, kCriuOutput), pass);
+  for (auto& fd : theirs) fd.Reset();
+  if (!st.ok()) return st.status().WithContext(what);
+  if (*st != 0) {
+    return InternalError(what + " failed (" + DescribeStatus(*st) + "); " + LogTail(log));
+  }
+
+  pid_t root = -1;
+  {
+    std::ifstream in(pidfile);
+    if (!(in >> root) || root <= 0) {
+      return InternalError(what + ": criu succeeded but wrote no pid to " + pidfile);
+    }
+  }
+  // Stopped tasks: walk the tree, move it into the cgroup, then let it go (into the freezer,
+  // if the cgroup is FROZEN). Processes the caller's namespace sees are the whole tree: it is
+  // stopped, so it cannot fork while we walk it.
+  const std::vector<pid_t> tree = ProcessTree(root);
+  for (pid_t p : tree) {
+    Status s = WriteProcs(req.cgroup_procs, p);
+    if (!s.ok()) {
+      KillAndReap(root);
+      return s.WithContext(what + ": restored init pid " + std::to_string(root));
+    }
+  }
+  for (pid_t p : tree) ::kill(p, SIGCONT);
+
+  RankProcess rp;
+  rp.pid = root;
+  rp.stdin_fd = ours[0].Release();
+  rp.stdout_fd = ours[1].Release();
+  rp.stderr_fd = ours[2].Release();
+  rp.status_fd = ours[3].Release();
+  GOS_LOG(kDebug, "criu") << "restored " << req.images_dir << " as init pid " << root << " ("
+                          << tree.size() << " processes) in " << req.cgroup_procs;
+  return rp;
+}
+
+}  // namespace gos::nodeagent

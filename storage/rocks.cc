@@ -1,0 +1,59 @@
+#include "storage/rocks.h"
+
+#include <rocksdb/advanced_options.h>
+
+namespace gos::storage {
+
+Status FromRocks(const rocksdb::Status& s, std::string_view what) {
+  if (s.ok()) return OkStatus();
+  std::string m(what);
+  m += ": ";
+  m += s.ToString();
+  if (s.IsCorruption()) return DataLossError(std::move(m));
+  if (s.IsNotFound()) return NotFoundError(std::move(m));
+  if (s.IsInvalidArgument()) return InvalidArgumentError(std::move(m));
+  if (s.IsNotSupported()) return UnimplementedError(std::move(m));
+  if (s.IsAborted()) return AbortedError(std::move(m));
+  if (s.IsNoSpace()) return ResourceExhaustedError(std::move(m));
+  // Another process holds the LOCK file, or a transient I/O condition.
+  if (s.IsIOError() || s.IsBusy() || s.IsTimedOut() || s.IsTryAgain()) {
+    return UnavailableError(std::move(m));
+  }
+  return InternalError(std::move(m));
+}
+
+std::string Printable(std::string_view key) {
+  static const char kHex[] = "0123456789abcdef";
+  std::string out;
+  for (unsigned char c : key) {
+    if (c >= 0x20 && c < 0x7f && c != '\\') {
+      out += static_cast<char>(c);
+    } else {
+      out += "\\x";
+      out += kHex[c >> 4];
+      out += kHex[c & 0xf];
+    }
+  }
+  return out;
+}
+
+rocksdb::ColumnFamilyOptions FamilyOptions(const std::string& name) {
+  rocksdb::ColumnFamilyOptions o;
+  // Tiny values, or values zstd already compressed: no dependency on whichever compression
+  // libraries librocksdb was built with.
+  o.compression = rocksdb::kNoCompression;
+  if (name == kChunksFamily) {
+    // Chunks (up to 256 KiB, typically tens of KiB) go to blob files, so compaction moves
+    // only their small index entries, not the data. Blob GC rewrites blob files whose chunks
+    // were mostly deleted, so Gc's deletions eventually free disk space.
+    o.enable_blob_files = true;
+    o.min_blob_size = 4096;
+    o.blob_compression_type = rocksdb::kNoCompression;
+    o.enable_blob_garbage_collection = true;
+  } else {
+    o.write_buffer_size = 8 << 20;
+  }
+  return o;
+}
+
+}  // namespace gos::storage

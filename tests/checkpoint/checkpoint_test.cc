@@ -1,0 +1,439 @@
+// Checkpoint and restart, end to end (issue 5): real coordinators and nodeagents, real CRIU
+// dumps and restores, the real RocksDB store, and "hosts" that are network namespaces.
+//
+//   - KillHostThenRestartOnSurvivors: a 4-rank Jacobi over 3 hosts is checkpointed; one
+//     host's nodeagent and ranks are killed with kill -9; gos-restart brings the job back on
+//     the 2 survivors and it prints exactly the checksum of an uninterrupted run.
+//   - IncrementalCorruptionCoordinatorRestart: the second epoch of a rank that dirtied 5% of
+//     its heap stores at most 1.3 x 5% new chunk bytes; a corrupted chunk makes the restart of
+//     its epoch refuse with a message naming job, epoch, rank and chunk, after a coordinator
+//     restart, and --epoch picks the older one, which restores; only the owner (or root) may
+//     checkpoint or restart.
+#include <dirent.h>
+#include <signal.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <map>
+#include <regex>
+#include <set>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "gos/storage/checkpoints.h"
+#include "gos/storage/chunks.h"
+#include "rocksdb/db.h"
+#include "gos/storage/tables.h"
+#include "gtest/gtest.h"
+#include "tests/support/netns.h"
+#include "tests/support/subprocess.h"
+
+namespace gos::checkpoint {
+namespace {
+
+using namespace std::chrono_literals;
+using gos::testing::NetnsHosts;
+using gos::testing::Subprocess;
+using SteadyClock = std::chrono::steady_clock;
+
+std::string GosBinDir() {
+  const char* d = std::getenv("GOS_BIN_DIR");
+  return d != nullptr && *d != '\0' ? d : gos::testing::TestBinDir() + "/../bin";
+}
+std::string Bin(const std::string& name) { return GosBinDir() + "/" + name; }
+std::string Example(const std::string& name) { return GosBinDir() + "/../examples/" + name; }
+
+std::string ReadFile(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+bool WaitUntil(const std::function<bool()>& pred, std::chrono::milliseconds timeout) {
+  auto deadline = SteadyClock::now() + timeout;
+  while (!pred()) {
+    if (SteadyClock::now() >= deadline) return false;
+    std::this_thread::sleep_for(50ms);
+  }
+  return true;
+}
+
+struct Result {
+  std::string command;
+  int code = -1;
+  std::string output;
+  std::string Describe() const {
+    return "`" + command + "`: exit " + std::to_string(code) + "\n--- output:\n" + output +
+           "---\n";
+  }
+};
+
+Result Execute(const std::vector<std::string>& argv, const std::vector<std::string>& env,
+               std::chrono::seconds timeout = 120s) {
+  Result r;
+  for (const auto& a : argv) r.command += (r.command.empty() ? "" : " ") + a;
+  auto p = Subprocess::Start(argv, env);
+  if (!p.ok()) {
+    r.output = "did not start: " + p.status().ToString();
+    return r;
+  }
+  std::optional<int> status = p->Wait(SteadyClock::now() + timeout);
+  r.output = p->output();
+  if (!status) {
+    r.output += "\n[timed out]\n";
+    return r;
+  }
+  r.code = WIFEXITED(*status) ? WEXITSTATUS(*status) : 128 + WTERMSIG(*status);
+  return r;
+}
+
+// The first match of `re`'s group 1 in text, or "".
+std::string Find(const std::string& text, const std::string& re) {
+  std::smatch m;
+  if (std::regex_search(text, m, std::regex(re)) && m.size() > 1) return m[1];
+  return "";
+}
+
+// A coordinator and K nodeagents, each nodeagent in its own network namespace when netns.
+class TestCluster {
+ public:
+  TestCluster(int nodes, bool netns) : nodes_(nodes), netns_(netns) {}
+  ~TestCluster() {
+    agents_.clear();
+    coordinator_.reset();
+    for (const auto& [pid, unused] : LeftOver()) ::kill(pid, SIGKILL);
+    std::error_code ec;
+    if (!state_.empty()) std::filesystem::remove_all(state_, ec);
+  }
+
+  // "" when ready, else what went wrong.
+  std::string Start() {
+    if (netns_) {
+      auto hosts = NetnsHosts::Create(nodes_);
+      if (!hosts.ok()) return hosts.status().ToString();
+      hosts_ = std::move(*hosts);
+    }
+    char tmpl[] = "/tmp/gos-ckpt-test-XXXXXX";
+    if (mkdtemp(tmpl) == nullptr) return std::strerror(errno);
+    state_ = tmpl;
+    ::chmod(state_.c_str(), 0755);
+    if (std::string e = StartCoordinator(); !e.empty()) return e;
+    for (int i = 0; i < nodes_; ++i) {
+      if (std::string e = StartAgent(i); !e.empty()) return e;
+    }
+    if (!WaitUntil([&] { return NodesUp() >= nodes_; }, 60s)) return "nodes not up\n" + Logs();
+    return "";
+  }
+
+  std::string StartCoordinator() {
+    std::vector<std::string> argv = {Bin("gos-coordinator"), "--data-dir", state_, "--nodes",
+                                     std::to_string(nodes_), "--timeslice", "5ms",
+                                     "--failure-timeout", "1500ms", "--keep", "3"};
+    if (netns_) {
+      argv.push_back("--listen");
+      argv.push_back(hosts_->bridge_ip() + ":0");
+    }
+    ::unlink((state_ + "/coordinator.addr").c_str());
+    auto c = Subprocess::Start(argv, Env());
+    if (!c.ok()) return c.status().ToString();
+    coordinator_ = std::make_unique<Subprocess>(std::move(*c));
+    if (!WaitUntil([&] { return !Address().empty(); }, 20s)) return coordinator_->output();
+    return "";
+  }
+
+  std::string StartAgent(int i) {
+    const std::string name = "h" + std::to_string(i);
+    std::vector<std::string> argv = {Bin("gos-nodeagent"), "--coordinator", Address(),
+                                     "--key-file", state_ + "/cluster.key", "--name", name,
+                                     "--state-dir", state_ + "/nodes/" + name, "--node",
+                                     std::to_string(i + 1), "--exit-with-coordinator"};
+    if (netns_) {
+      // nsenter --net, not `ip netns exec` (which remounts /sys and hides the freezer).
+      argv.insert(argv.begin(), {"nsenter", "--net=/run/netns/" + hosts_->name(i), "--"});
+    }
+    auto a = Subprocess::Start(argv, Env());
+    if (!a.ok()) return a.status().ToString();
+    agents_[i] = std::make_unique<Subprocess>(std::move(*a));
+    return "";
+  }
+
+  // The coordinator and every nodeagent, all at once, as a crash would.
+  void KillAll() {
+    for (auto& [i, a] : agents_) a->Signal(SIGKILL);
+    if (coordinator_) coordinator_->Signal(SIGKILL);
+    agents_.clear();
+    coordinator_.reset();
+    WaitUntil([&] { return LeftOver().empty(); }, 10s);
+  }
+
+  // kill -9 of host i's nodeagent and of every process of its jobs.
+  void KillHost(int i) {
+    pid_t agent = AgentPid(i);
+    std::string dir = "/sys/fs/cgroup/freezer/gos/h" + std::to_string(i) + "." + std::to_string(agent);
+    ::kill(agent, SIGKILL);
+    std::error_code ec;
+    for (const auto& e : std::filesystem::directory_iterator(dir, ec)) {
+      std::istringstream procs(ReadFile(e.path().string() + "/cgroup.procs"));
+      for (pid_t pid; procs >> pid;) ::kill(pid, SIGKILL);
+    }
+  }
+
+  // The nodeagent's pid (the Subprocess may be nsenter, which execs it).
+  pid_t AgentPid(int i) const { return agents_.at(i)->pid(); }
+
+  std::vector<std::string> Env() const {
+    std::vector<std::string> env = {"GOS_STATE_DIR=" + state_};
+    if (!state_.empty()) env.push_back("GOS_COORDINATOR=" + state_ + "/coordinator.sock");
+    return env;
+  }
+  const std::string& state() const { return state_; }
+  Subprocess* coordinator() { return coordinator_.get(); }
+
+  std::string Address() const {
+    std::string a = ReadFile(state_ + "/coordinator.addr");
+    while (!a.empty() && (a.back() == '\n' || a.back() == ' ')) a.pop_back();
+    return a;
+  }
+
+  int NodesUp() const {
+    Result r = Execute({Bin("gos-ps")}, Env(), 10s);
+    int up = 0;
+    std::istringstream in(r.output);
+    for (std::string line; std::getline(in, line);) {
+      if (line.find(" up ") != std::string::npos || line.find(" up") == line.size() - 3) ++up;
+    }
+    return up;
+  }
+
+  std::string Logs() const {
+    std::string s = coordinator_ ? "=== coordinator:\n" + Tail(coordinator_->output()) : "";
+    for (const auto& [i, a] : agents_) s += "=== agent " + std::to_string(i) + ":\n" + Tail(a->output());
+    return s;
+  }
+
+  std::map<pid_t, std::string> LeftOver() const {
+    std::map<pid_t, std::string> out;
+    if (state_.empty()) return out;
+    DIR* d = ::opendir("/proc");
+    if (d == nullptr) return out;
+    while (dirent* e = ::readdir(d)) {
+      char* end = nullptr;
+      long pid = std::strtol(e->d_name, &end, 10);
+      if (*end != '\0' || pid <= 0 || pid == getpid()) continue;
+      std::string cmd = ReadFile("/proc/" + std::to_string(pid) + "/cmdline");
+      std::replace(cmd.begin(), cmd.end(), '\0', ' ');
+      std::string stat = ReadFile("/proc/" + std::to_string(pid) + "/stat");
+      size_t paren = stat.rfind(')');
+      bool zombie = paren == std::string::npos || paren + 2 >= stat.size() || stat[paren + 2] == 'Z';
+      if (!zombie && cmd.find(state_) != std::string::npos) out[pid] = cmd;
+    }
+    ::closedir(d);
+    return out;
+  }
+
+ private:
+  static std::string Tail(const std::string& s) {
+    return s.size() > 6000 ? "...\n" + s.substr(s.size() - 6000) : s;
+  }
+
+  int nodes_;
+  bool netns_;
+  std::unique_ptr<NetnsHosts> hosts_;
+  std::string state_;
+  std::unique_ptr<Subprocess> coordinator_;
+  std::map<int, std::unique_ptr<Subprocess>> agents_;
+};
+
+std::string Unsupported(bool netns) {
+  if (geteuid() != 0) return "needs root (CRIU, PID namespaces, freezer cgroups)";
+  if (::access("/sys/fs/cgroup/freezer/cgroup.procs", F_OK) != 0) return "no cgroup v1 freezer";
+  if (netns) return NetnsHosts::Unsupported();
+  return "";
+}
+
+// The number of committed epochs gos-ckpt --list shows for the job.
+int Epochs(const TestCluster& c, const std::string& job) {
+  Result r = Execute({Bin("gos-ckpt"), "--list", job}, c.Env(), 20s);
+  if (r.code != 0) return 0;
+  int n = 0;
+  std::istringstream in(r.output);
+  for (std::string line; std::getline(in, line);) {
+    if (std::regex_search(line, std::regex("^\\s+\\d+\\s+\\d{4}-"))) ++n;
+  }
+  return n;
+}
+
+TEST(CheckpointTest, KillHostThenRestartOnSurvivors) {
+  if (std::string why = Unsupported(true); !why.empty()) GTEST_SKIP() << why;
+  TestCluster c(3, /*netns=*/true);
+  ASSERT_EQ(c.Start(), "");
+  const std::vector<std::string> jacobi = {Example("jacobi"), "256", "6000", "100"};
+
+  // The uninterrupted run, for its checksum.
+  std::vector<std::string> argv = {Bin("gos-run"), "-n", "4", "-N", "3"};
+  argv.insert(argv.end(), jacobi.begin(), jacobi.end());
+  Result plain = Execute(argv, c.Env(), 300s);
+  ASSERT_EQ(plain.code, 0) << plain.Describe() << c.Logs();
+  const std::string checksum = Find(plain.output, "(iterations=\\d+ residual=\\S+ checksum=\\S+)");
+  ASSERT_NE(checksum, "") << plain.Describe();
+
+  // The same job with checkpoints; once one is committed, host 3 (rank 3) dies.
+  argv = {Bin("gos-run"), "-n", "4", "-N", "3", "--checkpoint=1s"};
+  argv.insert(argv.end(), jacobi.begin(), jacobi.end());
+  auto run = Subprocess::Start(argv, c.Env());
+  ASSERT_TRUE(run.ok()) << run.status().ToString();
+  std::string job;
+  ASSERT_TRUE(WaitUntil(
+      [&] {
+        job = Find(run->output(), "checkpoint: job (\\d+) epoch \\d+ committed");
+        return !job.empty();
+      },
+      120s))
+      << run->output() << c.Logs();
+  c.KillHost(2);
+  auto status = run->Wait(SteadyClock::now() + 60s);
+  ASSERT_TRUE(status.has_value()) << run->output();
+  EXPECT_NE(WEXITSTATUS(*status), 0) << run->output();
+  EXPECT_NE(run->output().find("node 3"), std::string::npos) << run->output();
+  EXPECT_EQ(Find(run->output(), "(checksum=\\S+)"), "") << "the job finished before the kill";
+
+  // Back on the two survivors, from the last epoch.
+  Result restart = Execute({Bin("gos-restart"), job}, c.Env(), 300s);
+  EXPECT_EQ(restart.code, 0) << restart.Describe() << c.Logs();
+  EXPECT_NE(restart.output.find("on nodes 1,2"), std::string::npos) << restart.Describe();
+  EXPECT_EQ(Find(restart.output, "(iterations=\\d+ residual=\\S+ checksum=\\S+)"), checksum)
+      << restart.Describe() << "\nuninterrupted:\n"
+      << plain.Describe();
+}
+
+TEST(CheckpointTest, IncrementalCorruptionCoordinatorRestart) {
+  if (std::string why = Unsupported(false); !why.empty()) GTEST_SKIP() << why;
+  auto c = std::make_unique<TestCluster>(2, /*netns=*/false);
+  ASSERT_EQ(c->Start(), "");
+  constexpr int kMib = 64;
+  auto run = Subprocess::Start({Bin("gos-run"), "-n", "1", Example("dirty"),
+                                std::to_string(kMib), "600", "5"},
+                               c->Env());
+  ASSERT_TRUE(run.ok());
+  ASSERT_TRUE(WaitUntil([&] { return run->OutputContains("MiB ready"); }, 60s)) << run->output();
+  const std::string job = "1";
+
+  // Only the owner or root.
+  Result other = Execute({"setpriv", "--reuid=65534", "--regid=65534", "--clear-groups",
+                          Bin("gos-ckpt"), job},
+                         c->Env(), 30s);
+  EXPECT_NE(other.code, 0) << other.Describe();
+  EXPECT_NE(other.output.find("only its owner or root"), std::string::npos) << other.Describe();
+
+  Result e1 = Execute({Bin("gos-ckpt"), job}, c->Env(), 120s);
+  ASSERT_EQ(e1.code, 0) << e1.Describe() << c->Logs();
+  EXPECT_NE(e1.output.find("epoch 1 committed"), std::string::npos) << e1.Describe();
+  // Rewrite 5% of the heap, then the second epoch.
+  ASSERT_EQ(Execute({Bin("gos-kill"), "-s", "USR1", job}, c->Env(), 30s).code, 0);
+  ASSERT_TRUE(WaitUntil([&] { return run->OutputContains("pass 1 done"); }, 30s))
+      << run->output();
+  Result e2 = Execute({Bin("gos-ckpt"), job}, c->Env(), 120s);
+  ASSERT_EQ(e2.code, 0) << e2.Describe() << c->Logs();
+
+  Result list = Execute({Bin("gos-ckpt"), "--list", job}, c->Env(), 30s);
+  ASSERT_EQ(list.code, 0) << list.Describe();
+  EXPECT_EQ(Epochs(*c, job), 2) << list.output;
+
+  // The coordinator (and with it the job) dies; the store survives it.
+  c->KillAll();
+  std::string corrupt_hex;
+  storage::ChunkRef corrupt;
+  {
+    auto tables = storage::Tables::Open(c->state() + "/db");
+    ASSERT_TRUE(tables.ok()) << tables.status().ToString();
+    storage::CheckpointStore* store = (*tables)->checkpoints();
+    auto epochs = store->ListEpochs(1, true);
+    ASSERT_TRUE(epochs.ok()) << epochs.status().ToString();
+    ASSERT_EQ(epochs->size(), 2u);
+    const storage::EpochManifest& second = (*epochs)[1];
+    const double budget = 1.3 * 0.05 * kMib * (1 << 20);
+    EXPECT_LE(static_cast<double>(second.new_bytes), budget)
+        << "epoch 2 stored " << second.new_bytes << " new bytes for a 5% change";
+    EXPECT_GT(second.new_bytes, 0u);
+    EXPECT_LT(second.new_compressed, second.new_bytes);
+    EXPECT_GE(second.logical_bytes, uint64_t{kMib} << 20);
+    // Corrupt a chunk only epoch 2 has: one of its pages file's chunks missing from epoch 1.
+    std::set<storage::ChunkHash> first_chunks;
+    for (const auto& f : (*epochs)[0].ranks[0].files) {
+      for (const auto& ch : f.chunks) first_chunks.insert(ch.hash);
+    }
+    storage::ChunkRef victim;
+    std::string victim_file;
+    for (const auto& f : second.ranks[0].files) {
+      for (const auto& ch : f.chunks) {
+        if (!first_chunks.count(ch.hash) && f.name.rfind("pages-", 0) == 0) {
+          victim = ch;
+          victim_file = f.name;
+        }
+      }
+    }
+    ASSERT_FALSE(victim_file.empty());
+    corrupt_hex = storage::HashHex(victim.hash);
+    corrupt = victim;
+  }
+  {
+    // Damage the stored chunk the way a disk would: other bytes under its hash.
+    std::vector<rocksdb::ColumnFamilyDescriptor> d;
+    for (const char* f : {"default", "chunks", "chunk_refs", "epochs", "replay"}) {
+      d.emplace_back(f, rocksdb::ColumnFamilyOptions());
+    }
+    std::vector<rocksdb::ColumnFamilyHandle*> h;
+    rocksdb::DB* raw = nullptr;
+    ASSERT_TRUE(rocksdb::DB::Open(rocksdb::DBOptions(), c->state() + "/db", d, &h, &raw).ok());
+    std::vector<uint8_t> junk(corrupt.raw_len, 0x5a);
+    std::vector<uint8_t> z = storage::CompressChunk(junk, 1);
+    EXPECT_TRUE(raw->Put(rocksdb::WriteOptions(), h[1],
+                         rocksdb::Slice(reinterpret_cast<const char*>(corrupt.hash.data()), 32),
+                         rocksdb::Slice(reinterpret_cast<const char*>(z.data()), z.size()))
+                    .ok());
+    for (auto* x : h) raw->DestroyColumnFamilyHandle(x).PermitUncheckedError();
+    raw->Close().PermitUncheckedError();
+    delete raw;
+  }
+  // A new coordinator on the same data dir, new nodeagents.
+  ASSERT_EQ(c->StartCoordinator(), "");
+  for (int i = 0; i < 2; ++i) ASSERT_EQ(c->StartAgent(i), "");
+  ASSERT_TRUE(WaitUntil([&] { return c->NodesUp() >= 2; }, 60s)) << c->Logs();
+  EXPECT_EQ(Epochs(*c, job), 2);
+
+  Result verify = Execute({Bin("gos-store"), "verify"}, c->Env(), 120s);
+  EXPECT_NE(verify.code, 0) << verify.Describe();
+  EXPECT_NE(verify.output.find(corrupt_hex), std::string::npos) << verify.Describe();
+
+  Result bad = Execute({Bin("gos-restart"), job}, c->Env(), 120s);
+  EXPECT_NE(bad.code, 0) << bad.Describe();
+  const std::vector<std::string> parts = {"job 1", "epoch 2", "rank 0", corrupt_hex};
+  for (const std::string& part : parts) {
+    EXPECT_NE(bad.output.find(part), std::string::npos) << "missing '" << part << "' in\n"
+                                                        << bad.Describe() << c->Logs();
+  }
+  Result nobody = Execute({"setpriv", "--reuid=65534", "--regid=65534", "--clear-groups",
+                           Bin("gos-restart"), "--epoch", "1", job},
+                          c->Env(), 30s);
+  EXPECT_NE(nobody.code, 0) << nobody.Describe();
+  EXPECT_NE(nobody.output.find("only its owner or root"), std::string::npos) << nobody.Describe();
+
+  // The older epoch restores: the rank had done no pass yet, and it finishes.
+  Result good = Execute({Bin("gos-restart"), "--epoch", "1", job}, c->Env(), 120s);
+  EXPECT_EQ(good.code, 0) << good.Describe() << c->Logs();
+  EXPECT_NE(good.output.find("dirty: passes=0 checksum="), std::string::npos) << good.Describe();
+}
+
+}  // namespace
+}  // namespace gos::checkpoint

@@ -1,0 +1,101 @@
+// gos-ckpt: checkpoint a running job now, or list a job's checkpoint epochs.
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+
+#include "gos/os/flags.h"
+#include "gos/os/messages.h"
+#include "tools/client.h"
+
+namespace gos::tools {
+namespace {
+
+constexpr const char* kUsage = R"(usage: gos-ckpt [--list] JOB
+
+Takes a checkpoint of the running job JOB now: at the next quiescent strobe every rank is
+frozen and dumped with CRIU, the job resumes, and the new chunks are stored in the
+coordinator's checkpoint store; prints progress and the committed epoch.
+With --list, prints JOB's stored epochs: logical size, new chunk bytes (before and after
+compression), how long the job was paused and how long the epoch took.
+Only the job's owner or root may do either.
+
+options:
+      --list        list the stored epochs instead of taking one
+      --timeout DUR give up waiting after DUR                            (default 10m)
+  -h, --help        this text
+Exit code: 0 on success, 1 if the checkpoint failed or the job is unknown, 2 for bad usage.
+)";
+
+int Main(int argc, char** argv) {
+  bool list = false;
+  std::chrono::milliseconds timeout = std::chrono::minutes(10);
+  os::Flags flags(argc, argv, kUsage);
+  flags.Bool("--list", &list);
+  flags.Duration("--timeout", &timeout);
+  if (int rc = flags.Parse(); rc >= 0) return rc;
+  if (flags.positional().size() != 1) {
+    std::fprintf(stderr, "gos-ckpt: give exactly one job id (see --help)\n");
+    return 2;
+  }
+  const std::string& arg = flags.positional()[0];
+  char* end = nullptr;
+  unsigned long long job = std::strtoull(arg.c_str(), &end, 10);
+  if (arg.empty() || *end != '\0' || job == 0) {
+    std::fprintf(stderr, "gos-ckpt: %s is not a job id\n", arg.c_str());
+    return 2;
+  }
+  std::string address = FindCoordinator();
+  if (address.empty()) {
+    std::fprintf(stderr,
+                 "gos-ckpt: no coordinator is running (set GOS_COORDINATOR or start one with "
+                 "gos-cluster up)\n");
+    return 1;
+  }
+  auto ch = ConnectCoordinator(address);
+  if (!ch.ok()) {
+    std::fprintf(stderr, "gos-ckpt: %s\n", ch.status().message().c_str());
+    return 1;
+  }
+  Status s = (*ch)->Send(list ? os::Frame::kListEpochs : os::Frame::kCheckpointNow,
+                         os::EncodeU64(job));
+  if (!s.ok()) {
+    std::fprintf(stderr, "gos-ckpt: %s\n", s.message().c_str());
+    return 1;
+  }
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  const auto start = std::chrono::steady_clock::now();
+  while (true) {
+    auto f = (*ch)->Receive(deadline);
+    if (!f.ok()) {
+      std::fprintf(stderr, "gos-ckpt: job %llu: %s\n", job, f.status().message().c_str());
+      return 1;
+    }
+    auto text = os::DecodeText(f->payload);
+    std::string t = text.ok() ? *text : std::string();
+    double secs =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    switch (f->type) {
+      case os::Frame::kPhase:
+        std::fprintf(stderr, "gos-ckpt: [%6.2fs] %s\n", secs, t.c_str());
+        break;
+      case os::Frame::kOk:
+        if (list) {
+          std::fputs(t.c_str(), stdout);
+        } else {
+          std::printf("gos-ckpt: [%6.2fs] %s\n", secs, t.c_str());
+        }
+        return 0;
+      case os::Frame::kError:
+        std::fprintf(stderr, "gos-ckpt: %s\n", t.c_str());
+        return 1;
+      default:
+        break;
+    }
+  }
+}
+
+}  // namespace
+}  // namespace gos::tools
+
+int main(int argc, char** argv) { return gos::tools::Main(argc, argv); }

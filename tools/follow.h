@@ -1,0 +1,33 @@
+// Following a job from a client: its output, stdin, Ctrl-C handling and exit, as gos-run
+// does for a job it submitted and gos-restart for a job it restarted.
+#ifndef GOS_TOOLS_FOLLOW_H_
+#define GOS_TOOLS_FOLLOW_H_
+
+#include <functional>
+#include <string>
+
+#include "gos/os/channel.h"
+#include "gos/os/messages.h"
+
+namespace gos::tools {
+
+struct FollowOptions {
+  std::string tool = "gos-run";  // prefix of messages
+  bool label = false;            // "R: " before every output line
+  bool forward_stdin = true;     // stdin to rank 0
+  // Called with the job's exit report before FollowJob returns (e.g. --timing).
+  std::function<void(const os::JobExit&)> on_exit;
+};
+
+// Installs SIGINT/SIGTERM/SIGHUP handling (once Ctrl-C forwards SIGINT to every rank; twice
+// within a second kills the job) and SIGPIPE ignoring. Call before connecting.
+bool InstallFollowSignals();
+
+// Reads frames from ch until the job's exit: output to stdout/stderr, notices and errors to
+// stderr, stdin forwarded. Returns the job's exit code (2 when the request was refused before
+// a job was accepted, 255 when the coordinator went away).
+int FollowJob(os::Channel* ch, const FollowOptions& o);
+
+}  // namespace gos::tools
+
+#endif  // GOS_TOOLS_FOLLOW_H_

@@ -1,0 +1,98 @@
+// gos-store: the admin's view of the checkpoint store (stats, verify, gc).
+#include <chrono>
+#include <cstdio>
+#include <string>
+
+#include "coordinator/store_ops.h"
+#include "gos/os/flags.h"
+#include "gos/os/messages.h"
+#include "gos/storage/tables.h"
+#include "tools/client.h"
+
+namespace gos::tools {
+namespace {
+
+constexpr const char* kUsage = R"(usage: gos-store [--db DIR] stats|verify|gc
+
+The checkpoint store: content-addressed, zstd-compressed chunks and per-epoch manifests in
+the coordinator's RocksDB database.
+  stats    epochs, chunks, logical / deduplicated / compressed sizes
+  verify   read every chunk every epoch names, check it against its hash and check the
+           reference counts; lists each problem with job, epoch, rank, file and chunk
+  gc       remove chunks no epoch references (the coordinator also does this after each
+           commit and abort)
+With a coordinator running, it does the work (it holds the database); otherwise gos-store
+opens the database itself: --db DIR, default the local cluster's ($GOS_STATE_DIR/db).
+Root only.
+
+options:
+      --db DIR    the database directory when no coordinator runs
+  -h, --help      this text
+Exit code: 0 on success, 1 if the operation failed or verify found problems, 2 bad usage.
+)";
+
+int Main(int argc, char** argv) {
+  std::string db;
+  os::Flags flags(argc, argv, kUsage);
+  flags.String("--db", &db);
+  if (int rc = flags.Parse(); rc >= 0) return rc;
+  if (flags.positional().size() != 1) {
+    std::fprintf(stderr, "gos-store: give one operation: stats, verify or gc (see --help)\n");
+    return 2;
+  }
+  const std::string op = flags.positional()[0];
+  if (op != "stats" && op != "verify" && op != "gc") {
+    std::fprintf(stderr, "gos-store: unknown operation %s (stats, verify or gc)\n", op.c_str());
+    return 2;
+  }
+  std::string address = db.empty() ? FindCoordinator() : std::string();
+  if (!address.empty()) {
+    auto ch = ConnectCoordinator(address);
+    if (!ch.ok()) {
+      std::fprintf(stderr, "gos-store: %s\n", ch.status().message().c_str());
+      return 1;
+    }
+    Status s = (*ch)->Send(os::Frame::kStore, os::EncodeText(op));
+    while (s.ok()) {
+      auto f = (*ch)->Receive(std::chrono::steady_clock::now() + std::chrono::hours(1));
+      if (!f.ok()) {
+        s = f.status();
+        break;
+      }
+      auto text = os::DecodeText(f->payload);
+      std::string t = text.ok() ? *text : std::string();
+      if (f->type == os::Frame::kPhase) {
+        std::fprintf(stderr, "gos-store: %s\n", t.c_str());
+      } else if (f->type == os::Frame::kOk) {
+        std::fputs(t.c_str(), stdout);
+        return 0;
+      } else if (f->type == os::Frame::kError) {
+        std::fputs(t.rfind("error: ", 0) == 0 ? t.c_str() + 7 : t.c_str(), stderr);
+        if (!t.empty() && t.back() != '\n') std::fputc('\n', stderr);
+        return 1;
+      }
+    }
+    std::fprintf(stderr, "gos-store: %s\n", s.message().c_str());
+    return 1;
+  }
+  if (db.empty()) db = StateDir() + "/db";
+  auto tables = storage::Tables::Open(db);
+  if (!tables.ok()) {
+    std::fprintf(stderr, "gos-store: %s\n", tables.status().ToString().c_str());
+    return 1;
+  }
+  std::string out = coordinator::RunStoreOp((*tables)->checkpoints(), op, [](const std::string& l) {
+    std::fprintf(stderr, "gos-store: %s\n", l.c_str());
+  });
+  if (out.rfind("error: ", 0) == 0) {
+    std::fputs(out.c_str() + 7, stderr);
+    return 1;
+  }
+  std::fputs(out.c_str(), stdout);
+  return 0;
+}
+
+}  // namespace
+}  // namespace gos::tools
+
+int main(int argc, char** argv) { return gos::tools::Main(argc, argv); }
