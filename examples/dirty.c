@@ -2,7 +2,8 @@
  * argument, default 64) filled with half-compressible data, then for SECONDS seconds (second
  * argument, default 10) prints a heartbeat every second. Each SIGUSR1 (gos-kill -s USR1 JOB)
  * rewrites the next PERCENT percent (third argument, default 5) of the heap, contiguously,
- * and prints "dirty: pass K done". At the end it prints a checksum of the heap and exits 0.
+ * and prints "dirty: pass K done". SIGTERM ends the run early. At the end it prints a checksum
+ * of the heap and exits 0.
  * The checksum depends only on the number of passes, so a restored run can be compared with
  * an uninterrupted one. */
 #define _POSIX_C_SOURCE 200809L
@@ -14,10 +15,16 @@
 #include <time.h>
 
 static volatile sig_atomic_t g_requests = 0;
+static volatile sig_atomic_t g_stop = 0;
 
 static void OnUsr1(int sig) {
   (void)sig;
   g_requests++;
+}
+
+static void OnTerm(int sig) {
+  (void)sig;
+  g_stop = 1;
 }
 
 /* xorshift64*: 8 bytes per step; the upper half of each 16-byte block is zero, so zstd
@@ -54,13 +61,15 @@ int main(int argc, char** argv) {
   memset(&sa, 0, sizeof sa);
   sa.sa_handler = OnUsr1;
   sigaction(SIGUSR1, &sa, NULL);
+  sa.sa_handler = OnTerm;
+  sigaction(SIGTERM, &sa, NULL);
   const size_t span = (size_t)(words * percent / 100.0) & ~(size_t)1;
   printf("dirty: %zu MiB ready\n", mib);
   fflush(stdout);
   int passes = 0, beat = 0;
   const double start = Now();
   double next_beat = start + 1;
-  while (Now() - start < seconds) {
+  while (!g_stop && Now() - start < seconds) {
     while (passes < g_requests) {
       size_t first = (passes * span) % (words - span + 1);
       Fill(heap + first, span, 1000 + (uint64_t)passes);

@@ -1322,7 +1322,8 @@ void NodeAgentImpl::RestoreWorker(uint64_t job, uint64_t epoch, uint32_t slot,
         struct stat have {}, want {};
         if (::stat((dir + "/job/" + program).c_str(), &want) == 0 &&
             (::stat(exe.c_str(), &have) != 0 || have.st_size != want.st_size)) {
-          st = CopyFile(dir + "/job/" + program, exe, 0700);
+          // Same mode as when dumped: CRIU checks the executable's mode.
+          st = CopyFile(dir + "/job/" + program, exe, want.st_mode & 07777);
           ::chown(exe.c_str(), uid, gid);
         }
         restored_dir = job_dir;
