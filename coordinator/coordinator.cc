@@ -108,7 +108,7 @@ struct EpochInFlight {
   int64_t pause_ms = 0;
   std::map<uint32_t, storage::EpochRank> ranks;
   uint64_t new_bytes = 0, new_compressed = 0;
-  std::string failure;  // a node could not take it
+  std::string failure;                            // a node could not take it
   std::vector<std::shared_ptr<Channel>> waiters;  // gos-ckpt clients
 };
 
@@ -970,8 +970,8 @@ void CoordinatorImpl::ReleaseSlot(Job& j) {
   cmd.job = j.rec.id;
   Command(cmd);
   for (uint32_t n : j.nodes) {
-    auto* rec = reinterpret_cast<os::ExitRecord*>(node_->global_memory().data() +
-                                                  os::ExitSlot(j.slot, n));
+    auto* rec =
+        reinterpret_cast<os::ExitRecord*>(node_->global_memory().data() + os::ExitSlot(j.slot, n));
     std::memset(static_cast<void*>(rec), 0, sizeof *rec);
   }
   free_slots_.insert(j.slot);
@@ -1406,9 +1406,9 @@ void CoordinatorImpl::StepEpoch(Job& j, After& after) {
     cmd.job = id;
     Command(cmd);
     for (auto& w : e.waiters) {
-      std::string text = "epoch " + std::to_string(e.epoch) + ": " +
-                         std::to_string(j.rec.ntasks) + " ranks dumped; job paused " +
-                         std::to_string(e.pause_ms) + " ms, storing chunks";
+      std::string text = "epoch " + std::to_string(e.epoch) + ": " + std::to_string(j.rec.ntasks) +
+                         " ranks dumped; job paused " + std::to_string(e.pause_ms) +
+                         " ms, storing chunks";
       after.push_back([w, text] { w->Send(Frame::kPhase, os::EncodeText(text)).IgnoreError(); });
     }
   }
@@ -1438,12 +1438,11 @@ void CoordinatorImpl::StepEpoch(Job& j, After& after) {
   }
   Status st = store()->CommitEpoch(m);
   if (!st.ok()) return EndEpoch(j, "commit failed: " + st.ToString(), after);
-  std::string text = "checkpoint: job " + std::to_string(id) + " epoch " +
-                     std::to_string(m.epoch) + " committed: " + std::to_string(m.ntasks) +
-                     " ranks, " + Mib(m.logical_bytes) + ", " + Mib(m.new_bytes) + " new (" +
-                     Mib(m.new_compressed) + " compressed), paused " +
-                     std::to_string(m.pause_ms) + " ms, took " + std::to_string(m.total_ms) +
-                     " ms";
+  std::string text = "checkpoint: job " + std::to_string(id) + " epoch " + std::to_string(m.epoch) +
+                     " committed: " + std::to_string(m.ntasks) + " ranks, " + Mib(m.logical_bytes) +
+                     ", " + Mib(m.new_bytes) + " new (" + Mib(m.new_compressed) +
+                     " compressed), paused " + std::to_string(m.pause_ms) + " ms, took " +
+                     std::to_string(m.total_ms) + " ms";
   for (auto& w : e.waiters) {
     after.push_back([w, text] { w->Send(Frame::kOk, os::EncodeText(text)).IgnoreError(); });
   }
@@ -1481,8 +1480,7 @@ void CoordinatorImpl::EndEpoch(Job& j, const std::string& error, After& after) {
   if (!AnyEpochInFlight()) store()->Gc().status().IgnoreError();
 }
 
-void CoordinatorImpl::CheckpointNow(const std::shared_ptr<Client>& c, uint64_t id,
-                                    After& after) {
+void CoordinatorImpl::CheckpointNow(const std::shared_ptr<Client>& c, uint64_t id, After& after) {
   auto ch = c->ch;
   auto fail = [&](const std::string& msg) {
     after.push_back([ch, msg] { ch->Send(Frame::kError, os::EncodeText(msg)).IgnoreError(); });
@@ -1500,8 +1498,8 @@ void CoordinatorImpl::CheckpointNow(const std::shared_ptr<Client>& c, uint64_t i
   }
   if (!j.epoch) OrderEpoch(j);
   j.epoch->waiters.push_back(ch);
-  std::string text = "epoch " + std::to_string(j.epoch->epoch) + " of job " + std::to_string(id) +
-                     " ordered";
+  std::string text =
+      "epoch " + std::to_string(j.epoch->epoch) + " of job " + std::to_string(id) + " ordered";
   after.push_back([ch, text] { ch->Send(Frame::kPhase, os::EncodeText(text)).IgnoreError(); });
 }
 
@@ -1663,10 +1661,9 @@ void CoordinatorImpl::StoreOp(const std::shared_ptr<Client>& c, const std::strin
   }
   // Outside mu_: verify reads every chunk.
   after.push_back([this, ch, op] {
-    std::string text = RunStoreOp(
-        store(), op, [&](const std::string& line) {
-          ch->Send(Frame::kPhase, os::EncodeText(line)).IgnoreError();
-        });
+    std::string text = RunStoreOp(store(), op, [&](const std::string& line) {
+      ch->Send(Frame::kPhase, os::EncodeText(line)).IgnoreError();
+    });
     bool ok = text.rfind("error:", 0) != 0;
     ch->Send(ok ? Frame::kOk : Frame::kError, os::EncodeText(text)).IgnoreError();
   });
@@ -1793,10 +1790,10 @@ void CoordinatorImpl::StagingLoop() {
       j.fds.clear();
       if (j.kill_requested || !s.ok()) {
         if (!s.ok() && j.rec.message.empty()) {
-          j.rec.message = restoring ? "restart of job " + std::to_string(id) + " from epoch " +
-                                          std::to_string(j.restore_epoch) +
-                                          " refused: " + s.message()
-                                    : "staging the executable failed: " + s.message();
+          j.rec.message = restoring
+                              ? "restart of job " + std::to_string(id) + " from epoch " +
+                                    std::to_string(j.restore_epoch) + " refused: " + s.message()
+                              : "staging the executable failed: " + s.message();
           j.exit_code = kNodeFailureExit;
           CheckDownNodes(after);
         }

@@ -91,9 +91,9 @@ StatusOr<uint32_t> GangMatrix::NodesFor(const JobRequest& r) const {
     }
   }
   if (n > usable) {
-    return ResourceExhaustedError(
-        "needs " + Plural(n, "node") + ", the cluster has " + std::to_string(usable) + " up" +
-        (r.exclude.empty() ? std::string() : " and not excluded"));
+    return ResourceExhaustedError("needs " + Plural(n, "node") + ", the cluster has " +
+                                  std::to_string(usable) + " up" +
+                                  (r.exclude.empty() ? std::string() : " and not excluded"));
   }
   return static_cast<uint32_t>(n);
 }

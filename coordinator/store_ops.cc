@@ -29,13 +29,12 @@ std::string RunStoreOp(storage::CheckpointStore* store, const std::string& op,
       std::snprintf(dedup, sizeof dedup, "%.2fx",
                     static_cast<double>(st->logical_bytes) / static_cast<double>(st->raw_bytes));
     }
-    return "jobs with checkpoints  " + std::to_string(st->jobs) + "\n" +
-           "epochs                 " + std::to_string(st->epochs) + "\n" +
-           "logical bytes          " + Size(st->logical_bytes) + "\n" +
-           "chunks                 " + std::to_string(st->chunks) + " (" +
-           std::to_string(st->unreferenced) + " unreferenced)\n" +
-           "chunk bytes, raw       " + Size(st->raw_bytes) + "  (deduplication " + dedup + ")\n" +
-           "chunk bytes, stored    " + Size(st->stored_bytes) + "  (compression " + ratio + ")\n";
+    return "jobs with checkpoints  " + std::to_string(st->jobs) + "\n" + "epochs                 " +
+           std::to_string(st->epochs) + "\n" + "logical bytes          " + Size(st->logical_bytes) +
+           "\n" + "chunks                 " + std::to_string(st->chunks) + " (" +
+           std::to_string(st->unreferenced) + " unreferenced)\n" + "chunk bytes, raw       " +
+           Size(st->raw_bytes) + "  (deduplication " + dedup + ")\n" + "chunk bytes, stored    " +
+           Size(st->stored_bytes) + "  (compression " + ratio + ")\n";
   }
   if (op == "gc") {
     auto gc = store->Gc();

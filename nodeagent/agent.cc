@@ -14,10 +14,10 @@
 
 #include <atomic>
 #include <condition_variable>
-#include <deque>
-#include <functional>
 #include <cstring>
+#include <deque>
 #include <filesystem>
+#include <functional>
 #include <map>
 #include <mutex>
 #include <set>
@@ -156,8 +156,8 @@ class NodeAgentImpl final : public NodeAgent {
   void OnRestoreChunk(const os::RestoreChunk& m);
   void OnRestoreRankEnd(const os::RestoreRankEnd& m);
   std::string RestoreDir(uint64_t job, uint64_t epoch, uint32_t rank) const {
-    return o_.state_dir + "/restore/j" + std::to_string(job) + "-e" + std::to_string(epoch) +
-           "/r" + std::to_string(rank);
+    return o_.state_dir + "/restore/j" + std::to_string(job) + "-e" + std::to_string(epoch) + "/r" +
+           std::to_string(rank);
   }
   std::shared_ptr<Channel> channel() {
     std::lock_guard<std::mutex> lock(mu_);
@@ -1024,8 +1024,8 @@ void NodeAgentImpl::StartCheckpoints() {
       if (!m.ok()) {
         // E.g. a rank's completion ring is full: this epoch cannot be taken consistently.
         j.hold = false;  // thawed again with its row
-        std::string why = "node " + std::to_string(node_id_) + ": saving the BCS state: " +
-                          m.status().ToString();
+        std::string why =
+            "node " + std::to_string(node_id_) + ": saving the BCS state: " + m.status().ToString();
         if (ch_) ch_->Send(Frame::kCkptFailed, os::EncodeJobBytes(id, why)).IgnoreError();
         node_->Store(os::VarDumped(j.slot), EpochMark(id, epoch));
         continue;
@@ -1033,14 +1033,12 @@ void NodeAgentImpl::StartCheckpoints() {
       bcs_->Hold(id, true);
     }
     std::lock_guard<std::mutex> wl(work_mu_);
-    workers_.emplace_back([this, id, epoch, base = j.ckpt_base, slot = j.slot,
-                           level = j.ckpt_level, ranks = std::move(ranks),
-                           cgroup = j.cgroup->path(), dir = j.dir, program = j.program,
-                           matcher = std::move(matcher),
+    workers_.emplace_back([this, id, epoch, base = j.ckpt_base, slot = j.slot, level = j.ckpt_level,
+                           ranks = std::move(ranks), cgroup = j.cgroup->path(), dir = j.dir,
+                           program = j.program, matcher = std::move(matcher),
                            channels = std::move(channels)]() mutable {
       CheckpointWorker(id, epoch, base, slot, level, std::move(ranks), std::move(cgroup),
-                       std::move(dir), std::move(program), std::move(matcher),
-                       std::move(channels));
+                       std::move(dir), std::move(program), std::move(matcher), std::move(channels));
     });
   }
 }
@@ -1059,7 +1057,8 @@ void NodeAgentImpl::CheckpointWorker(uint64_t job, uint64_t epoch, uint64_t base
   auto fail = [&](const std::string& why) {
     std::string msg = "node " + std::to_string(node_id_) + " (" + o_.name + "): " + why;
     GOS_LOG(kWarn, "nodeagent") << "job " << job << " epoch " << epoch << ": " << msg;
-    if (auto ch = channel()) ch->Send(Frame::kCkptFailed, os::EncodeJobBytes(job, msg)).IgnoreError();
+    if (auto ch = channel())
+      ch->Send(Frame::kCkptFailed, os::EncodeJobBytes(job, msg)).IgnoreError();
     std::filesystem::remove_all(scratch, ec);
   };
   // 1. Dump every local rank (the job is frozen and held).
@@ -1080,8 +1079,8 @@ void NodeAgentImpl::CheckpointWorker(uint64_t job, uint64_t epoch, uint64_t base
       st = dumped.status().WithContext("rank " + std::to_string(rank));
       break;
     }
-    std::string meta = "job_dir=" + job_dir + "\nprogram=" + program + "\nrank=" +
-                       std::to_string(rank) + "\n";
+    std::string meta =
+        "job_dir=" + job_dir + "\nprogram=" + program + "\nrank=" + std::to_string(rank) + "\n";
     st = WriteFileBytes(dir + "/gos-rank", meta, 0600);
     if (st.ok() && !program.empty()) {
       // The executable is not in CRIU's images: it goes with them (deduplicated by content).
@@ -1151,8 +1150,7 @@ void NodeAgentImpl::CheckpointWorker(uint64_t job, uint64_t epoch, uint64_t base
     std::vector<uint8_t> bytes = storage::EncodeManifest(part);
     auto ch = channel();
     if (!ch) return;
-    ch->Send(Frame::kCkptRank,
-             os::EncodeJobBytes(job, std::string(bytes.begin(), bytes.end())))
+    ch->Send(Frame::kCkptRank, os::EncodeJobBytes(job, std::string(bytes.begin(), bytes.end())))
         .IgnoreError();
   }
   {
@@ -1189,7 +1187,8 @@ void NodeAgentImpl::OnRestoreChunk(const os::RestoreChunk& m) {
   ssize_t n = ::pwrite(fd, raw->data(), raw->size(), static_cast<off_t>(m.offset));
   int err = errno;
   ::close(fd);
-  if (n != static_cast<ssize_t>(raw->size())) return fail(std::string("write: ") + std::strerror(err));
+  if (n != static_cast<ssize_t>(raw->size()))
+    return fail(std::string("write: ") + std::strerror(err));
 }
 
 void NodeAgentImpl::OnRestoreRankEnd(const os::RestoreRankEnd& m) {
@@ -1291,9 +1290,8 @@ void NodeAgentImpl::Restore(const os::StrobeCommand& c, uint32_t current_row) {
   }
   std::lock_guard<std::mutex> wl(work_mu_);
   restores_.push_back([this, job = l.job, epoch = c.epoch, slot = l.slot, mine,
-                       procs = j.cgroup->procs_file(), uid = l.uid, gid = l.gid] {
-    RestoreWorker(job, epoch, slot, mine, procs, uid, gid);
-  });
+                       procs = j.cgroup->procs_file(), uid = l.uid,
+                       gid = l.gid] { RestoreWorker(job, epoch, slot, mine, procs, uid, gid); });
   restore_cv_.notify_all();
 }
 
@@ -1319,7 +1317,8 @@ void NodeAgentImpl::RestoreWorker(uint64_t job, uint64_t epoch, uint32_t slot,
         std::filesystem::create_directories(job_dir, ec);
         ::chown(job_dir.c_str(), uid, gid);
         const std::string exe = job_dir + "/" + program;
-        struct stat have {}, want {};
+        struct stat have {
+        }, want{};
         if (::stat((dir + "/job/" + program).c_str(), &want) == 0 &&
             (::stat(exe.c_str(), &have) != 0 || have.st_size != want.st_size)) {
           // Same mode as when dumped: CRIU checks the executable's mode.
@@ -1355,16 +1354,15 @@ void NodeAgentImpl::RestoreWorker(uint64_t job, uint64_t epoch, uint32_t slot,
       r.wait_status = 127 << 8;
       os::OutputChunk out{job, rank, 2,
                           "gos-nodeagent " + o_.name + ": cannot restore rank " +
-                              std::to_string(rank) + " from epoch " + std::to_string(epoch) +
-                              ": " + st.ToString() + "\n"};
+                              std::to_string(rank) + " from epoch " + std::to_string(epoch) + ": " +
+                              st.ToString() + "\n"};
       if (auto ch = channel()) ch->Send(Frame::kAgentOutput, os::Encode(out)).IgnoreError();
     }
     restored.push_back(r);
   }
   std::error_code ec;
-  std::filesystem::remove_all(o_.state_dir + "/restore/j" + std::to_string(job) + "-e" +
-                                  std::to_string(epoch),
-                              ec);
+  std::filesystem::remove_all(
+      o_.state_dir + "/restore/j" + std::to_string(job) + "-e" + std::to_string(epoch), ec);
   std::lock_guard<std::mutex> lock(mu_);
   auto jt = jobs_.find(job);
   if (jt == jobs_.end()) {

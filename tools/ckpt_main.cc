@@ -57,8 +57,8 @@ int Main(int argc, char** argv) {
     std::fprintf(stderr, "gos-ckpt: %s\n", ch.status().message().c_str());
     return 1;
   }
-  Status s = (*ch)->Send(list ? os::Frame::kListEpochs : os::Frame::kCheckpointNow,
-                         os::EncodeU64(job));
+  Status s =
+      (*ch)->Send(list ? os::Frame::kListEpochs : os::Frame::kCheckpointNow, os::EncodeU64(job));
   if (!s.ok()) {
     std::fprintf(stderr, "gos-ckpt: %s\n", s.message().c_str());
     return 1;
@@ -73,8 +73,7 @@ int Main(int argc, char** argv) {
     }
     auto text = os::DecodeText(f->payload);
     std::string t = text.ok() ? *text : std::string();
-    double secs =
-        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     switch (f->type) {
       case os::Frame::kPhase:
         std::fprintf(stderr, "gos-ckpt: [%6.2fs] %s\n", secs, t.c_str());

@@ -119,9 +119,7 @@ int FollowJob(os::Channel* ch, const FollowOptions& o) {
           }
           last_int = now;
         }
-        ch
-            ->Send(os::Frame::kSignalJob, os::Encode(os::SignalRequest{job, forward}))
-            .IgnoreError();
+        ch->Send(os::Frame::kSignalJob, os::Encode(os::SignalRequest{job, forward})).IgnoreError();
       }
     }
     if (p[2].revents & (POLLIN | POLLHUP | POLLERR)) {
@@ -131,9 +129,8 @@ int FollowJob(os::Channel* ch, const FollowOptions& o) {
         stdin_open = false;
         ch->Send(os::Frame::kStdin, {}).IgnoreError();
       } else {
-        ch
-            ->Send(os::Frame::kStdin,
-                   std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(buf), r))
+        ch->Send(os::Frame::kStdin,
+                 std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(buf), r))
             .IgnoreError();
       }
     }
@@ -185,8 +182,8 @@ int FollowJob(os::Channel* ch, const FollowOptions& o) {
     }
     if (!rs.ok() && !done) {
       out.Flush();
-      std::fprintf(stderr, "%s: lost the coordinator (%s); job %llu's state is unknown\n",
-                   tool, rs.message().c_str(), (unsigned long long)job);
+      std::fprintf(stderr, "%s: lost the coordinator (%s); job %llu's state is unknown\n", tool,
+                   rs.message().c_str(), (unsigned long long)job);
       exit_code = 255;
       break;
     }

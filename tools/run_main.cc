@@ -260,8 +260,8 @@ int Main(int argc, char** argv) {
                  "  %-24s %9.3f\n  %-24s %9.3f\n  %-24s %9.3f\n",
                  (unsigned long long)e.job, "local cluster start", boot, "allocate",
                  ms(e.placed_us), "transfer (staged)", ms(e.staged_us), "exec (launch strobe)",
-                 ms(e.launched_us), "all started", ms(e.started_us), "all exited",
-                 ms(e.exited_us), "gos-run total", total);
+                 ms(e.launched_us), "all started", ms(e.started_us), "all exited", ms(e.exited_us),
+                 "gos-run total", total);
   };
   int exit_code = FollowJob(ch->get(), fo);
   ch->reset();

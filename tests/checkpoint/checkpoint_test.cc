@@ -32,9 +32,9 @@
 
 #include "gos/storage/checkpoints.h"
 #include "gos/storage/chunks.h"
-#include "rocksdb/db.h"
 #include "gos/storage/tables.h"
 #include "gtest/gtest.h"
+#include "rocksdb/db.h"
 #include "tests/support/netns.h"
 #include "tests/support/subprocess.h"
 
@@ -74,8 +74,7 @@ struct Result {
   int code = -1;
   std::string output;
   std::string Describe() const {
-    return "`" + command + "`: exit " + std::to_string(code) + "\n--- output:\n" + output +
-           "---\n";
+    return "`" + command + "`: exit " + std::to_string(code) + "\n--- output:\n" + output + "---\n";
   }
 };
 
@@ -137,9 +136,9 @@ class TestCluster {
   }
 
   std::string StartCoordinator() {
-    std::vector<std::string> argv = {Bin("gos-coordinator"), "--data-dir", state_, "--nodes",
-                                     std::to_string(nodes_), "--timeslice", "5ms", "--keep",
-                                     "3"};
+    std::vector<std::string> argv = {
+        Bin("gos-coordinator"), "--data-dir", state_,   "--nodes", std::to_string(nodes_),
+        "--timeslice",          "5ms",        "--keep", "3"};
     if (netns_) {
       argv.push_back("--listen");
       argv.push_back(hosts_->bridge_ip() + ":0");
@@ -154,10 +153,18 @@ class TestCluster {
 
   std::string StartAgent(int i) {
     const std::string name = "h" + std::to_string(i);
-    std::vector<std::string> argv = {Bin("gos-nodeagent"), "--coordinator", Address(),
-                                     "--key-file", state_ + "/cluster.key", "--name", name,
-                                     "--state-dir", state_ + "/nodes/" + name, "--node",
-                                     std::to_string(i + 1), "--exit-with-coordinator"};
+    std::vector<std::string> argv = {Bin("gos-nodeagent"),
+                                     "--coordinator",
+                                     Address(),
+                                     "--key-file",
+                                     state_ + "/cluster.key",
+                                     "--name",
+                                     name,
+                                     "--state-dir",
+                                     state_ + "/nodes/" + name,
+                                     "--node",
+                                     std::to_string(i + 1),
+                                     "--exit-with-coordinator"};
     if (netns_) {
       // nsenter --net, not `ip netns exec` (which remounts /sys and hides the freezer).
       argv.insert(argv.begin(), {"nsenter", "--net=/run/netns/" + hosts_->name(i), "--"});
@@ -180,7 +187,8 @@ class TestCluster {
   // kill -9 of host i's nodeagent and of every process of its jobs.
   void KillHost(int i) {
     pid_t agent = AgentPid(i);
-    std::string dir = "/sys/fs/cgroup/freezer/gos/h" + std::to_string(i) + "." + std::to_string(agent);
+    std::string dir =
+        "/sys/fs/cgroup/freezer/gos/h" + std::to_string(i) + "." + std::to_string(agent);
     ::kill(agent, SIGKILL);
     std::error_code ec;
     for (const auto& e : std::filesystem::directory_iterator(dir, ec)) {
@@ -218,7 +226,8 @@ class TestCluster {
 
   std::string Logs() const {
     std::string s = coordinator_ ? "=== coordinator:\n" + Tail(coordinator_->output()) : "";
-    for (const auto& [i, a] : agents_) s += "=== agent " + std::to_string(i) + ":\n" + Tail(a->output());
+    for (const auto& [i, a] : agents_)
+      s += "=== agent " + std::to_string(i) + ":\n" + Tail(a->output());
     return s;
   }
 
@@ -235,7 +244,8 @@ class TestCluster {
       std::replace(cmd.begin(), cmd.end(), '\0', ' ');
       std::string stat = ReadFile("/proc/" + std::to_string(pid) + "/stat");
       size_t paren = stat.rfind(')');
-      bool zombie = paren == std::string::npos || paren + 2 >= stat.size() || stat[paren + 2] == 'Z';
+      bool zombie =
+          paren == std::string::npos || paren + 2 >= stat.size() || stat[paren + 2] == 'Z';
       if (!zombie && cmd.find(state_) != std::string::npos) out[pid] = cmd;
     }
     ::closedir(d);
@@ -322,17 +332,16 @@ TEST(CheckpointTest, IncrementalCorruptionCoordinatorRestart) {
   auto c = std::make_unique<TestCluster>(2, /*netns=*/false);
   ASSERT_EQ(c->Start(), "");
   constexpr int kMib = 64;
-  auto run = Subprocess::Start({Bin("gos-run"), "-n", "1", Example("dirty"),
-                                std::to_string(kMib), "600", "5"},
-                               c->Env());
+  auto run = Subprocess::Start(
+      {Bin("gos-run"), "-n", "1", Example("dirty"), std::to_string(kMib), "600", "5"}, c->Env());
   ASSERT_TRUE(run.ok());
   ASSERT_TRUE(WaitUntil([&] { return run->OutputContains("MiB ready"); }, 60s)) << run->output();
   const std::string job = "1";
 
   // Only the owner or root.
-  Result other = Execute({"setpriv", "--reuid=65534", "--regid=65534", "--clear-groups",
-                          Bin("gos-ckpt"), job},
-                         c->Env(), 30s);
+  Result other =
+      Execute({"setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", Bin("gos-ckpt"), job},
+              c->Env(), 30s);
   EXPECT_NE(other.code, 0) << other.Describe();
   EXPECT_NE(other.output.find("only its owner or root"), std::string::npos) << other.Describe();
 
@@ -341,8 +350,7 @@ TEST(CheckpointTest, IncrementalCorruptionCoordinatorRestart) {
   EXPECT_NE(e1.output.find("epoch 1 committed"), std::string::npos) << e1.Describe();
   // Rewrite 5% of the heap, then the second epoch.
   ASSERT_EQ(Execute({Bin("gos-kill"), "-s", "USR1", job}, c->Env(), 30s).code, 0);
-  ASSERT_TRUE(WaitUntil([&] { return run->OutputContains("pass 1 done"); }, 30s))
-      << run->output();
+  ASSERT_TRUE(WaitUntil([&] { return run->OutputContains("pass 1 done"); }, 30s)) << run->output();
   Result e2 = Execute({Bin("gos-ckpt"), job}, c->Env(), 120s);
   ASSERT_EQ(e2.code, 0) << e2.Describe() << c->Logs();
 

@@ -112,19 +112,19 @@ enum class Frame : uint16_t {
   kPhase = 26,     // text: a phase line for --timing
   kNotice = 27,    // text: an event of the job the user should see (checkpoints, restarts)
   // nodeagent <-> coordinator
-  kHello = 40,        // AgentHello
-  kWelcome = 41,      // AgentWelcome
-  kAgentOutput = 42,  // OutputChunk
-  kOutputDone = 43,   // u64 job
-  kAgentStdin = 44,   // u64 job + bytes (empty = EOF)
-  kReject = 45,       // text
-  kRankFailed = 46,   // JobExit: a communicating rank died or aborted; the job must fail
-  kCkptChunk = 47,    // CkptChunk: a chunk the store may not hold yet
-  kCkptRank = 48,     // JobBytes: job + storage::EncodeManifest of one rank's part of an epoch
-  kCkptFailed = 49,   // JobBytes: job + why this node could not take the job's epoch
-  kRestoreChunk = 50,     // coordinator -> agent: RestoreChunk
-  kRestoreRankEnd = 51,   // coordinator -> agent: RestoreRankEnd
-  kRestoreReady = 52,     // agent -> coordinator: RestoreReady
+  kHello = 40,           // AgentHello
+  kWelcome = 41,         // AgentWelcome
+  kAgentOutput = 42,     // OutputChunk
+  kOutputDone = 43,      // u64 job
+  kAgentStdin = 44,      // u64 job + bytes (empty = EOF)
+  kReject = 45,          // text
+  kRankFailed = 46,      // JobExit: a communicating rank died or aborted; the job must fail
+  kCkptChunk = 47,       // CkptChunk: a chunk the store may not hold yet
+  kCkptRank = 48,        // JobBytes: job + storage::EncodeManifest of one rank's part of an epoch
+  kCkptFailed = 49,      // JobBytes: job + why this node could not take the job's epoch
+  kRestoreChunk = 50,    // coordinator -> agent: RestoreChunk
+  kRestoreRankEnd = 51,  // coordinator -> agent: RestoreRankEnd
+  kRestoreReady = 52,    // agent -> coordinator: RestoreReady
   // client -> coordinator (checkpoint tools)
   kCheckpointNow = 6,  // u64 job: take an epoch now; kPhase lines, then kOk or kError
   kListEpochs = 7,     // u64 job: kOk with the table of epochs
@@ -146,10 +146,10 @@ struct SubmitRequest {
   uint32_t nodes = 0;
   uint32_t ranks_per_node = 0;
   int64_t time_limit_ms = 0;
-  std::vector<SubmitFile> files;  // files[0] is the executable
-  int64_t checkpoint_ms = 0;       // take an epoch this often (0 = never)
-  uint32_t keep = 0;               // epochs to keep (0 = the coordinator's default)
-  uint32_t restart_on_failure = 0; // automatic restarts from the last epoch after a failure
+  std::vector<SubmitFile> files;    // files[0] is the executable
+  int64_t checkpoint_ms = 0;        // take an epoch this often (0 = never)
+  uint32_t keep = 0;                // epochs to keep (0 = the coordinator's default)
+  uint32_t restart_on_failure = 0;  // automatic restarts from the last epoch after a failure
 };
 
 struct CkptChunk {

@@ -38,25 +38,25 @@ struct EpochManifest {
   uint64_t epoch = 0;   // 1, 2, ... per job
   uint64_t strobe = 0;  // strobe at which the job was frozen for it
   uint32_t ntasks = 0;
-  int64_t taken_ms = 0;            // unix ms when the job was frozen
-  uint64_t logical_bytes = 0;      // sum of all files' sizes
-  uint64_t new_bytes = 0;          // raw bytes of chunks the store did not hold before
-  uint64_t new_compressed = 0;     // their stored (compressed) bytes
-  int64_t pause_ms = 0;            // job frozen for the dump
-  int64_t total_ms = 0;            // freeze to commit
-  std::vector<EpochRank> ranks;    // ascending rank, all ntasks of them
+  int64_t taken_ms = 0;          // unix ms when the job was frozen
+  uint64_t logical_bytes = 0;    // sum of all files' sizes
+  uint64_t new_bytes = 0;        // raw bytes of chunks the store did not hold before
+  uint64_t new_compressed = 0;   // their stored (compressed) bytes
+  int64_t pause_ms = 0;          // job frozen for the dump
+  int64_t total_ms = 0;          // freeze to commit
+  std::vector<EpochRank> ranks;  // ascending rank, all ntasks of them
 
   friend bool operator==(const EpochManifest&, const EpochManifest&) = default;
 };
 
 struct StoreStats {
-  uint64_t chunks = 0;             // stored chunks
-  uint64_t raw_bytes = 0;          // their raw size
-  uint64_t stored_bytes = 0;       // their stored (compressed) size
-  uint64_t unreferenced = 0;       // chunks with no reference (Gc would remove them)
-  uint64_t jobs = 0;               // jobs with at least one epoch
+  uint64_t chunks = 0;        // stored chunks
+  uint64_t raw_bytes = 0;     // their raw size
+  uint64_t stored_bytes = 0;  // their stored (compressed) size
+  uint64_t unreferenced = 0;  // chunks with no reference (Gc would remove them)
+  uint64_t jobs = 0;          // jobs with at least one epoch
   uint64_t epochs = 0;
-  uint64_t logical_bytes = 0;      // sum of epochs' logical_bytes
+  uint64_t logical_bytes = 0;  // sum of epochs' logical_bytes
 };
 
 struct GcResult {
