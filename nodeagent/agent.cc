@@ -150,7 +150,10 @@ class NodeAgentImpl final : public NodeAgent {
                         std::vector<std::pair<uint32_t, pid_t>> ranks, std::string cgroup,
                         std::string job_dir, std::string program, std::string matcher,
                         std::map<uint32_t, std::string> channels);
-  void Restore(const os::StrobeCommand& c, uint32_t current_row);
+  void Restore(const os::StrobeCommand& c);
+  // The job of a LAUNCH or RESTORE with this node's ranks in *mine; nullptr if it has none
+  // here or is known already.
+  LocalJob* NewLocalJob(const os::LaunchCommand& l, std::vector<uint32_t>* mine);
   void RestoreWorker(uint64_t job, uint64_t epoch, uint32_t slot, std::vector<uint32_t> ranks,
                      std::string procs, uint32_t uid, uint32_t gid);
   void OnRestoreChunk(const os::RestoreChunk& m);
@@ -700,7 +703,7 @@ void NodeAgentImpl::ApplyStrobe(const os::Strobe& s) {
         break;
       }
       case os::CommandType::kRestore:
-        Restore(c, s.row);
+        Restore(c);
         break;
     }
   }
@@ -721,13 +724,12 @@ void NodeAgentImpl::ApplyStrobe(const os::Strobe& s) {
   }
 }
 
-void NodeAgentImpl::Launch(const os::LaunchCommand& l, uint32_t current_row) {
-  std::vector<uint32_t> mine;
+LocalJob* NodeAgentImpl::NewLocalJob(const os::LaunchCommand& l, std::vector<uint32_t>* mine) {
   for (const auto& run : l.runs) {
     if (run.node != node_id_) continue;
-    for (uint32_t k = 0; k < run.count; ++k) mine.push_back(run.first + k);
+    for (uint32_t k = 0; k < run.count; ++k) mine->push_back(run.first + k);
   }
-  if (mine.empty() || jobs_.count(l.job)) return;
+  if (mine->empty() || jobs_.count(l.job)) return nullptr;
   LocalJob& j = jobs_[l.job];
   j.id = l.job;
   j.slot = l.slot;
@@ -736,6 +738,14 @@ void NodeAgentImpl::Launch(const os::LaunchCommand& l, uint32_t current_row) {
   j.uid = l.uid;
   j.gid = l.gid;
   j.dir = o_.state_dir + "/jobs/" + std::to_string(l.job);
+  return &j;
+}
+
+void NodeAgentImpl::Launch(const os::LaunchCommand& l, uint32_t current_row) {
+  std::vector<uint32_t> mine;
+  LocalJob* jp = NewLocalJob(l, &mine);
+  if (jp == nullptr) return;
+  LocalJob& j = *jp;
   ::mkdir(j.dir.c_str(), 0700);
   // The job dir and staged files belong to the job's user.
   ::chown(j.dir.c_str(), l.uid, l.gid);
@@ -912,26 +922,6 @@ Status WriteFileBytes(const std::string& path, const std::string& bytes, mode_t 
   return OkStatus();
 }
 
-StatusOr<std::string> ReadFileBytes(const std::string& path) {
-  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return ErrnoError(errno, "open " + path);
-  std::string out;
-  char buf[1 << 16];
-  while (true) {
-    ssize_t n = ::read(fd, buf, sizeof buf);
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) {
-      int err = errno;
-      ::close(fd);
-      return ErrnoError(err, "read " + path);
-    }
-    if (n == 0) break;
-    out.append(buf, static_cast<size_t>(n));
-  }
-  ::close(fd);
-  return out;
-}
-
 // "key=value" lines of the gos-rank file a checkpoint leaves next to the CRIU images.
 std::map<std::string, std::string> ParseMeta(const std::string& text) {
   std::map<std::string, std::string> out;
@@ -1034,7 +1024,8 @@ void NodeAgentImpl::StartCheckpoints() {
     }
     std::lock_guard<std::mutex> wl(work_mu_);
     workers_.emplace_back([this, id, epoch, base = j.ckpt_base, slot = j.slot, level = j.ckpt_level,
-                           ranks = std::move(ranks), cgroup = j.cgroup->path(), dir = j.dir,
+                           ranks = std::move(ranks), cgroup = j.cgroup->path(),
+                           dir = j.restored_dir.empty() ? j.dir : j.restored_dir,
                            program = j.program, matcher = std::move(matcher),
                            channels = std::move(channels)]() mutable {
       CheckpointWorker(id, epoch, base, slot, level, std::move(ranks), std::move(cgroup),
@@ -1216,23 +1207,13 @@ void NodeAgentImpl::OnRestoreRankEnd(const os::RestoreRankEnd& m) {
 
 // Strobe thread, under mu_: a RESTORE command. The job's cgroup and BCS state are made here;
 // a worker restores the ranks (CRIU) and then reports them started. The job stays held.
-void NodeAgentImpl::Restore(const os::StrobeCommand& c, uint32_t current_row) {
+void NodeAgentImpl::Restore(const os::StrobeCommand& c) {
   const os::LaunchCommand& l = c.launch;
   std::vector<uint32_t> mine;
-  for (const auto& run : l.runs) {
-    if (run.node != node_id_) continue;
-    for (uint32_t k = 0; k < run.count; ++k) mine.push_back(run.first + k);
-  }
-  if (mine.empty() || jobs_.count(l.job)) return;
-  LocalJob& j = jobs_[l.job];
-  j.id = l.job;
-  j.slot = l.slot;
-  j.row = l.row;
-  j.uid = l.uid;
-  j.gid = l.gid;
+  LocalJob* jp = NewLocalJob(l, &mine);
+  if (jp == nullptr) return;
+  LocalJob& j = *jp;
   j.hold = true;
-  j.dir = o_.state_dir + "/jobs/" + std::to_string(l.job);
-  (void)current_row;
   std::string failure;
   auto cg = FreezerCgroup::Create(
       o_.cgroup_root, o_.name + "." + std::to_string(getpid()) + "/j" + std::to_string(l.job));
@@ -1247,10 +1228,10 @@ void NodeAgentImpl::Restore(const os::StrobeCommand& c, uint32_t current_row) {
   const std::string first = RestoreDir(l.job, c.epoch, mine[0]);
   if (failure.empty() && ::access((first + "/gos-channel").c_str(), F_OK) == 0 && bcs_) {
     BcsRestore restore;
-    auto m = ReadFileBytes(first + "/gos-matcher");
+    auto m = ReadWholeFile(first + "/gos-matcher");
     if (m.ok()) restore.matcher = std::move(*m);
     for (uint32_t rank : mine) {
-      auto ch = ReadFileBytes(RestoreDir(l.job, c.epoch, rank) + "/gos-channel");
+      auto ch = ReadWholeFile(RestoreDir(l.job, c.epoch, rank) + "/gos-channel");
       if (ch.ok()) restore.channels[rank] = std::move(*ch);
     }
     BcsJob bj;
@@ -1299,14 +1280,14 @@ void NodeAgentImpl::RestoreWorker(uint64_t job, uint64_t epoch, uint32_t slot,
                                   std::vector<uint32_t> ranks, std::string procs, uint32_t uid,
                                   uint32_t gid) {
   std::vector<Rank> restored;
-  std::string restored_dir;
+  std::string restored_dir, restored_program;
   for (uint32_t rank : ranks) {
     Rank r;
     r.rank = rank;
     const std::string dir = RestoreDir(job, epoch, rank);
     Status st;
     // The executable must be where the dumped process had it.
-    auto meta_text = ReadFileBytes(dir + "/gos-rank");
+    auto meta_text = ReadWholeFile(dir + "/gos-rank");
     if (!meta_text.ok()) {
       st = meta_text.status();
     } else {
@@ -1326,6 +1307,7 @@ void NodeAgentImpl::RestoreWorker(uint64_t job, uint64_t epoch, uint32_t slot,
           ::chown(exe.c_str(), uid, gid);
         }
         restored_dir = job_dir;
+        restored_program = program;
       }
     }
     if (st.ok()) {
@@ -1379,7 +1361,9 @@ void NodeAgentImpl::RestoreWorker(uint64_t job, uint64_t epoch, uint32_t slot,
     return;
   }
   LocalJob& j = jt->second;
+  // Later checkpoints of the job record where its executable really is.
   j.restored_dir = restored_dir;
+  j.program = restored_program;
   for (Rank& r : restored) {
     if (j.bcs && bcs_ && r.pid > 0) bcs_->SetRankInit(job, r.rank, r.pid);
     j.ranks.push_back(r);

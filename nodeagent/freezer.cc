@@ -56,26 +56,6 @@ Status WriteFile(const std::string& path, const std::string& content) {
   return OkStatus();
 }
 
-StatusOr<std::string> ReadFile(const std::string& path) {
-  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return ErrnoError(errno, "open " + path);
-  std::string out;
-  char buf[4096];
-  while (true) {
-    ssize_t n = ::read(fd, buf, sizeof buf);
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) {
-      int err = errno;
-      ::close(fd);
-      return ErrnoError(err, "read " + path);
-    }
-    if (n == 0) break;
-    out.append(buf, static_cast<size_t>(n));
-  }
-  ::close(fd);
-  return out;
-}
-
 bool IsDirectory(const std::string& path) {
   struct stat st;
   return ::stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode);
@@ -192,7 +172,7 @@ Status FreezerCgroup::SetState(const char* state, bool wait) {
 }
 
 StatusOr<std::string> FreezerCgroup::State() const {
-  GOS_ASSIGN_OR_RETURN(std::string s, ReadFile(path_ + "/freezer.state"));
+  GOS_ASSIGN_OR_RETURN(std::string s, ReadWholeFile(path_ + "/freezer.state"));
   while (!s.empty() && (s.back() == '\n' || s.back() == ' ')) s.pop_back();
   return s;
 }
@@ -233,6 +213,26 @@ Status FreezerCgroup::Destroy() {
   destroyed_ = true;
   GOS_LOG(kDebug, "freezer") << "destroyed " << path_;
   return OkStatus();
+}
+
+StatusOr<std::string> ReadWholeFile(const std::string& path) {
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return ErrnoError(errno, "open " + path);
+  std::string out;
+  char buf[1 << 16];
+  while (true) {
+    ssize_t n = ::read(fd, buf, sizeof buf);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) {
+      int err = errno;
+      ::close(fd);
+      return ErrnoError(err, "read " + path);
+    }
+    if (n == 0) break;
+    out.append(buf, static_cast<size_t>(n));
+  }
+  ::close(fd);
+  return out;
 }
 
 }  // namespace gos::nodeagent

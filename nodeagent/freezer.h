@@ -67,6 +67,9 @@ class FreezerCgroup {
   bool destroyed_ = false;
 };
 
+// The whole contents of a (small) file: cgroup control files, checkpoint metadata.
+StatusOr<std::string> ReadWholeFile(const std::string& path);
+
 }  // namespace gos::nodeagent
 
 #endif  // GOS_NODEAGENT_FREEZER_H_
