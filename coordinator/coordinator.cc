@@ -192,6 +192,8 @@ class CoordinatorImpl final : public Coordinator {
   // A job that lost a node, with restarts left and a committed epoch, goes back to the queue
   // to be restored instead of failing (gos-run --restart-on-failure).
   bool RequeueForRestart(Job& j, After& after);
+  // This placement of j restores epoch m (newest: j's newest stored epoch).
+  void SetRestore(Job& j, storage::EpochManifest m, uint64_t newest);
   void ReleaseSlot(Job& j);
   void NodeDown(uint32_t node, const std::string& reason, After& after);
   void CheckDownNodes(After& after);
@@ -1594,9 +1596,7 @@ void CoordinatorImpl::Restart(const std::shared_ptr<Client>& c, const os::Restar
   j.submit = SteadyClock::now();
   j.ckpt_interval_ms = req.checkpoint_ms;
   j.keep = o_.keep;
-  j.next_epoch = epochs->back().epoch + 1;
-  j.restore_epoch = epoch;
-  j.restore = std::move(**m);
+  SetRestore(j, std::move(**m), epochs->back().epoch);
   c->job = id;
   ever_had_job_ = true;
   jobs_[id] = std::move(j);
@@ -1607,6 +1607,15 @@ void CoordinatorImpl::Restart(const std::shared_ptr<Client>& c, const os::Restar
   auto bytes = os::EncodeU64(id);
   after.push_back([ch, bytes] { ch->Send(Frame::kAccepted, bytes).IgnoreError(); });
   Schedule(after);
+}
+
+void CoordinatorImpl::SetRestore(Job& j, storage::EpochManifest m, uint64_t newest) {
+  j.restore_epoch = m.epoch;
+  j.restore = std::move(m);
+  j.restore_ready.clear();
+  // New epochs get new numbers; none of this incarnation's nodes shipped a chunk yet.
+  j.next_epoch = std::max(j.next_epoch, newest + 1);
+  j.last_committed = 0;
 }
 
 bool CoordinatorImpl::RequeueForRestart(Job& j, After& after) {
@@ -1629,11 +1638,7 @@ bool CoordinatorImpl::RequeueForRestart(Job& j, After& after) {
   j.exit_confirmed = false;
   j.rank_failed = false;
   j.exit_code = 0;
-  j.restore_epoch = (*m)->epoch;
-  j.restore = std::move(**m);
-  j.restore_ready.clear();
-  j.last_committed = 0;
-  j.next_epoch = std::max(j.next_epoch, epochs->back().epoch + 1);
+  SetRestore(j, std::move(**m), epochs->back().epoch);
   j.req.exclude.clear();
   PersistJob(j);
   queue_.Push(j.req);
@@ -1809,6 +1814,7 @@ void CoordinatorImpl::StagingLoop() {
         cmd.type = restoring ? os::CommandType::kRestore : os::CommandType::kLaunch;
         cmd.job = id;
         cmd.epoch = j.restore_epoch;
+        j.restore.reset();  // shipped: the chunk lists are no longer needed
         j.held = restoring;
         os::LaunchCommand& l = cmd.launch;
         l.job = id;

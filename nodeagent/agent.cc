@@ -25,6 +25,7 @@
 
 #include "gos/bcs/channel.h"
 #include "gos/eventfd.h"
+#include "gos/fd.h"
 #include "gos/log.h"
 #include "gos/os/auth.h"
 #include "gos/os/channel.h"
@@ -78,6 +79,41 @@ struct LocalJob {
   int ckpt_level = 1;
   std::string restored_dir;  // a job dir recreated at its dumped path by a restore
 };
+
+// A rank that runs: the caller's ends of its pipes. Only rank 0 reads stdin.
+Rank StartedRank(uint32_t rank, const RankProcess& p) {
+  Rank r;
+  r.rank = rank;
+  r.pid = p.pid;
+  r.out_fd = p.stdout_fd;
+  r.err_fd = p.stderr_fd;
+  r.status_fd = p.status_fd;
+  r.stdin_fd = p.stdin_fd;
+  if (rank != 0) {
+    ::close(r.stdin_fd);
+    r.stdin_fd = -1;
+  } else {
+    fcntl(r.stdin_fd, F_SETFL, fcntl(r.stdin_fd, F_GETFL) | O_NONBLOCK);
+  }
+  return r;
+}
+
+// The BCS engine's view of a launched or restored job.
+BcsJob BcsJobOf(const os::LaunchCommand& l, const std::vector<uint32_t>& mine) {
+  BcsJob bj;
+  bj.job = l.job;
+  bj.row = l.row;
+  bj.uid = l.uid;
+  bj.gid = l.gid;
+  bj.rank_node.resize(l.ntasks);
+  for (const auto& run : l.runs) {
+    for (uint32_t k = 0; k < run.count && run.first + k < l.ntasks; ++k) {
+      bj.rank_node[run.first + k] = run.node;
+    }
+  }
+  bj.local = mine;
+  return bj;
+}
 
 std::string SelfDir() {
   std::error_code ec;
@@ -151,9 +187,16 @@ class NodeAgentImpl final : public NodeAgent {
                         std::string job_dir, std::string program, std::string matcher,
                         std::map<uint32_t, std::string> channels);
   void Restore(const os::StrobeCommand& c);
-  // The job of a LAUNCH or RESTORE with this node's ranks in *mine; nullptr if it has none
-  // here or is known already.
-  LocalJob* NewLocalJob(const os::LaunchCommand& l, std::vector<uint32_t>* mine);
+  // The job of a LAUNCH or RESTORE with this node's ranks in *mine, in its new freezer
+  // cgroup (frozen when `frozen`); nullptr if it has no rank here or is known already.
+  // *failure says why the cgroup could not be made.
+  LocalJob* NewLocalJob(const os::LaunchCommand& l, bool frozen, std::vector<uint32_t>* mine,
+                        std::string* failure);
+  // A rank that could not start or be restored: exit 127, `why` on its stderr.
+  Rank NotStarted(const std::shared_ptr<Channel>& ch, uint64_t job, uint32_t rank,
+                  const std::string& why);
+  // Streams the output of every rank of j that is not watched yet (under mu_).
+  void WatchOutputs(LocalJob& j);
   void RestoreWorker(uint64_t job, uint64_t epoch, uint32_t slot, std::vector<uint32_t> ranks,
                      std::string procs, uint32_t uid, uint32_t gid);
   void OnRestoreChunk(const os::RestoreChunk& m);
@@ -219,6 +262,8 @@ class NodeAgentImpl final : public NodeAgent {
   std::map<uint64_t, std::map<uint64_t, std::set<storage::ChunkHash>>> shipped_;
   // Restore images arriving: the first error per (job, rank) (IO thread only).
   std::map<std::pair<uint64_t, uint32_t>, std::string> restore_errors_;
+  std::string restore_path_;  // the image file being written, open as restore_fd_
+  Fd restore_fd_;
 };
 
 Status NodeAgentImpl::Init() {
@@ -724,7 +769,8 @@ void NodeAgentImpl::ApplyStrobe(const os::Strobe& s) {
   }
 }
 
-LocalJob* NodeAgentImpl::NewLocalJob(const os::LaunchCommand& l, std::vector<uint32_t>* mine) {
+LocalJob* NodeAgentImpl::NewLocalJob(const os::LaunchCommand& l, bool frozen,
+                                     std::vector<uint32_t>* mine, std::string* failure) {
   for (const auto& run : l.runs) {
     if (run.node != node_id_) continue;
     for (uint32_t k = 0; k < run.count; ++k) mine->push_back(run.first + k);
@@ -738,12 +784,49 @@ LocalJob* NodeAgentImpl::NewLocalJob(const os::LaunchCommand& l, std::vector<uin
   j.uid = l.uid;
   j.gid = l.gid;
   j.dir = o_.state_dir + "/jobs/" + std::to_string(l.job);
+  // The slot's variables may still hold this job id from an earlier incarnation of the job (a
+  // restart reuses the id, and maybe the slot): the coordinator must not take them as news.
+  node_->Store(os::VarStarted(l.slot), 0);
+  node_->Store(os::VarDone(l.slot), 0);
+  auto cg = FreezerCgroup::Create(
+      o_.cgroup_root, o_.name + "." + std::to_string(getpid()) + "/j" + std::to_string(l.job));
+  if (!cg.ok()) {
+    *failure = cg.status().ToString();
+  } else {
+    j.cgroup = std::move(*cg);
+    if (frozen) {
+      j.cgroup->Freeze(false).IgnoreError();
+      j.frozen = true;
+    }
+  }
   return &j;
+}
+
+Rank NodeAgentImpl::NotStarted(const std::shared_ptr<Channel>& ch, uint64_t job, uint32_t rank,
+                               const std::string& why) {
+  Rank r;
+  r.rank = rank;
+  r.exited = true;
+  r.wait_status = 127 << 8;
+  os::OutputChunk out{job, rank, 2, "gos-nodeagent " + o_.name + ": " + why + "\n"};
+  if (ch) ch->Send(Frame::kAgentOutput, os::Encode(out)).IgnoreError();
+  return r;
+}
+
+void NodeAgentImpl::WatchOutputs(LocalJob& j) {
+  for (uint32_t i = 0; i < j.ranks.size(); ++i) {
+    for (int fd : {j.ranks[i].out_fd, j.ranks[i].err_fd}) {
+      if (fd < 0 || pipes_.count(fd)) continue;
+      pipes_[fd] = {j.id, i};
+      Watch(fd);
+    }
+  }
 }
 
 void NodeAgentImpl::Launch(const os::LaunchCommand& l, uint32_t current_row) {
   std::vector<uint32_t> mine;
-  LocalJob* jp = NewLocalJob(l, &mine);
+  std::string failure;
+  LocalJob* jp = NewLocalJob(l, l.row != current_row, &mine, &failure);
   if (jp == nullptr) return;
   LocalJob& j = *jp;
   ::mkdir(j.dir.c_str(), 0700);
@@ -753,33 +836,9 @@ void NodeAgentImpl::Launch(const os::LaunchCommand& l, uint32_t current_row) {
   for (const auto& e : std::filesystem::directory_iterator(j.dir, ec)) {
     ::chown(e.path().c_str(), l.uid, l.gid);
   }
-  auto cg = FreezerCgroup::Create(
-      o_.cgroup_root, o_.name + "." + std::to_string(getpid()) + "/j" + std::to_string(l.job));
-  std::string failure;
-  if (!cg.ok()) {
-    failure = cg.status().ToString();
-  } else {
-    j.cgroup = std::move(*cg);
-    if (l.row != current_row) {
-      j.cgroup->Freeze(false).IgnoreError();
-      j.frozen = true;
-    }
-  }
   std::map<uint32_t, std::string> channels;
   if (failure.empty() && (l.flags & os::kLaunchBcs) && bcs_) {
-    BcsJob bj;
-    bj.job = l.job;
-    bj.row = l.row;
-    bj.uid = l.uid;
-    bj.gid = l.gid;
-    bj.rank_node.resize(l.ntasks);
-    for (const auto& run : l.runs) {
-      for (uint32_t k = 0; k < run.count && run.first + k < l.ntasks; ++k) {
-        bj.rank_node[run.first + k] = run.node;
-      }
-    }
-    bj.local = mine;
-    auto paths = bcs_->AddJob(bj);
+    auto paths = bcs_->AddJob(BcsJobOf(l, mine));
     if (paths.ok()) {
       channels = std::move(*paths);
       j.bcs = true;
@@ -788,8 +847,6 @@ void NodeAgentImpl::Launch(const os::LaunchCommand& l, uint32_t current_row) {
     }
   }
   for (uint32_t rank : mine) {
-    Rank r;
-    r.rank = rank;
     if (failure.empty()) {
       RankSpec spec;
       spec.program = j.dir + "/" + l.program;
@@ -809,40 +866,17 @@ void NodeAgentImpl::Launch(const os::LaunchCommand& l, uint32_t current_row) {
       spec.init_path = o_.init_path;
       auto p = LaunchRank(spec);
       if (p.ok()) {
-        r.pid = p->pid;
         if (j.bcs) bcs_->SetRankInit(l.job, rank, p->pid);
-        r.out_fd = p->stdout_fd;
-        r.err_fd = p->stderr_fd;
-        r.status_fd = p->status_fd;
-        r.stdin_fd = p->stdin_fd;
-        if (rank != 0) {
-          ::close(r.stdin_fd);  // stdin goes to rank 0 only
-          r.stdin_fd = -1;
-        } else {
-          fcntl(r.stdin_fd, F_SETFL, fcntl(r.stdin_fd, F_GETFL) | O_NONBLOCK);
-        }
-      } else {
-        failure = p.status().ToString();
+        j.ranks.push_back(StartedRank(rank, *p));
+        continue;
       }
+      failure = p.status().ToString();
     }
-    if (r.pid < 0) {
-      // Could not start: report it as exit 127 with the reason on the rank's stderr.
-      r.exited = true;
-      r.wait_status = 127 << 8;
-      os::OutputChunk out{l.job, rank, 2,
-                          "gos-nodeagent " + o_.name + ": cannot start rank " +
-                              std::to_string(rank) + ": " + failure + "\n"};
-      if (ch_) ch_->Send(Frame::kAgentOutput, os::Encode(out)).IgnoreError();
-    }
-    j.ranks.push_back(r);
+    // Could not start: report it as exit 127 with the reason on the rank's stderr.
+    j.ranks.push_back(
+        NotStarted(ch_, l.job, rank, "cannot start rank " + std::to_string(rank) + ": " + failure));
   }
-  for (uint32_t i = 0; i < j.ranks.size(); ++i) {
-    for (int fd : {j.ranks[i].out_fd, j.ranks[i].err_fd}) {
-      if (fd < 0) continue;
-      pipes_[fd] = {l.job, i};
-      Watch(fd);
-    }
-  }
+  WatchOutputs(j);
   if (auto early = early_stdin_.find(l.job); early != early_stdin_.end()) {
     j.stdin_pending = std::move(early->second.first);
     j.stdin_eof = early->second.second;
@@ -1113,7 +1147,7 @@ void NodeAgentImpl::CheckpointWorker(uint64_t job, uint64_t epoch, uint64_t base
     er.rank = rank;
     er.node = node_id_;
     for (const std::string& name : ListFiles(dir)) {
-      if (name == "dump.log") continue;
+      if (name == "dump.log" || name == "criu.out") continue;  // criu's logs of this dump
       storage::FileEntry fe;
       st = storage::ChunkFile(
           dir, name,
@@ -1171,18 +1205,25 @@ void NodeAgentImpl::OnRestoreChunk(const os::RestoreChunk& m) {
   auto raw = storage::DecompressChunk(m.data, storage::ChunkRef{m.hash, m.raw_len});
   if (!raw.ok()) return fail(raw.status().message());
   const std::string path = dir + "/" + m.file;
-  std::error_code ec;
-  std::filesystem::create_directories(std::filesystem::path(path).parent_path(), ec);
-  int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_CLOEXEC, m.mode & 07777);
-  if (fd < 0) return fail(std::string("create: ") + std::strerror(errno));
-  ssize_t n = ::pwrite(fd, raw->data(), raw->size(), static_cast<off_t>(m.offset));
+  // A file's chunks arrive in order: keep it open from one chunk to the next.
+  if (restore_path_ != path) {
+    restore_fd_.Reset();
+    restore_path_.clear();
+    std::error_code ec;
+    std::filesystem::create_directories(std::filesystem::path(path).parent_path(), ec);
+    restore_fd_.Reset(::open(path.c_str(), O_WRONLY | O_CREAT | O_CLOEXEC, m.mode & 07777));
+    if (restore_fd_.get() < 0) return fail(std::string("create: ") + std::strerror(errno));
+    restore_path_ = path;
+  }
+  ssize_t n = ::pwrite(restore_fd_.get(), raw->data(), raw->size(), static_cast<off_t>(m.offset));
   int err = errno;
-  ::close(fd);
   if (n != static_cast<ssize_t>(raw->size()))
     return fail(std::string("write: ") + std::strerror(err));
 }
 
 void NodeAgentImpl::OnRestoreRankEnd(const os::RestoreRankEnd& m) {
+  restore_fd_.Reset();
+  restore_path_.clear();
   auto key = std::make_pair(m.job, m.rank);
   os::RestoreReady ready;
   ready.job = m.job;
@@ -1210,20 +1251,11 @@ void NodeAgentImpl::OnRestoreRankEnd(const os::RestoreRankEnd& m) {
 void NodeAgentImpl::Restore(const os::StrobeCommand& c) {
   const os::LaunchCommand& l = c.launch;
   std::vector<uint32_t> mine;
-  LocalJob* jp = NewLocalJob(l, &mine);
+  std::string failure;
+  LocalJob* jp = NewLocalJob(l, /*frozen=*/true, &mine, &failure);
   if (jp == nullptr) return;
   LocalJob& j = *jp;
   j.hold = true;
-  std::string failure;
-  auto cg = FreezerCgroup::Create(
-      o_.cgroup_root, o_.name + "." + std::to_string(getpid()) + "/j" + std::to_string(l.job));
-  if (!cg.ok()) {
-    failure = cg.status().ToString();
-  } else {
-    j.cgroup = std::move(*cg);
-    j.cgroup->Freeze(false).IgnoreError();
-    j.frozen = true;
-  }
   // BCS state: the matcher (the same in every rank's images) and each rank's channel.
   const std::string first = RestoreDir(l.job, c.epoch, mine[0]);
   if (failure.empty() && ::access((first + "/gos-channel").c_str(), F_OK) == 0 && bcs_) {
@@ -1234,19 +1266,7 @@ void NodeAgentImpl::Restore(const os::StrobeCommand& c) {
       auto ch = ReadWholeFile(RestoreDir(l.job, c.epoch, rank) + "/gos-channel");
       if (ch.ok()) restore.channels[rank] = std::move(*ch);
     }
-    BcsJob bj;
-    bj.job = l.job;
-    bj.row = l.row;
-    bj.uid = l.uid;
-    bj.gid = l.gid;
-    bj.rank_node.resize(l.ntasks);
-    for (const auto& run : l.runs) {
-      for (uint32_t k = 0; k < run.count && run.first + k < l.ntasks; ++k) {
-        bj.rank_node[run.first + k] = run.node;
-      }
-    }
-    bj.local = mine;
-    auto paths = bcs_->AddJob(bj, &restore);
+    auto paths = bcs_->AddJob(BcsJobOf(l, mine), &restore);
     if (paths.ok()) {
       j.bcs = true;
     } else {
@@ -1255,15 +1275,8 @@ void NodeAgentImpl::Restore(const os::StrobeCommand& c) {
   }
   if (!failure.empty()) {
     for (uint32_t rank : mine) {
-      Rank r;
-      r.rank = rank;
-      r.exited = true;
-      r.wait_status = 127 << 8;
-      os::OutputChunk out{l.job, rank, 2,
-                          "gos-nodeagent " + o_.name + ": cannot restore rank " +
-                              std::to_string(rank) + ": " + failure + "\n"};
-      if (ch_) ch_->Send(Frame::kAgentOutput, os::Encode(out)).IgnoreError();
-      j.ranks.push_back(r);
+      j.ranks.push_back(NotStarted(ch_, l.job, rank,
+                                   "cannot restore rank " + std::to_string(rank) + ": " + failure));
     }
     node_->Store(os::VarStarted(l.slot), static_cast<int64_t>(l.job));
     MaybeReport(j);
@@ -1282,8 +1295,6 @@ void NodeAgentImpl::RestoreWorker(uint64_t job, uint64_t epoch, uint32_t slot,
   std::vector<Rank> restored;
   std::string restored_dir, restored_program;
   for (uint32_t rank : ranks) {
-    Rank r;
-    r.rank = rank;
     const std::string dir = RestoreDir(job, epoch, rank);
     Status st;
     // The executable must be where the dumped process had it.
@@ -1316,31 +1327,14 @@ void NodeAgentImpl::RestoreWorker(uint64_t job, uint64_t epoch, uint32_t slot,
       req.cgroup_procs = procs;
       auto p = RestoreRank(req);
       if (p.ok()) {
-        r.pid = p->pid;
-        r.out_fd = p->stdout_fd;
-        r.err_fd = p->stderr_fd;
-        r.status_fd = p->status_fd;
-        r.stdin_fd = p->stdin_fd;
-        if (rank != 0) {
-          ::close(r.stdin_fd);
-          r.stdin_fd = -1;
-        } else {
-          fcntl(r.stdin_fd, F_SETFL, fcntl(r.stdin_fd, F_GETFL) | O_NONBLOCK);
-        }
-      } else {
-        st = p.status();
+        restored.push_back(StartedRank(rank, *p));
+        continue;
       }
+      st = p.status();
     }
-    if (!st.ok()) {
-      r.exited = true;
-      r.wait_status = 127 << 8;
-      os::OutputChunk out{job, rank, 2,
-                          "gos-nodeagent " + o_.name + ": cannot restore rank " +
-                              std::to_string(rank) + " from epoch " + std::to_string(epoch) + ": " +
-                              st.ToString() + "\n"};
-      if (auto ch = channel()) ch->Send(Frame::kAgentOutput, os::Encode(out)).IgnoreError();
-    }
-    restored.push_back(r);
+    restored.push_back(NotStarted(channel(), job, rank,
+                                  "cannot restore rank " + std::to_string(rank) + " from epoch " +
+                                      std::to_string(epoch) + ": " + st.ToString()));
   }
   std::error_code ec;
   std::filesystem::remove_all(
@@ -1368,13 +1362,7 @@ void NodeAgentImpl::RestoreWorker(uint64_t job, uint64_t epoch, uint32_t slot,
     if (j.bcs && bcs_ && r.pid > 0) bcs_->SetRankInit(job, r.rank, r.pid);
     j.ranks.push_back(r);
   }
-  for (uint32_t i = 0; i < j.ranks.size(); ++i) {
-    for (int fd : {j.ranks[i].out_fd, j.ranks[i].err_fd}) {
-      if (fd < 0) continue;
-      pipes_[fd] = {job, i};
-      Watch(fd);
-    }
-  }
+  WatchOutputs(j);
   node_->Store(os::VarStarted(slot), static_cast<int64_t>(job));
   // A rank that died while this worker registered it was reaped by nobody yet: look now.
   NotifyEventFd(wake_fd_);

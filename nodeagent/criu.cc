@@ -49,6 +49,7 @@
 #include <set>
 #include <vector>
 
+#include "gos/fd.h"
 #include "gos/log.h"
 
 extern char** environ;
@@ -71,29 +72,6 @@ constexpr int kFirstInheritFd = 3;
 // that hangs (e.g. on a task stuck in D state).
 constexpr auto kCriuDeadline = std::chrono::seconds(60);
 constexpr int kLogTailLines = 10;
-
-class Fd {
- public:
-  Fd() = default;
-  explicit Fd(int fd) : fd_(fd) {}
-  Fd(const Fd&) = delete;
-  Fd& operator=(const Fd&) = delete;
-  Fd(Fd&& other) noexcept : fd_(other.Release()) {}
-  ~Fd() { Reset(); }
-  int get() const { return fd_; }
-  int Release() {
-    int fd = fd_;
-    fd_ = -1;
-    return fd;
-  }
-  void Reset(int fd = -1) {
-    if (fd_ >= 0) ::close(fd_);
-    fd_ = fd;
-  }
-
- private:
-  int fd_ = -1;
-};
 
 std::string JoinPath(const std::string& dir, const char* name) { return dir + "/" + name; }
 

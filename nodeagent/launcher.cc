@@ -12,6 +12,7 @@
 #include <array>
 #include <cstdint>
 
+#include "gos/fd.h"
 #include "gos/log.h"
 
 namespace gos::nodeagent {
@@ -136,27 +137,6 @@ class ChildMessage {
   ::execve(p.init_path, p.init_argv, p.envp);
   ChildFail("execute", p.init_path, errno);
 }
-
-class Fd {
- public:
-  Fd() = default;
-  Fd(const Fd&) = delete;
-  Fd& operator=(const Fd&) = delete;
-  ~Fd() { Reset(); }
-  int get() const { return fd_; }
-  int Release() {
-    int fd = fd_;
-    fd_ = -1;
-    return fd;
-  }
-  void Reset(int fd = -1) {
-    if (fd_ >= 0) ::close(fd_);
-    fd_ = fd;
-  }
-
- private:
-  int fd_ = -1;
-};
 
 struct Pipe {
   Fd read, write;

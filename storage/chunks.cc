@@ -21,6 +21,7 @@
 #include <string_view>
 #include <utility>
 
+#include "gos/fd.h"
 #include "gos/log.h"
 
 namespace gos::storage {
@@ -89,20 +90,6 @@ size_t CdcCut(const uint8_t* data, size_t n) {
 
 // ---------------------------------------------------------------------------------------
 // Files.
-
-class Fd {
- public:
-  explicit Fd(int fd = -1) : fd_(fd) {}
-  ~Fd() {
-    if (fd_ >= 0) ::close(fd_);
-  }
-  Fd(Fd&& o) noexcept : fd_(std::exchange(o.fd_, -1)) {}
-  Fd& operator=(Fd&&) = delete;
-  int get() const { return fd_; }
-
- private:
-  int fd_;
-};
 
 // Reads up to n bytes (fewer only at end of file).
 StatusOr<size_t> ReadFull(int fd, uint8_t* buf, size_t n, const std::string& path) {

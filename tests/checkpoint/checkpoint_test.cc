@@ -46,55 +46,16 @@ using gos::testing::NetnsHosts;
 using gos::testing::Subprocess;
 using SteadyClock = std::chrono::steady_clock;
 
-std::string GosBinDir() {
-  const char* d = std::getenv("GOS_BIN_DIR");
-  return d != nullptr && *d != '\0' ? d : gos::testing::TestBinDir() + "/../bin";
-}
-std::string Bin(const std::string& name) { return GosBinDir() + "/" + name; }
-std::string Example(const std::string& name) { return GosBinDir() + "/../examples/" + name; }
+using gos::testing::ReadFile;
+using gos::testing::WaitUntil;
+using Result = gos::testing::RunResult;
 
-std::string ReadFile(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
-
-bool WaitUntil(const std::function<bool()>& pred, std::chrono::milliseconds timeout) {
-  auto deadline = SteadyClock::now() + timeout;
-  while (!pred()) {
-    if (SteadyClock::now() >= deadline) return false;
-    std::this_thread::sleep_for(50ms);
-  }
-  return true;
-}
-
-struct Result {
-  std::string command;
-  int code = -1;
-  std::string output;
-  std::string Describe() const {
-    return "`" + command + "`: exit " + std::to_string(code) + "\n--- output:\n" + output + "---\n";
-  }
-};
+std::string Bin(const std::string& name) { return gos::testing::GosBin(name); }
+std::string Example(const std::string& name) { return gos::testing::GosExample(name); }
 
 Result Execute(const std::vector<std::string>& argv, const std::vector<std::string>& env,
                std::chrono::seconds timeout = 120s) {
-  Result r;
-  for (const auto& a : argv) r.command += (r.command.empty() ? "" : " ") + a;
-  auto p = Subprocess::Start(argv, env);
-  if (!p.ok()) {
-    r.output = "did not start: " + p.status().ToString();
-    return r;
-  }
-  std::optional<int> status = p->Wait(SteadyClock::now() + timeout);
-  r.output = p->output();
-  if (!status) {
-    r.output += "\n[timed out]\n";
-    return r;
-  }
-  r.code = WIFEXITED(*status) ? WEXITSTATUS(*status) : 128 + WTERMSIG(*status);
-  return r;
+  return gos::testing::Run(argv, env, timeout);
 }
 
 // The first match of `re`'s group 1 in text, or "".
@@ -232,24 +193,7 @@ class TestCluster {
   }
 
   std::map<pid_t, std::string> LeftOver() const {
-    std::map<pid_t, std::string> out;
-    if (state_.empty()) return out;
-    DIR* d = ::opendir("/proc");
-    if (d == nullptr) return out;
-    while (dirent* e = ::readdir(d)) {
-      char* end = nullptr;
-      long pid = std::strtol(e->d_name, &end, 10);
-      if (*end != '\0' || pid <= 0 || pid == getpid()) continue;
-      std::string cmd = ReadFile("/proc/" + std::to_string(pid) + "/cmdline");
-      std::replace(cmd.begin(), cmd.end(), '\0', ' ');
-      std::string stat = ReadFile("/proc/" + std::to_string(pid) + "/stat");
-      size_t paren = stat.rfind(')');
-      bool zombie =
-          paren == std::string::npos || paren + 2 >= stat.size() || stat[paren + 2] == 'Z';
-      if (!zombie && cmd.find(state_) != std::string::npos) out[pid] = cmd;
-    }
-    ::closedir(d);
-    return out;
+    return state_.empty() ? std::map<pid_t, std::string>{} : gos::testing::FindProcesses(state_);
   }
 
  private:

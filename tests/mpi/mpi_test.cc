@@ -56,24 +56,18 @@ using gos::testing::NetnsHosts;
 using gos::testing::Subprocess;
 using SteadyClock = std::chrono::steady_clock;
 
-std::string GosBinDir() {
-  const char* d = std::getenv("GOS_BIN_DIR");
-  return d != nullptr && *d != '\0' ? d : gos::testing::TestBinDir() + "/../bin";
-}
-std::string Bin(const std::string& name) { return GosBinDir() + "/" + name; }
+using gos::testing::FindProcesses;
+using gos::testing::ReadFile;
+using gos::testing::WaitUntil;
+using Result = gos::testing::RunResult;
+
+std::string Bin(const std::string& name) { return gos::testing::GosBin(name); }
 std::string Program(const std::string& name) { return gos::testing::TestBinDir() + "/mpi/" + name; }
-std::string Example(const std::string& name) { return GosBinDir() + "/../examples/" + name; }
+std::string Example(const std::string& name) { return gos::testing::GosExample(name); }
 
 bool Exists(const std::string& path) {
   struct stat st {};
   return ::stat(path.c_str(), &st) == 0;
-}
-
-std::string ReadFile(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
 }
 
 std::vector<std::string> Lines(const std::string& text) {
@@ -83,79 +77,13 @@ std::vector<std::string> Lines(const std::string& text) {
   return out;
 }
 
-bool WaitUntil(const std::function<bool()>& pred, std::chrono::milliseconds timeout) {
-  auto deadline = SteadyClock::now() + timeout;
-  while (!pred()) {
-    if (SteadyClock::now() >= deadline) return false;
-    std::this_thread::sleep_for(20ms);
-  }
-  return true;
-}
-
-// Live (non-zombie) processes other than this one whose command line or
-// executable contains `needle`, with their command lines.
-std::map<pid_t, std::string> FindProcesses(const std::string& needle) {
-  std::map<pid_t, std::string> out;
-  DIR* d = ::opendir("/proc");
-  if (d == nullptr) return out;
-  while (dirent* e = ::readdir(d)) {
-    char* end = nullptr;
-    long pid = std::strtol(e->d_name, &end, 10);
-    if (*end != '\0' || pid <= 0 || pid == getpid()) continue;
-    const std::string dir = "/proc/" + std::to_string(pid);
-    std::string cmd = ReadFile(dir + "/cmdline");
-    std::replace(cmd.begin(), cmd.end(), '\0', ' ');
-    std::error_code ec;
-    std::string exe = std::filesystem::read_symlink(dir + "/exe", ec).string();
-    std::string stat = ReadFile(dir + "/stat");
-    size_t paren = stat.rfind(')');
-    bool zombie = paren == std::string::npos || paren + 2 >= stat.size() || stat[paren + 2] == 'Z';
-    if (!zombie && (cmd + " " + exe).find(needle) != std::string::npos) out[pid] = cmd;
-  }
-  ::closedir(d);
-  return out;
-}
-
 std::string Describe(const std::map<pid_t, std::string>& procs) {
-  std::string s;
-  for (const auto& [pid, what] : procs) s += "  " + std::to_string(pid) + ": " + what + "\n";
-  return s;
+  return gos::testing::DescribeProcesses(procs);
 }
-
-// One finished command: exit code as a shell reports it (128+signal), merged
-// output.
-struct Result {
-  std::string command;
-  int code = -1;
-  std::string output;
-  double seconds = 0;
-  std::string Describe() const {
-    char t[32];
-    std::snprintf(t, sizeof t, "%.2f s", seconds);
-    return "`" + command + "`: exit " + std::to_string(code) + " after " + t + "\n--- output:\n" +
-           output + "---\n";
-  }
-};
 
 Result Execute(const std::vector<std::string>& argv, const std::vector<std::string>& env,
                std::chrono::seconds timeout) {
-  Result r;
-  for (const auto& a : argv) r.command += (r.command.empty() ? "" : " ") + a;
-  auto start = SteadyClock::now();
-  auto p = Subprocess::Start(argv, env);
-  if (!p.ok()) {
-    r.output = "did not start: " + p.status().ToString();
-    return r;
-  }
-  std::optional<int> status = p->Wait(start + timeout);
-  r.seconds = std::chrono::duration<double>(SteadyClock::now() - start).count();
-  r.output = p->output();
-  if (!status) {
-    r.output += "\n[mpi_test: timed out after " + std::to_string(timeout.count()) + " s]\n";
-    return r;  // the Subprocess kills and reaps gos-run
-  }
-  r.code = WIFEXITED(*status) ? WEXITSTATUS(*status) : 128 + WTERMSIG(*status);
-  return r;
+  return gos::testing::Run(argv, env, timeout);
 }
 
 // ---- The cluster, shared by every test

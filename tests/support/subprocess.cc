@@ -1,13 +1,17 @@
 #include "tests/support/subprocess.h"
 
+#include <dirent.h>
 #include <fcntl.h>
 #include <signal.h>
 #include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 #include <thread>
@@ -128,6 +132,85 @@ std::string TestBinDir() {
   if (n <= 0) return ".";
   std::string exe(buf, static_cast<size_t>(n));
   return exe.substr(0, exe.rfind('/'));
+}
+
+std::string GosBinDir() {
+  const char* d = std::getenv("GOS_BIN_DIR");
+  return d != nullptr && *d != '\0' ? d : TestBinDir() + "/../bin";
+}
+std::string GosBin(const std::string& name) { return GosBinDir() + "/" + name; }
+std::string GosExample(const std::string& name) { return GosBinDir() + "/../examples/" + name; }
+
+std::string ReadFile(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+bool WaitUntil(const std::function<bool()>& pred, std::chrono::milliseconds timeout) {
+  auto deadline = std::chrono::steady_clock::now() + timeout;
+  while (!pred()) {
+    if (std::chrono::steady_clock::now() >= deadline) return false;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  return true;
+}
+
+std::map<pid_t, std::string> FindProcesses(const std::string& needle) {
+  std::map<pid_t, std::string> out;
+  DIR* d = ::opendir("/proc");
+  if (d == nullptr) return out;
+  while (dirent* e = ::readdir(d)) {
+    char* end = nullptr;
+    long pid = std::strtol(e->d_name, &end, 10);
+    if (*end != '\0' || pid <= 0 || pid == getpid()) continue;
+    const std::string dir = "/proc/" + std::to_string(pid);
+    std::string cmd = ReadFile(dir + "/cmdline");
+    std::replace(cmd.begin(), cmd.end(), '\0', ' ');
+    std::error_code ec;
+    std::string exe = std::filesystem::read_symlink(dir + "/exe", ec).string();
+    std::string stat = ReadFile(dir + "/stat");
+    size_t paren = stat.rfind(')');
+    bool zombie = paren == std::string::npos || paren + 2 >= stat.size() || stat[paren + 2] == 'Z';
+    if (!zombie && (cmd + " " + exe).find(needle) != std::string::npos) out[pid] = cmd;
+  }
+  ::closedir(d);
+  return out;
+}
+
+std::string DescribeProcesses(const std::map<pid_t, std::string>& procs) {
+  std::string s;
+  for (const auto& [pid, what] : procs) s += "  " + std::to_string(pid) + ": " + what + "\n";
+  return s;
+}
+
+std::string RunResult::Describe() const {
+  char t[32];
+  std::snprintf(t, sizeof t, "%.2f s", seconds);
+  return "`" + command + "`: exit " + std::to_string(code) + " after " + t + "\n--- output:\n" +
+         output + "---\n";
+}
+
+RunResult Run(const std::vector<std::string>& argv, const std::vector<std::string>& env,
+              std::chrono::seconds timeout) {
+  RunResult r;
+  for (const auto& a : argv) r.command += (r.command.empty() ? "" : " ") + a;
+  auto start = std::chrono::steady_clock::now();
+  auto p = Subprocess::Start(argv, env);
+  if (!p.ok()) {
+    r.output = "did not start: " + p.status().ToString();
+    return r;
+  }
+  std::optional<int> status = p->Wait(start + timeout);
+  r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  r.output = p->output();
+  if (!status) {
+    r.output += "\n[timed out after " + std::to_string(timeout.count()) + " s]\n";
+    return r;  // the Subprocess kills and reaps it
+  }
+  r.code = WIFEXITED(*status) ? WEXITSTATUS(*status) : 128 + WTERMSIG(*status);
+  return r;
 }
 
 }  // namespace gos::testing

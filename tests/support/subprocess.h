@@ -6,6 +6,8 @@
 #include <sys/types.h>
 
 #include <chrono>
+#include <functional>
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -46,6 +48,35 @@ std::string DescribeWaitStatus(int status);
 
 // Directory of test helper binaries ($GOS_TEST_BIN_DIR, else next to this executable).
 std::string TestBinDir();
+
+// gos's binaries: $GOS_BIN_DIR, else ../bin next to the test binaries.
+std::string GosBinDir();
+std::string GosBin(const std::string& name);
+// A built example program (build/examples/NAME).
+std::string GosExample(const std::string& name);
+
+// A whole file ("" if it cannot be read).
+std::string ReadFile(const std::string& path);
+// Polls pred every 20 ms until it holds (true) or the timeout passes (false).
+bool WaitUntil(const std::function<bool()>& pred, std::chrono::milliseconds timeout);
+
+// Live (non-zombie) processes other than this one whose command line or executable contains
+// `needle`, with their command lines; and those, one per line, for a failure message.
+std::map<pid_t, std::string> FindProcesses(const std::string& needle);
+std::string DescribeProcesses(const std::map<pid_t, std::string>& procs);
+
+// One finished command: exit code as a shell reports it (128+signal, -1 if it timed out),
+// merged output.
+struct RunResult {
+  std::string command;
+  int code = -1;
+  std::string output;
+  double seconds = 0;
+  std::string Describe() const;
+};
+// Runs argv to completion (killed at the timeout) with extra environment entries.
+RunResult Run(const std::vector<std::string>& argv, const std::vector<std::string>& env,
+              std::chrono::seconds timeout);
 
 }  // namespace gos::testing
 
