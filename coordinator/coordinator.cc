@@ -40,7 +40,9 @@
 #include "gos/os/program.h"
 #include "gos/prim/bootstrap.h"
 #include "gos/prim/prim.h"
+#include "gos/replay/log.h"
 #include "gos/storage/checkpoints.h"
+#include "gos/storage/replay.h"
 #include "gos/storage/tables.h"
 
 namespace gos::coordinator {
@@ -144,6 +146,14 @@ struct Job {
   std::optional<storage::EpochManifest> restore;
   std::map<uint32_t, os::RestoreReady> restore_ready;
   bool held = false;  // restored, waiting for every node: a kResume is due once running
+  // Record and replay (docs/specs/replay.md).
+  bool record = false;           // the nodeagents record it
+  uint64_t replay_of = 0;        // it replays this recorded job
+  uint64_t stop_at = 0;          // --stop-at
+  bool replay_completed = false;  // the recorded run completed
+  int32_t replay_failed_rank = -1;
+  std::optional<os::ReplayStopped> stop;  // why it stopped; ranks filled as nodes answer
+  std::set<uint32_t> stopped_nodes;
 };
 
 class CoordinatorImpl final : public Coordinator {
@@ -175,6 +185,12 @@ class CoordinatorImpl final : public Coordinator {
   void ListEpochs(const std::shared_ptr<Client>& c, uint64_t id, After& after);
   void Restart(const std::shared_ptr<Client>& c, const os::RestartRequest& req, After& after);
   void StoreOp(const std::shared_ptr<Client>& c, const std::string& op, After& after);
+  // gos-replay: how to rerun job id (kReplayInfoReply), or its whole log (with_log).
+  void ReplayInfo(const std::shared_ptr<Client>& c, uint64_t id, bool with_log, After& after);
+  // Checks a gos-replay submission of recorded job `of` and sets j up to replay it.
+  Status SetUpReplay(const os::PeerCreds& who, uint64_t of, Job& j);
+  void OnReplayStop(const std::shared_ptr<Agent>& a, os::ReplayStopped m, bool answer,
+                    After& after);
 
   // Join and strobe threads.
   void JoinGroup();
@@ -204,6 +220,8 @@ class CoordinatorImpl final : public Coordinator {
   Status Stage(uint64_t id, bool* bcs);
   // Restart: sends every rank's image files to its new node and waits until each has them.
   Status ShipImages(uint64_t id);
+  // Replay: sends the recorded log to the job's nodes and waits until each has decoded it.
+  Status ShipReplayLog(uint64_t id);
   storage::CheckpointStore* store() { return tables_->checkpoints(); }
 
   // Under mu_.
@@ -548,6 +566,13 @@ void CoordinatorImpl::OnClientFrame(const std::shared_ptr<Client>& c, os::FrameI
       Restart(c, *req, after);
       return;
     }
+    case Frame::kReplayInfo:
+    case Frame::kReplayLog: {
+      auto job = os::DecodeU64(f.payload);
+      if (!job.ok()) return reply_error(job.status().message());
+      ReplayInfo(c, *job, f.type == Frame::kReplayLog, after);
+      return;
+    }
     case Frame::kStore: {
       auto op = os::DecodeText(f.payload);
       if (!op.ok()) return reply_error(op.status().message());
@@ -636,6 +661,19 @@ void CoordinatorImpl::Submit(const std::shared_ptr<Client>& c, os::FrameIn& f, A
   j.ckpt_interval_ms = req->checkpoint_ms;
   j.keep = req->keep != 0 ? req->keep : o_.keep;
   j.restarts_left = req->restart_on_failure;
+  j.record = req->record && req->replay_of == 0;
+  j.stop_at = req->stop_at;
+  if (req->replay_of != 0) {
+    if (Status st = SetUpReplay(c->creds, req->replay_of, j); !st.ok()) {
+      close_fds();
+      return fail(st.message());
+    }
+    if (req->ntasks != j.rec.ntasks) {
+      close_fds();
+      return fail("job " + std::to_string(req->replay_of) + " ran " +
+                  std::to_string(j.rec.ntasks) + " ranks; a replay must run as many");
+    }
+  }
   JobRecord& r = j.rec;
   r.id = *id;
   r.uid = c->creds.uid;
@@ -648,6 +686,10 @@ void CoordinatorImpl::Submit(const std::shared_ptr<Client>& c, os::FrameIn& f, A
   r.ranks_per_node = req->ranks_per_node;
   r.time_limit_ms = req->time_limit_ms;
   r.submit_ms = UnixMs();
+  r.env = req->env;
+  r.paths = req->paths;
+  r.recorded = j.record;
+  r.replay_of = req->replay_of;
   c->job = *id;
   ever_had_job_ = true;
   jobs_[*id] = std::move(j);
@@ -845,8 +887,25 @@ void CoordinatorImpl::OnAgentFrame(const std::shared_ptr<Agent>& a, os::FrameIn&
       if (!m.ok()) return;
       auto jt = jobs_.find(m->job);
       if (jt == jobs_.end()) return;
+      // A restore answers per rank, a replay's log per node (rank = node id).
       jt->second.restore_ready[m->rank] = *m;
       restore_cv_.notify_all();
+      return;
+    }
+    case Frame::kReplaySegment: {
+      auto m = os::DecodeReplaySegment(f.payload);
+      if (!m.ok()) return;
+      auto* rs = tables_->replay();
+      const auto* b = reinterpret_cast<const uint8_t*>(m->bytes.data());
+      if (Status st = rs->Append(m->job, m->stream, {b, m->bytes.size()}); !st.ok()) {
+        GOS_LOG(kWarn, "coordinator") << "job " << m->job << ": replay log: " << st.ToString();
+      }
+      return;
+    }
+    case Frame::kReplayStop:
+    case Frame::kReplayStopped: {
+      auto m = os::DecodeReplayStopped(f.payload);
+      if (m.ok()) OnReplayStop(a, std::move(*m), f.type == Frame::kReplayStopped, after);
       return;
     }
     case Frame::kOutputDone: {
@@ -937,6 +996,7 @@ void CoordinatorImpl::Finalize(Job& j, JobState state, After& after) {
   for (int fd : j.fds) ::close(fd);
   j.fds.clear();
   PersistJob(j);
+  if (j.record) tables_->replay()->Sync().IgnoreError();
   GOS_LOG(kInfo, "coordinator") << "job " << j.rec.id << " " << storage::JobStateName(state)
                                 << " with exit code " << j.exit_code
                                 << (j.rec.message.empty() ? "" : ": " + j.rec.message);
@@ -1765,6 +1825,174 @@ Status CoordinatorImpl::ShipImages(uint64_t id) {
   }
 }
 
+// ---- Record and replay (docs/specs/replay.md) ----------------------------------------
+
+void CoordinatorImpl::ReplayInfo(const std::shared_ptr<Client>& c, uint64_t id, bool with_log,
+                                 After& after) {
+  auto ch = c->ch;
+  auto fail = [&](const std::string& msg) {
+    after.push_back([ch, msg] { ch->Send(Frame::kError, os::EncodeText(msg)).IgnoreError(); });
+  };
+  auto rec = tables_->GetJob(id);
+  if (!rec.ok()) return fail(rec.status().ToString());
+  if (!rec->has_value()) return fail("no job " + std::to_string(id));
+  const JobRecord& r = **rec;
+  if (!OwnerOrRoot(c->creds, r.uid)) {
+    return fail("job " + std::to_string(id) + " belongs to " + r.user +
+                "; only its owner or root may replay it");
+  }
+  if (with_log) {
+    auto* rs = tables_->replay();
+    auto streams = rs->Streams(id);
+    if (!streams.ok()) return fail(streams.status().ToString());
+    std::vector<std::vector<uint8_t>> frames;
+    for (uint32_t stream : *streams) {
+      auto segs = rs->Read(id, stream);
+      if (!segs.ok()) return fail(segs.status().ToString());
+      for (std::string& seg : *segs) {
+        frames.push_back(os::Encode(os::ReplaySegment{id, stream, std::move(seg)}));
+      }
+    }
+    after.push_back([ch, frames = std::move(frames)] {
+      for (const auto& fr : frames) ch->Send(Frame::kReplayData, fr).IgnoreError();
+      ch->Send(Frame::kOk, os::EncodeText("log sent")).IgnoreError();
+    });
+    return;
+  }
+  if (r.paths.empty()) {
+    return fail("job " + std::to_string(id) +
+                " was submitted by an older gos that did not keep its program's path");
+  }
+  os::SubmitRequest req;
+  req.argv = r.argv;
+  req.env = r.env;
+  req.cwd = r.cwd;
+  req.ntasks = r.ntasks;
+  req.nodes = r.nnodes;
+  req.ranks_per_node = r.ranks_per_node;
+  req.paths = r.paths;
+  auto bytes = os::Encode(req);
+  after.push_back([ch, bytes] { ch->Send(Frame::kReplayInfoReply, bytes).IgnoreError(); });
+}
+
+Status CoordinatorImpl::SetUpReplay(const os::PeerCreds& who, uint64_t of, Job& j) {
+  const std::string name = "job " + std::to_string(of);
+  if (jobs_.count(of)) return FailedPreconditionError(name + " is still running");
+  GOS_ASSIGN_OR_RETURN(std::optional<JobRecord> rec, tables_->GetJob(of));
+  if (!rec) return NotFoundError("no " + name);
+  if (!OwnerOrRoot(who, rec->uid)) {
+    return PermissionDeniedError(name + " belongs to " + rec->user +
+                                 "; only its owner or root may replay it");
+  }
+  if (!rec->recorded) return FailedPreconditionError(name + " was not recorded (--no-record)");
+  GOS_ASSIGN_OR_RETURN(std::vector<uint32_t> streams, tables_->replay()->Streams(of));
+  if (std::find(streams.begin(), streams.end(), replay::kJobStream) == streams.end()) {
+    return FailedPreconditionError(name + " has no replay log (it never communicated, or its log "
+                                          "was deleted)");
+  }
+  j.replay_of = of;
+  j.rec.ntasks = rec->ntasks;
+  j.replay_completed = rec->state == JobState::kCompleted;
+  // A run that ended because one rank failed replays until that rank stops.
+  j.replay_failed_rank = rec->state == JobState::kFailed ? rec->failed_rank : -1;
+  return OkStatus();
+}
+
+void CoordinatorImpl::OnReplayStop(const std::shared_ptr<Agent>& a, os::ReplayStopped m,
+                                   bool answer, After& after) {
+  auto jt = jobs_.find(m.job);
+  if (jt == jobs_.end() || jt->second.replay_of == 0) return;
+  Job& j = jt->second;
+  if (!answer) {
+    // The first report stops the job; a rank's own stop (MPI_Abort) says more than "the log
+    // ends here" and replaces it.
+    const bool first = !j.stop;
+    if (first || (j.stop->kind == 3 && m.kind != 3)) {
+      auto ranks = j.stop ? j.stop->ranks : std::vector<os::ReplayRank>{};
+      j.stop = std::move(m);
+      j.stop->ranks = std::move(ranks);
+    }
+    if (first) {
+      os::StrobeCommand cmd;
+      cmd.type = os::CommandType::kStop;
+      cmd.job = j.rec.id;
+      Command(cmd);
+    }
+    return;
+  }
+  if (!j.stop) return;
+  for (auto& r : m.ranks) j.stop->ranks.push_back(std::move(r));
+  j.stopped_nodes.insert(a->node);
+  if (j.stopped_nodes.size() < j.nodes.size() || !j.client) return;
+  std::sort(j.stop->ranks.begin(), j.stop->ranks.end(),
+            [](const os::ReplayRank& x, const os::ReplayRank& y) { return x.rank < y.rank; });
+  auto ch = j.client->ch;
+  auto bytes = os::Encode(*j.stop);
+  after.push_back([ch, bytes] { ch->Send(Frame::kReplayStopped, bytes).IgnoreError(); });
+}
+
+Status CoordinatorImpl::ShipReplayLog(uint64_t id) {
+  uint64_t of = 0;
+  std::vector<uint32_t> rank_nodes, nodes;
+  os::ReplayDataEnd end;
+  std::map<uint32_t, std::shared_ptr<Channel>> chans;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto jt = jobs_.find(id);
+    if (jt == jobs_.end()) return CancelledError("job gone");
+    Job& j = jt->second;
+    of = j.replay_of;
+    rank_nodes = j.rec.rank_nodes;
+    nodes = j.nodes;
+    j.restore_ready.clear();
+    end.job = id;
+    end.stop_at = j.stop_at;
+    end.completed = j.replay_completed;
+    end.failed_rank = j.replay_failed_rank;
+    for (uint32_t n : j.nodes) {
+      auto at = node_agents_.find(n);
+      if (at == node_agents_.end()) return UnavailableError("node " + std::to_string(n) + " left");
+      chans[n] = at->second->ch;
+    }
+  }
+  auto* rs = tables_->replay();
+  GOS_ASSIGN_OR_RETURN(std::vector<uint32_t> streams, rs->Streams(of));
+  for (uint32_t stream : streams) {
+    std::vector<uint32_t> to;
+    if (stream == replay::kJobStream) {
+      to = nodes;
+    } else if (stream >= replay::RankStream(0) && stream < replay::TimelineStream(0)) {
+      const uint32_t rank = stream - replay::RankStream(0);
+      if (rank >= rank_nodes.size()) continue;
+      to = {rank_nodes[rank]};
+    } else {
+      continue;
+    }
+    GOS_ASSIGN_OR_RETURN(std::vector<std::string> segments, rs->Read(of, stream));
+    for (std::string& seg : segments) {
+      os::ReplaySegment m{id, stream, std::move(seg)};
+      auto bytes = os::Encode(m);
+      for (uint32_t n : to) GOS_RETURN_IF_ERROR(chans.at(n)->Send(Frame::kReplayData, bytes));
+    }
+  }
+  for (auto& [n, ch] : chans) GOS_RETURN_IF_ERROR(ch->Send(Frame::kReplayDataEnd, os::Encode(end)));
+  std::unique_lock<std::mutex> lock(mu_);
+  const auto deadline = SteadyClock::now() + std::chrono::minutes(2);
+  while (true) {
+    auto jt = jobs_.find(id);
+    if (jt == jobs_.end() || stop_) return CancelledError("job gone");
+    Job& j = jt->second;
+    if (j.kill_requested) return CancelledError("killed");
+    for (const auto& [node, ready] : j.restore_ready) {
+      if (!ready.ok) return DataLossError("the replay log of job " + std::to_string(of) + ": " + ready.message);
+    }
+    if (j.restore_ready.size() == chans.size()) return OkStatus();
+    if (restore_cv_.wait_until(lock, deadline) == std::cv_status::timeout) {
+      return DeadlineExceededError("the nodes did not take the replay log in 2 minutes");
+    }
+  }
+}
+
 // ---- Staging thread ------------------------------------------------------------------
 
 void CoordinatorImpl::StagingLoop() {
@@ -1785,6 +2013,18 @@ void CoordinatorImpl::StagingLoop() {
       restoring = jt != jobs_.end() && jt->second.restore_epoch != 0;
     }
     Status s = restoring ? ShipImages(id) : Stage(id, &bcs);
+    bool replaying = false;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      auto jt = jobs_.find(id);
+      replaying = jt != jobs_.end() && jt->second.replay_of != 0;
+    }
+    if (s.ok() && replaying) {
+      s = bcs ? ShipReplayLog(id)
+              : FailedPreconditionError(
+                    "the program does not use gos's communication library (it has no .gos_bcs "
+                    "section), so it cannot replay a recorded gos run");
+    }
     After after;
     {
       std::lock_guard<std::mutex> lock(mu_);
@@ -1798,7 +2038,9 @@ void CoordinatorImpl::StagingLoop() {
           j.rec.message = restoring
                               ? "restart of job " + std::to_string(id) + " from epoch " +
                                     std::to_string(j.restore_epoch) + " refused: " + s.message()
-                              : "staging the executable failed: " + s.message();
+                          : replaying ? "replay of job " + std::to_string(j.replay_of) +
+                                            " failed to start: " + s.message()
+                                      : "staging the executable failed: " + s.message();
           j.exit_code = kNodeFailureExit;
           CheckDownNodes(after);
         }
@@ -1825,6 +2067,8 @@ void CoordinatorImpl::StagingLoop() {
         l.ntasks = j.rec.ntasks;
         j.bcs = bcs;
         if (bcs) l.flags |= os::kLaunchBcs;
+        if (bcs && j.record && !restoring) l.flags |= os::kLaunchRecord;
+        if (bcs && j.replay_of != 0) l.flags |= os::kLaunchReplay;
         for (uint32_t r = 0; r < j.rec.rank_nodes.size(); ++r) {
           if (l.runs.empty() || l.runs.back().node != j.rec.rank_nodes[r]) {
             l.runs.push_back({j.rec.rank_nodes[r], r, 0});

@@ -1,4 +1,4 @@
 gos_cc_library(NAME store_ops SRCS store_ops.cc DEPS gos::storage)
 gos_cc_library(NAME coordinator SRCS coordinator.cc ps.cc
-  DEPS gos::gang gos::os gos::prim gos::storage gos::store_ops)
+  DEPS gos::gang gos::os gos::prim gos::storage gos::store_ops gos::replay)
 gos_cc_binary(NAME gos-coordinator SRCS main.cc DEPS gos::coordinator)

@@ -78,6 +78,11 @@ struct LocalJob {
   uint64_t ckpt_epoch = 0, ckpt_base = 0;
   int ckpt_level = 1;
   std::string restored_dir;  // a job dir recreated at its dumped path by a restore
+  // Record and replay (docs/specs/replay.md).
+  bool record = false;
+  bool replay = false;
+  bool stopped = false;  // kStop: frozen for inspection until killed
+  std::chrono::steady_clock::time_point record_shipped;
 };
 
 // A rank that runs: the caller's ends of its pipes. Only rank 0 reads stdin.
@@ -112,6 +117,7 @@ BcsJob BcsJobOf(const os::LaunchCommand& l, const std::vector<uint32_t>& mine) {
     }
   }
   bj.local = mine;
+  bj.record = (l.flags & os::kLaunchRecord) != 0;
   return bj;
 }
 
@@ -187,6 +193,14 @@ class NodeAgentImpl final : public NodeAgent {
                         std::string job_dir, std::string program, std::string matcher,
                         std::map<uint32_t, std::string> channels);
   void Restore(const os::StrobeCommand& c);
+  // Record and replay (docs/specs/replay.md).
+  // Sends the job's recorded segments to the coordinator: when enough has piled up or a
+  // second has passed, or everything when final (under mu_).
+  void ShipRecord(LocalJob& j, bool final);
+  // Every segment of a log to replay arrived: decode it into the plan the launch will use.
+  void OnReplayDataEnd(const os::ReplayDataEnd& m);
+  // kStop: freeze and hold the job; tell the coordinator where its ranks are (under mu_).
+  void StopJob(LocalJob& j);
   // The job of a LAUNCH or RESTORE with this node's ranks in *mine, in its new freezer
   // cgroup (frozen when `frozen`); nullptr if it has no rank here or is known already.
   // *failure says why the cgroup could not be made.
@@ -264,6 +278,10 @@ class NodeAgentImpl final : public NodeAgent {
   std::map<std::pair<uint64_t, uint32_t>, std::string> restore_errors_;
   std::string restore_path_;  // the image file being written, open as restore_fd_
   Fd restore_fd_;
+  // Logs to replay: arriving (IO thread), then decoded until their launch (under replay_mu_).
+  std::map<uint64_t, std::map<uint32_t, std::vector<std::string>>> replay_inbox_;
+  std::mutex replay_mu_;
+  std::map<uint64_t, std::shared_ptr<const ReplayPlan>> replay_plans_;
 };
 
 Status NodeAgentImpl::Init() {
@@ -402,6 +420,15 @@ Status NodeAgentImpl::Connect() {
   BcsEngineOptions bo;
   bo.node = node_id_;
   bo.channel_prefix = "/dev/shm/gos-" + ClusterTag(key_);
+  bo.on_replay_stop = [this](const ReplayStop& stop) {
+    os::ReplayStopped m;
+    m.job = stop.job;
+    m.kind = stop.kind;
+    m.strobe = stop.strobe;
+    m.rank = stop.rank;
+    m.text = stop.text;
+    if (auto c = channel()) c->Send(Frame::kReplayStop, os::Encode(m)).IgnoreError();
+  };
   bcs_ = std::make_unique<BcsEngine>(node_.get(), bo);
   lost_ = false;
   strobe_thread_ = std::thread([this] { StrobeLoop(); });
@@ -503,6 +530,16 @@ void NodeAgentImpl::OnChannel() {
     if (f.type == Frame::kRestoreRankEnd) {
       auto m = os::DecodeRestoreRankEnd(f.payload);
       if (m.ok()) OnRestoreRankEnd(*m);
+      continue;
+    }
+    if (f.type == Frame::kReplayData) {
+      auto m = os::DecodeReplaySegment(f.payload);
+      if (m.ok()) replay_inbox_[m->job][m->stream].push_back(std::move(m->bytes));
+      continue;
+    }
+    if (f.type == Frame::kReplayDataEnd) {
+      auto m = os::DecodeReplayDataEnd(f.payload);
+      if (m.ok()) OnReplayDataEnd(*m);
       continue;
     }
     if (f.type != Frame::kAgentStdin) continue;
@@ -657,6 +694,7 @@ void NodeAgentImpl::MaybeReport(LocalJob& j) {
       rec.signal = WIFSIGNALED(r.wait_status) ? WTERMSIG(r.wait_status) : 0;
     }
   }
+  ShipRecord(j, true);
   if (ch_) ch_->Send(Frame::kOutputDone, os::EncodeU64(j.id)).IgnoreError();
   Status s =
       node_->XferAndSignal(prim::NodeSet{0}, &rec, sizeof rec, os::ExitSlot(j.slot, node_id_),
@@ -702,6 +740,12 @@ void NodeAgentImpl::StrobeLoop() {
     ApplyStrobe(*best);
     StartCheckpoints();
     if (bcs_) bcs_->OnStrobe(best->strobe, best->row);
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      for (auto& [id, j] : jobs_) {
+        if (j.record) ShipRecord(j, false);
+      }
+    }
     last_strobe_ = best->strobe;
     node_->Store(os::kVarApplied, static_cast<int64_t>(best->strobe));
   }
@@ -750,11 +794,17 @@ void NodeAgentImpl::ApplyStrobe(const os::Strobe& s) {
       case os::CommandType::kRestore:
         Restore(c);
         break;
+      case os::CommandType::kStop: {
+        auto jt = jobs_.find(c.job);
+        if (jt == jobs_.end()) break;
+        StopJob(jt->second);
+        break;
+      }
     }
   }
   // Gang scheduling: only the scheduled row's ranks run. Freeze first, then thaw.
   for (auto& [id, j] : jobs_) {
-    if (j.row != s.row && !j.frozen && j.cgroup && !j.reported) {
+    if (j.row != s.row && !j.frozen && j.cgroup && !j.reported && !j.stopped) {
       Status st = j.cgroup->Freeze(true);
       if (!st.ok()) GOS_LOG(kWarn, "nodeagent") << "freeze job " << id << ": " << st.ToString();
       j.frozen = true;
@@ -838,7 +888,23 @@ void NodeAgentImpl::Launch(const os::LaunchCommand& l, uint32_t current_row) {
   }
   std::map<uint32_t, std::string> channels;
   if (failure.empty() && (l.flags & os::kLaunchBcs) && bcs_) {
-    auto paths = bcs_->AddJob(BcsJobOf(l, mine));
+    BcsJob bj = BcsJobOf(l, mine);
+    if (l.flags & os::kLaunchReplay) {
+      std::lock_guard<std::mutex> rl(replay_mu_);
+      auto pt = replay_plans_.find(l.job);
+      if (pt == replay_plans_.end()) {
+        failure = "the log to replay did not arrive";
+      } else {
+        bj.replay = pt->second;
+        replay_plans_.erase(pt);
+      }
+    }
+    j.record = bj.record;
+    j.replay = bj.replay != nullptr;
+    j.record_shipped = std::chrono::steady_clock::now();
+    auto paths = failure.empty() ? bcs_->AddJob(bj)
+                                 : StatusOr<std::map<uint32_t, std::string>>(
+                                       FailedPreconditionError(failure));
     if (paths.ok()) {
       channels = std::move(*paths);
       j.bcs = true;
@@ -910,6 +976,7 @@ void NodeAgentImpl::ForgetJob(uint64_t id) {
   }
   LocalJob& j = jt->second;
   KillJob(j);
+  ShipRecord(j, true);
   if (j.bcs && bcs_) bcs_->RemoveJob(id);
   for (Rank& r : j.ranks) {
     for (int* fd : {&r.out_fd, &r.err_fd, &r.status_fd, &r.stdin_fd}) {
@@ -929,6 +996,86 @@ void NodeAgentImpl::ForgetJob(uint64_t id) {
     std::lock_guard<std::mutex> wl(work_mu_);
     shipped_.erase(id);
   }
+}
+
+// ---- Record and replay (docs/specs/replay.md) ----------------------------------------
+
+void NodeAgentImpl::ShipRecord(LocalJob& j, bool final) {
+  if (!j.record || !bcs_) return;
+  auto now = std::chrono::steady_clock::now();
+  if (!final && now - j.record_shipped < std::chrono::seconds(1) &&
+      bcs_->RecordPending(j.id) < (256u << 10)) {
+    return;
+  }
+  j.record_shipped = now;
+  for (RecordSegment& seg : bcs_->TakeRecord(j.id, final)) {
+    os::ReplaySegment m{j.id, seg.stream, std::move(seg.bytes)};
+    if (ch_) ch_->Send(Frame::kReplaySegment, os::Encode(m)).IgnoreError();
+  }
+}
+
+void NodeAgentImpl::OnReplayDataEnd(const os::ReplayDataEnd& m) {
+  auto segments = std::move(replay_inbox_[m.job]);
+  replay_inbox_.erase(m.job);
+  os::RestoreReady ready;
+  ready.job = m.job;
+  ready.rank = node_id_;  // a replay log is confirmed per node
+  auto plan = std::make_shared<ReplayPlan>();
+  plan->stop_at = m.stop_at;
+  plan->completed = m.completed;
+  plan->failed_rank = m.failed_rank;
+  auto log = replay::DecodeJobLog(segments[replay::kJobStream]);
+  if (!log.ok()) {
+    ready.ok = false;
+    ready.message = "node " + std::to_string(node_id_) + ": " + log.status().ToString();
+  } else {
+    plan->log = std::move(*log);
+    for (auto& [stream, segs] : segments) {
+      if (stream < replay::RankStream(0) || stream >= replay::TimelineStream(0)) continue;
+      auto bytes = replay::DecodeBytesSegments(segs);
+      if (!bytes.ok()) {
+        ready.ok = false;
+        ready.message = "node " + std::to_string(node_id_) + ": rank " +
+                        std::to_string(stream - replay::RankStream(0)) + ": " +
+                        bytes.status().ToString();
+        break;
+      }
+      plan->decisions[stream - replay::RankStream(0)] = std::move(*bytes);
+    }
+  }
+  if (ready.ok) {
+    std::lock_guard<std::mutex> lock(replay_mu_);
+    replay_plans_[m.job] = std::move(plan);
+  }
+  if (ch_) ch_->Send(Frame::kRestoreReady, os::Encode(ready)).IgnoreError();
+}
+
+// Ranks are stopped with SIGSTOP rather than the freezer: a debugger can attach to a stopped
+// process, not to a frozen one.
+void NodeAgentImpl::StopJob(LocalJob& j) {
+  j.stopped = true;
+  j.hold = true;
+  if (j.bcs && bcs_) bcs_->Hold(j.id, true);
+  for (const Rank& r : j.ranks) {
+    pid_t pid = r.exited ? 0 : (j.bcs && bcs_ ? bcs_->RankPidOf(j.id, r.rank) : r.pid);
+    if (pid > 0) ::kill(pid, SIGSTOP);
+  }
+  if (j.frozen && j.cgroup) {
+    Status st = j.cgroup->Thaw();  // the SIGSTOPs take effect
+    if (!st.ok()) GOS_LOG(kWarn, "nodeagent") << "thaw job " << j.id << ": " << st.ToString();
+    j.frozen = false;
+  }
+  os::ReplayStopped m;
+  m.job = j.id;
+  for (const Rank& r : j.ranks) {
+    os::ReplayRank x;
+    x.rank = r.rank;
+    x.node = node_id_;
+    x.host = o_.name;
+    x.pid = r.exited ? 0 : (j.bcs && bcs_ ? bcs_->RankPidOf(j.id, r.rank) : r.pid);
+    m.ranks.push_back(std::move(x));
+  }
+  if (ch_) ch_->Send(Frame::kReplayStopped, os::Encode(m)).IgnoreError();
 }
 
 // ---- Checkpoint and restore (docs/specs/checkpoint.md) ------------------------------
@@ -1025,6 +1172,7 @@ void NodeAgentImpl::StartCheckpoints() {
     if (!st.ok()) GOS_LOG(kWarn, "nodeagent") << "freeze job " << id << ": " << st.ToString();
     j.frozen = true;
     j.hold = true;
+    if (j.record && bcs_) bcs_->MarkCheckpoint(id, epoch);
     // Output written before the freeze reaches the user now, not after a restore.
     for (const Rank& r : j.ranks) {
       for (int fd : {r.out_fd, r.err_fd}) {

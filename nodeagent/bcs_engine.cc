@@ -12,6 +12,7 @@
 #include <atomic>
 #include <condition_variable>
 #include <cstring>
+#include <deque>
 #include <fstream>
 #include <mutex>
 #include <thread>
@@ -78,6 +79,12 @@ struct BcsEngine::Rank {
   pid_t pid = 0;  // the rank itself, resolved lazily (strobe thread)
   std::atomic<bool> exited{false};
   uint64_t consumed = 0;  // descriptors drained (== desc_tail)
+  // Record: decision-log bytes drained from the record ring and blocked time per step, not
+  // yet taken (under Job::rec_mu).
+  std::string decisions;
+  std::vector<uint32_t> timeline;
+  uint64_t last_blocked_ns = 0;
+  std::atomic<bool> stop_reported{false};  // replay: this rank's stop was reported
 
   ~Rank() {
     if (base != nullptr) ::munmap(base, bcs::kChannelBytes);
@@ -97,6 +104,18 @@ struct BcsEngine::Job {
   std::atomic<bool> held{false};  // Hold: invisible to OnStrobe and the bell thread
   bool broken = false;            // a peer failed us: no more exchanges
   uint64_t last_strobe = 0;
+
+  // Record (spec.record): the job stream is written by the job's first node only.
+  std::mutex rec_mu;
+  std::unique_ptr<replay::JobLogWriter> writer;
+  uint64_t steps = 0;  // slices taken (record) / recorded steps imposed (replay)
+
+  // Replay (spec.replay).
+  std::shared_ptr<const ReplayPlan> plan;
+  std::vector<std::vector<replay::DescKey>> keys;  // per rank: recorded descriptors, seq order
+  std::vector<uint64_t> taken;                     // per rank: descriptors given to the matcher
+  std::vector<std::deque<Posted>> got;             // per rank: exchanged, not yet given
+  std::atomic<bool> stopped{false};
 
   explicit Job(const BcsJob& s)
       : spec(s),
@@ -157,7 +176,8 @@ Status CheckRestoredChannel(const std::string& bytes, const BcsJob& spec, uint32
     return InvalidArgumentError(what + "not a version " + std::to_string(bcs::kChannelVersion) +
                                 " channel");
   }
-  if (h->job != spec.job || h->rank != rank || h->size != spec.rank_node.size()) {
+  const uint64_t channel_job = spec.channel_job != 0 ? spec.channel_job : spec.job;
+  if (h->job != channel_job || h->rank != rank || h->size != spec.rank_node.size()) {
     return InvalidArgumentError(what + "it is the channel of job " + std::to_string(h->job) +
                                 " rank " + std::to_string(h->rank) + " of " +
                                 std::to_string(h->size));
@@ -214,15 +234,55 @@ StatusOr<std::map<uint32_t, std::string>> BcsEngine::AddJob(const BcsJob& spec,
     j->held = true;
   }
 
+  if (spec.record && j->position == 0) {
+    j->writer = std::make_unique<replay::JobLogWriter>(static_cast<uint32_t>(spec.rank_node.size()));
+  }
+  if (spec.replay) {
+    const ReplayPlan& p = *spec.replay;
+    const size_t n = spec.rank_node.size();
+    if (p.log.world_size != n) {
+      return InvalidArgumentError("job " + std::to_string(spec.job) + ": the recording has " +
+                                  std::to_string(p.log.world_size) + " ranks, the job " +
+                                  std::to_string(n));
+    }
+    if (p.start_step > p.log.steps.size()) {
+      return InvalidArgumentError("job " + std::to_string(spec.job) + ": replay from step " +
+                                  std::to_string(p.start_step) + " of a recording of " +
+                                  std::to_string(p.log.steps.size()));
+    }
+    j->plan = spec.replay;
+    j->keys.assign(n, {});
+    j->taken.assign(n, 0);
+    j->got.assign(n, {});
+    for (uint64_t k = 0; k < p.log.steps.size(); ++k) {
+      const replay::Step& st = p.log.steps[k];
+      if (st.counts.size() != n) return DataLossError("replay log: a step of another world size");
+      size_t i = 0;
+      for (uint32_t r = 0; r < n; ++r) {
+        for (uint32_t c = 0; c < st.counts[r]; ++c, ++i) {
+          if (i >= st.descs.size()) return DataLossError("replay log: a step lacks descriptors");
+          j->keys[r].push_back(st.descs[i]);
+        }
+        if (k < p.start_step) j->taken[r] += st.counts[r];
+      }
+    }
+    j->steps = p.start_step;
+  }
+
   std::map<uint32_t, std::string> paths;
   auto fail = [&](Status st) {
-    for (auto& r : j->ranks) ::unlink(r->path.c_str());
+    for (auto& r : j->ranks) {
+      ::unlink(r->path.c_str());
+      ::unlink((r->path + ".replay").c_str());
+    }
     return st;
   };
   for (uint32_t rank : spec.local) {
     auto r = std::make_unique<Rank>();
     r->rank = rank;
-    r->path = o_.channel_prefix + "-j" + std::to_string(spec.job) + "-r" + std::to_string(rank);
+    r->path = o_.channel_prefix + "-j" +
+              std::to_string(spec.channel_job != 0 ? spec.channel_job : spec.job) + "-r" +
+              std::to_string(rank);
     ::unlink(r->path.c_str());
     int fd = ::open(r->path.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
     if (fd < 0) return fail(ErrnoError(errno, "cannot create channel " + r->path));
@@ -256,6 +316,37 @@ StatusOr<std::map<uint32_t, std::string>> BcsEngine::AddJob(const BcsJob& spec,
       r->h->job = spec.job;
       r->h->bytes = bcs::kChannelBytes;
     }
+    if (spec.replay) {
+      // The rank reads its decisions from <channel>.replay; a restored rank's unshipped
+      // record bytes belong to the recorded run, not to this one.
+      auto dt = spec.replay->decisions.find(rank);
+      const std::string empty;
+      const std::string& bytes = dt != spec.replay->decisions.end() ? dt->second : empty;
+      const std::string rpath = r->path + ".replay";
+      ::unlink(rpath.c_str());
+      int rfd = ::open(rpath.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0400);
+      bool ok = rfd >= 0 && ::fchown(rfd, spec.uid, spec.gid) == 0;
+      for (size_t off = 0; ok && off < bytes.size();) {
+        ssize_t n = ::write(rfd, bytes.data() + off, bytes.size() - off);
+        ok = n > 0;
+        if (ok) off += static_cast<size_t>(n);
+      }
+      Status st = ok ? OkStatus() : ErrnoError(errno, "cannot write " + rpath);
+      if (rfd >= 0) ::close(rfd);
+      if (!st.ok()) {
+        ::unlink(rpath.c_str());
+        ::munmap(base, bcs::kChannelBytes);
+        r->base = nullptr;
+        ::unlink(r->path.c_str());
+        return fail(st);
+      }
+      r->h->rec_tail.store(r->h->rec_head.load());
+      r->h->mode.store(bcs::kModeReplay);
+    } else {
+      r->h->mode.store(spec.record ? bcs::kModeRecord : bcs::kModeOff);
+      r->h->rec_tail.store(r->h->rec_head.load());
+    }
+    r->last_blocked_ns = r->h->blocked_ns.load();
     paths[rank] = r->path;
     j->by_rank[rank] = r.get();
     j->ranks.push_back(std::move(r));
@@ -306,7 +397,10 @@ void BcsEngine::RemoveJob(uint64_t job) {
     s_->jobs.erase(jt);
   }
   // The strobe or bell thread may still hold j; the mappings go with the last reference.
-  for (auto& r : j->ranks) ::unlink(r->path.c_str());
+  for (auto& r : j->ranks) {
+    ::unlink(r->path.c_str());
+    if (j->plan) ::unlink((r->path + ".replay").c_str());
+  }
 }
 
 // The rank is gos-rank-init's only child: /proc/<init>/task/<init>/children.
@@ -352,6 +446,9 @@ void BcsEngine::OnStrobe(uint64_t strobe, uint32_t row) {
     for (auto& [id, j] : s_->jobs) {
       if (!j->held) jobs.push_back(j);
     }
+  }
+  for (auto& j : jobs) {
+    if (j->spec.record) DrainDecisions(*j);
   }
   // Completions of the previous slice become visible now, for every job (running or not).
   for (auto& j : jobs) {
@@ -439,12 +536,224 @@ void BcsEngine::Slice(uint64_t strobe, Job& j) {
     j.broken = true;
     return;
   }
-  StepResult step = j.matcher.Step(strobe, all);
-  for (const RankCompletion& c : step.completions) {
-    if (j.by_rank.count(c.rank)) j.pending[c.rank].push_back(c.c);
+  if (j.plan) {
+    ReplaySteps(j, all);
+  } else {
+    if (j.spec.record) Record(strobe, j, all);
+    StepResult step = j.matcher.Step(strobe, all);
+    for (const RankCompletion& c : step.completions) {
+      if (j.by_rank.count(c.rank)) j.pending[c.rank].push_back(c.c);
+    }
+    j.scheduler.Add(std::move(step.transfers));
   }
-  j.scheduler.Add(std::move(step.transfers));
   if (!MoveData(strobe, j)) j.broken = true;
+}
+
+namespace {
+
+int64_t UnixMicros() {
+  return std::chrono::duration_cast<std::chrono::microseconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+}  // namespace
+
+// One step of the record: what the matcher is about to get, and how long each local rank
+// was blocked since the last step.
+void BcsEngine::Record(uint64_t strobe, Job& j, std::vector<Posted>& all) {
+  std::lock_guard<std::mutex> lock(j.rec_mu);
+  ++j.steps;
+  for (auto& r : j.ranks) {
+    const uint64_t b = r->h->blocked_ns.load(std::memory_order_relaxed);
+    r->timeline.push_back(static_cast<uint32_t>(std::min<uint64_t>((b - r->last_blocked_ns) / 1000,
+                                                                     UINT32_MAX)));
+    r->last_blocked_ns = b;
+  }
+  if (!j.writer) return;
+  std::sort(all.begin(), all.end(), [](const Posted& a, const Posted& b) {
+    return a.rank != b.rank ? a.rank < b.rank : a.seq < b.seq;
+  });
+  replay::Step step;
+  step.strobe = strobe;
+  step.time_us = UnixMicros();
+  step.counts.assign(j.spec.rank_node.size(), 0);
+  step.descs.reserve(all.size());
+  for (const Posted& p : all) {
+    if (p.rank >= step.counts.size()) continue;
+    ++step.counts[p.rank];
+    step.descs.push_back(replay::KeyOf(p.d));
+  }
+  j.writer->AddStep(step);
+}
+
+// Replay: keeps what the exchange brought and gives the matcher every recorded step whose
+// descriptors have all arrived, with the recorded strobe numbers. Every node of the job has
+// the same descriptors after an exchange, so every node takes the same steps.
+void BcsEngine::ReplaySteps(Job& j, std::vector<Posted>& all) {
+  std::sort(all.begin(), all.end(), [](const Posted& a, const Posted& b) {
+    return a.rank != b.rank ? a.rank < b.rank : a.seq < b.seq;
+  });
+  for (Posted& p : all) {
+    if (p.rank < j.got.size()) j.got[p.rank].push_back(p);
+  }
+  const auto& steps = j.plan->log.steps;
+  while (!j.stopped && j.steps < steps.size()) {
+    const replay::Step& st = steps[j.steps];
+    if (j.plan->stop_at != 0 && st.strobe > j.plan->stop_at) {
+      ReplayStop stop;
+      stop.kind = ReplayStop::kStopAt;
+      stop.strobe = j.steps > 0 ? steps[j.steps - 1].strobe : 0;
+      stop.text = "stopped at strobe " + std::to_string(j.plan->stop_at) + " (after step " +
+                  std::to_string(j.steps) + " of " + std::to_string(steps.size()) + ")";
+      StopReplay(j, stop);
+      return;
+    }
+    bool ready = true;
+    for (uint32_t r = 0; r < st.counts.size() && ready; ++r) ready = j.got[r].size() >= st.counts[r];
+    if (!ready) break;
+    std::vector<Posted> batch;
+    for (uint32_t r = 0; r < st.counts.size(); ++r) {
+      for (uint32_t c = 0; c < st.counts[r]; ++c) {
+        batch.push_back(j.got[r].front());
+        j.got[r].pop_front();
+      }
+      j.taken[r] += st.counts[r];
+    }
+    StepResult step = j.matcher.Step(st.strobe, batch);
+    for (const RankCompletion& c : step.completions) {
+      if (j.by_rank.count(c.rank)) j.pending[c.rank].push_back(c.c);
+    }
+    j.scheduler.Add(std::move(step.transfers));
+    ++j.steps;
+  }
+  if (j.stopped || j.steps < steps.size()) return;
+  // Every recorded step is taken.
+  const uint64_t last = steps.empty() ? 0 : steps.back().strobe;
+  if (j.plan->completed) {
+    for (auto& r : j.ranks) {
+      if (r->h->desc_head.load(std::memory_order_acquire) > j.keys[r->rank].size()) {
+        ReplayStop stop;
+        stop.kind = ReplayStop::kDivergence;
+        stop.strobe = last;
+        stop.rank = static_cast<int32_t>(r->rank);
+        stop.text = "rank " + std::to_string(r->rank) + " posted descriptor " +
+                    std::to_string(j.keys[r->rank].size()) +
+                    " after the end of the recorded run (which had " +
+                    std::to_string(j.keys[r->rank].size()) + ")";
+        StopReplay(j, stop);
+        return;
+      }
+    }
+    return;
+  }
+  // The recorded run stopped here. A failing rank reports its own stop (gos_abort); else
+  // stop once nothing here can move any more.
+  if (j.plan->failed_rank >= 0) return;
+  if (!j.scheduler.idle()) return;
+  for (auto& [rank, list] : j.pending) {
+    if (!list.empty()) return;
+  }
+  for (auto& r : j.ranks) {
+    const uint32_t state = r->h->state.load(std::memory_order_acquire);
+    const bool waiting = state == bcs::kStateBlocked &&
+                         r->h->compl_tail.load(std::memory_order_acquire) ==
+                             r->h->compl_head.load(std::memory_order_relaxed);
+    if (!waiting && state != bcs::kStateFinalized && state < bcs::kStateAborted && !r->exited) {
+      return;
+    }
+  }
+  ReplayStop stop;
+  stop.kind = ReplayStop::kLogEnd;
+  stop.strobe = last;
+  stop.text = "the recording ends at strobe " + std::to_string(last) + " (step " +
+              std::to_string(steps.size()) + "): the recorded run stopped there";
+  StopReplay(j, stop);
+}
+
+void BcsEngine::StopReplay(Job& j, ReplayStop stop) {
+  if (j.stopped.exchange(true)) return;
+  stop.job = j.spec.job;
+  GOS_LOG(kInfo, "bcs") << "job " << j.spec.job << ": replay stops: " << stop.text;
+  if (o_.on_replay_stop) o_.on_replay_stop(stop);
+}
+
+void BcsEngine::DrainDecisions(Job& j) {
+  std::lock_guard<std::mutex> lock(j.rec_mu);
+  for (auto& r : j.ranks) {
+    bcs::ChannelHeader* h = r->h;
+    const uint64_t head = h->rec_head.load(std::memory_order_acquire);
+    uint64_t tail = h->rec_tail.load(std::memory_order_relaxed);
+    if (head == tail) continue;
+    if (head - tail > bcs::kRecBytes) tail = head - bcs::kRecBytes;  // corrupt: keep the newest
+    const unsigned char* ring = bcs::RecRing(r->base);
+    while (tail != head) {
+      const size_t at = tail % bcs::kRecBytes;
+      const size_t n = std::min<uint64_t>(head - tail, bcs::kRecBytes - at);
+      r->decisions.append(reinterpret_cast<const char*>(ring + at), n);
+      tail += n;
+    }
+    h->rec_tail.store(tail, std::memory_order_release);
+    Bump(&h->wake);  // a rank waiting for room
+  }
+}
+
+std::vector<RecordSegment> BcsEngine::TakeRecord(uint64_t job, bool final) {
+  std::vector<RecordSegment> out;
+  std::shared_ptr<Job> j = FindJob(job);
+  if (j == nullptr || !j->spec.record) return out;
+  DrainDecisions(*j);
+  std::lock_guard<std::mutex> lock(j->rec_mu);
+  if (j->writer) {
+    std::string seg = j->writer->Flush();
+    if (!seg.empty()) out.push_back({replay::kJobStream, std::move(seg)});
+  }
+  for (auto& r : j->ranks) {
+    if (!r->decisions.empty()) {
+      out.push_back({replay::RankStream(r->rank), replay::EncodeBytesSegment(r->decisions)});
+      r->decisions.clear();
+    }
+    if (!r->timeline.empty()) {
+      out.push_back({replay::TimelineStream(r->rank), replay::EncodeTimelineSegment(r->timeline)});
+      r->timeline.clear();
+    }
+  }
+  (void)final;
+  return out;
+}
+
+size_t BcsEngine::RecordPending(uint64_t job) {
+  std::shared_ptr<Job> j = FindJob(job);
+  if (j == nullptr || !j->spec.record) return 0;
+  std::lock_guard<std::mutex> lock(j->rec_mu);
+  size_t n = j->writer ? j->writer->pending_bytes() : 0;
+  for (auto& r : j->ranks) n += r->decisions.size() + r->timeline.size() * 2;
+  return n;
+}
+
+void BcsEngine::MarkCheckpoint(uint64_t job, uint64_t epoch) {
+  std::shared_ptr<Job> j = FindJob(job);
+  if (j == nullptr || !j->spec.record) return;
+  std::lock_guard<std::mutex> lock(j->rec_mu);
+  if (!j->writer) return;
+  replay::CheckpointMark m;
+  m.epoch = epoch;
+  m.steps = j->steps;
+  m.strobe = s_->strobe.load();
+  m.time_us = UnixMicros();
+  j->writer->AddCheckpoint(m);
+}
+
+pid_t BcsEngine::RankPidOf(uint64_t job, uint32_t rank) {
+  std::shared_ptr<Job> j = FindJob(job);
+  if (j == nullptr) return 0;
+  auto rt = j->by_rank.find(rank);
+  if (rt == j->by_rank.end()) return 0;
+  pid_t init = rt->second->init_pid.load();
+  if (init <= 0) return 0;
+  std::ifstream in("/proc/" + std::to_string(init) + "/task/" + std::to_string(init) + "/children");
+  long pid = 0;
+  return in >> pid ? static_cast<pid_t>(pid) : 0;
 }
 
 // Drains the local ranks' descriptors and trades blocks with the job's other nodes. On return
@@ -457,6 +766,35 @@ bool BcsEngine::Exchange(uint64_t strobe, Job& j, std::vector<Posted>* all) {
     uint64_t head = h->desc_head.load(std::memory_order_acquire);
     if (head - r->consumed > bcs::kDescSlots) head = r->consumed + bcs::kDescSlots;  // corrupt
     const bcs::Descriptor* ring = bcs::DescRing(r->base);
+    if (j.plan) {
+      // Never take more than the recorded run did, and check each one against it.
+      const auto& keys = j.keys[r->rank];
+      if (j.stopped) head = r->consumed;
+      head = std::min<uint64_t>(head, keys.size());
+      for (uint64_t q = r->consumed; q < head; ++q) {
+        const replay::DescKey got = replay::KeyOf(ring[q % bcs::kDescSlots]);
+        if (got == keys[q]) continue;
+        head = q;
+        ReplayStop stop;
+        stop.kind = ReplayStop::kDivergence;
+        stop.rank = static_cast<int32_t>(r->rank);
+        // The recorded step that took descriptor q.
+        uint64_t before = 0;
+        for (const replay::Step& st : j.plan->log.steps) {
+          before += st.counts[r->rank];
+          if (before > q) {
+            stop.strobe = st.strobe;
+            break;
+          }
+        }
+        stop.text = "divergence at strobe " + std::to_string(stop.strobe) + ", rank " +
+                    std::to_string(r->rank) + ", its call " + std::to_string(q + 1) +
+                    ": the recorded run posted " + replay::Describe(keys[q]) +
+                    "; this run posted " + replay::Describe(got);
+        StopReplay(j, stop);
+        break;
+      }
+    }
     while (r->consumed < head && entries < kMaxEntries) {
       WireEntry e;
       e.rank = r->rank;
@@ -679,6 +1017,35 @@ void BcsEngine::BellLoop() {
         if (job->spec.row == s_->row.load() && !job->broken && !job->held) j = job;
       }
     }
+    // A replayed rank that stopped by itself (gos_abort, or its library diverged or ran out
+    // of recorded decisions) sleeps in its channel's state: report it once.
+    std::vector<std::shared_ptr<Job>> replays;
+    {
+      std::lock_guard<std::mutex> lock(s_->mu);
+      for (auto& [id, job] : s_->jobs) {
+        if (job->plan && !job->stopped) replays.push_back(job);
+      }
+    }
+    for (auto& rj : replays) {
+      for (auto& r : rj->ranks) {
+        const uint32_t state = r->h->state.load(std::memory_order_acquire);
+        if (state < bcs::kStateAborted || r->stop_reported.exchange(true)) continue;
+        ReplayStop stop;
+        stop.rank = static_cast<int32_t>(r->rank);
+        stop.strobe = r->h->strobe.load();
+        if (state == bcs::kStateAborted) {
+          stop.kind = ReplayStop::kAborted;
+          stop.text = "rank " + std::to_string(r->rank) + " called MPI_Abort with error code " +
+                      std::to_string(r->h->abort_code.load()) + ", as in the recorded run";
+        } else {
+          stop.kind = state == bcs::kStateDiverged ? ReplayStop::kDivergence : ReplayStop::kRankNote;
+          char note[sizeof r->h->note + 1] = {};
+          std::memcpy(note, r->h->note, sizeof r->h->note);
+          stop.text = note;
+        }
+        StopReplay(*rj, stop);
+      }
+    }
     std::vector<futex_waitv> waiters;
     futex_waitv w{};
     w.val = ctl;
@@ -698,7 +1065,7 @@ void BcsEngine::BellLoop() {
           waiters.push_back(w);
         }
         bool gone =
-            r->exited.load() || state == bcs::kStateFinalized || state == bcs::kStateAborted;
+            r->exited.load() || state >= bcs::kStateFinalized;  // finalized, or stopped
         // A blocked rank with completions it has not consumed yet is about to wake up.
         bool waiting =
             state == bcs::kStateBlocked && h->compl_tail.load(std::memory_order_acquire) ==

@@ -24,16 +24,50 @@
 
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
 #include <vector>
 
 #include "gos/prim/prim.h"
+#include "gos/replay/log.h"
 #include "gos/status.h"
 #include "nodeagent/matcher.h"
 
 namespace gos::nodeagent {
+
+// Why a replayed job stopped (docs/specs/replay.md).
+struct ReplayStop {
+  enum Kind : uint8_t {
+    kDivergence = 1,  // a rank posted something else than the recording has
+    kStopAt = 2,      // --stop-at: the next step is past the requested strobe
+    kLogEnd = 3,      // the recording ends here (the recorded run stopped: a failure)
+    kAborted = 4,     // a rank called gos_abort/MPI_Abort, as in the recorded run
+    kRankNote = 5,    // a rank's library stopped (diverged or ran out of decisions): see text
+  };
+  Kind kind = kLogEnd;
+  uint64_t job = 0;
+  uint64_t strobe = 0;  // recorded strobe of the last step taken (or of the divergent one)
+  int32_t rank = -1;
+  std::string text;
+};
+
+// What a replay imposes on one job on this node.
+struct ReplayPlan {
+  replay::JobLog log;
+  uint64_t start_step = 0;  // steps the restored state already took (0 = from the start)
+  uint64_t stop_at = 0;     // stop before the first step recorded after this strobe (0 = never)
+  bool completed = false;   // the recorded run completed: extra descriptors are divergence
+  int32_t failed_rank = -1;  // the recorded run failed with this rank: wait for its stop
+  std::map<uint32_t, std::string> decisions;  // local rank -> its decision log (RankStream)
+};
+
+// A batch of the record of a job, for the coordinator's store.
+struct RecordSegment {
+  uint32_t stream = 0;
+  std::string bytes;
+};
 
 struct BcsEngineOptions {
   // This node's id in the primitives group.
@@ -44,6 +78,8 @@ struct BcsEngineOptions {
   // communication. Default: 1.5 s (below the coordinator's default failure timeout, so that a
   // live node still confirms its strobe in time).
   std::chrono::milliseconds peer_timeout{1500};
+  // Called (from the strobe or bell thread) when a replayed job must stop.
+  std::function<void(const ReplayStop&)> on_replay_stop;
 };
 
 // State to restore a job from a checkpoint (SaveMatcher / SaveChannel of the dumped job).
@@ -58,6 +94,9 @@ struct BcsJob {
   uint32_t uid = 0, gid = 0;
   std::vector<uint32_t> rank_node;  // node of each world rank
   std::vector<uint32_t> local;      // this node's world ranks, ascending
+  uint64_t channel_job = 0;  // job id in the channel file names (0 = job)
+  bool record = false;       // record the job's decisions (TakeRecord)
+  std::shared_ptr<const ReplayPlan> replay;  // impose a recorded run
 };
 
 class BcsEngine {
@@ -100,6 +139,16 @@ class BcsEngine {
   // the bell thread's blocked reports, as if its row never ran. Thread-safe.
   void Hold(uint64_t job, bool hold);
 
+  // ---- Record and replay (docs/specs/replay.md). ------------------------------------------
+  // Segments recorded since the last call (final: everything, the job is over here). Any thread.
+  std::vector<RecordSegment> TakeRecord(uint64_t job, bool final);
+  // Raw record bytes waiting for TakeRecord.
+  size_t RecordPending(uint64_t job);
+  // A checkpoint of the job is taken now (strobe thread, between OnStrobe calls).
+  void MarkCheckpoint(uint64_t job, uint64_t epoch);
+  // The pid (in this node's PID namespace) of a local rank, 0 if unknown.
+  pid_t RankPidOf(uint64_t job, uint32_t rank);
+
  private:
   struct Job;
   struct Rank;
@@ -107,6 +156,10 @@ class BcsEngine {
   void Ring();
   void Slice(uint64_t strobe, Job& j);
   bool Exchange(uint64_t strobe, Job& j, std::vector<Posted>* all);
+  void Record(uint64_t strobe, Job& j, std::vector<Posted>& all);
+  void ReplaySteps(Job& j, std::vector<Posted>& all);
+  void DrainDecisions(Job& j);
+  void StopReplay(Job& j, ReplayStop stop);
   bool MoveData(uint64_t strobe, Job& j);
   void Publish(Job& j);
   bool WaitBlocks(uint64_t strobe, Job& j, uint32_t event, const std::vector<uint64_t>& offsets,

@@ -55,6 +55,7 @@ class FieldReader {
     }
     return true;
   }
+  bool AtEnd() const { return r_.remaining() == 0; }
   bool End() {
     Start();
     if (r_.remaining() != 0) {
@@ -144,6 +145,13 @@ std::vector<uint8_t> EncodeJob(const JobRecord& job) {
   w.I64(job.start_ms);
   w.I64(job.end_ms);
   w.I64(job.time_limit_ms);
+  for (const auto* list : {&job.env, &job.paths}) {
+    const size_t n = std::min(list->size(), kMaxArgv);
+    w.U32(static_cast<uint32_t>(n));
+    for (size_t i = 0; i < n; ++i) w.Str(Clamp((*list)[i]));
+  }
+  w.U8(job.recorded ? 1 : 0);
+  w.U64(job.replay_of);
   return out;
 }
 
@@ -178,9 +186,23 @@ StatusOr<JobRecord> DecodeJob(std::span<const uint8_t> in) {
   if (!r.I32("exit_code", &j.exit_code) || !r.I32("failed_rank", &j.failed_rank) ||
       !r.I32("failed_node", &j.failed_node) || !r.Str("message", &j.message) ||
       !r.I64("submit_ms", &j.submit_ms) || !r.I64("start_ms", &j.start_ms) ||
-      !r.I64("end_ms", &j.end_ms) || !r.I64("time_limit_ms", &j.time_limit_ms) || !r.End()) {
+      !r.I64("end_ms", &j.end_ms) || !r.I64("time_limit_ms", &j.time_limit_ms)) {
     return r.Error();
   }
+  if (!r.AtEnd()) {  // the replay fields (records written before them end here)
+    for (auto* list : {&j.env, &j.paths}) {
+      uint32_t n = 0;
+      if (!r.Count("strings", &n, kMaxArgv, 4)) return r.Error();
+      list->resize(n);
+      for (std::string& v : *list) {
+        if (!r.Str("strings", &v)) return r.Error();
+      }
+    }
+    uint8_t recorded = 0;
+    if (!r.U8("recorded", &recorded) || !r.U64("replay_of", &j.replay_of)) return r.Error();
+    j.recorded = recorded != 0;
+  }
+  if (!r.End()) return r.Error();
   return j;
 }
 

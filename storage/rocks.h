@@ -1,5 +1,6 @@
 // Private to gos::storage: the edge between RocksDB and gos (status conversion, slices) and
-// the checkpoint store's constructor, shared by tables.cc and checkpoints.cc.
+// the constructors of the checkpoint and replay stores, shared by tables.cc, checkpoints.cc and
+// replay.cc.
 #ifndef GOS_STORAGE_ROCKS_H_
 #define GOS_STORAGE_ROCKS_H_
 
@@ -17,6 +18,7 @@
 
 #include "gos/status.h"
 #include "gos/storage/checkpoints.h"
+#include "gos/storage/replay.h"
 
 namespace gos::storage {
 
@@ -45,7 +47,7 @@ inline rocksdb::WriteOptions SyncedWrite() {
 inline constexpr char kChunksFamily[] = "chunks";
 inline constexpr char kChunkRefsFamily[] = "chunk_refs";
 inline constexpr char kEpochsFamily[] = "epochs";
-inline constexpr char kReplayFamily[] = "replay";  // reserved for the replay logs (issue 6)
+inline constexpr char kReplayFamily[] = "replay";  // replay log segments (storage/replay.cc)
 
 // Options of each of our column families.
 rocksdb::ColumnFamilyOptions FamilyOptions(const std::string& name);
@@ -56,6 +58,11 @@ std::unique_ptr<CheckpointStore> NewCheckpointStore(std::string dir, rocksdb::DB
                                                     rocksdb::ColumnFamilyHandle* chunks,
                                                     rocksdb::ColumnFamilyHandle* chunk_refs,
                                                     rocksdb::ColumnFamilyHandle* epochs);
+
+// The replay store over db's "replay" family; the handle stays owned by the caller and must
+// outlive the store.
+std::unique_ptr<ReplayStore> NewReplayStore(std::string dir, rocksdb::DB* db,
+                                            rocksdb::ColumnFamilyHandle* replay);
 
 }  // namespace gos::storage
 

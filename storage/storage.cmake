@@ -6,7 +6,8 @@ gos_cc_library(NAME chunks HDRS_DIR include
   DEPS gos::common OpenSSL::Crypto PkgConfig::ZSTD)
 
 # gos::storage: the coordinator's RocksDB database — job and node tables
-# (docs/specs/storage-tables.md) and the checkpoint store (docs/specs/storage-checkpoints.md).
+# (docs/specs/storage-tables.md), the checkpoint store (docs/specs/storage-checkpoints.md) and
+# the replay logs (docs/specs/replay-log.md).
 gos_cc_library(NAME storage HDRS_DIR include
-  SRCS tables.cc codec.cc rocks.cc checkpoints.cc
+  SRCS tables.cc codec.cc rocks.cc checkpoints.cc replay.cc
   DEPS gos::prim gos::chunks RocksDB::rocksdb)

@@ -154,10 +154,12 @@ Tables::Tables(std::string dir, std::unique_ptr<rocksdb::DB> db,
       next_job_id_(next_job_id) {
   // families_ follows the order of the names in Open: chunks, chunk_refs, epochs, replay.
   checkpoints_ = NewCheckpointStore(dir_, db_.get(), families_[0], families_[1], families_[2]);
+  replay_ = NewReplayStore(dir_, db_.get(), families_[3]);
 }
 
 Tables::~Tables() {
   checkpoints_.reset();
+  replay_.reset();
   for (rocksdb::ColumnFamilyHandle* h : families_) {
     rocksdb::Status d = db_->DestroyColumnFamilyHandle(h);
     if (!d.ok()) GOS_LOG(kWarn, "storage") << "closing " << dir_ << ": " << d.ToString();

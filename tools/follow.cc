@@ -82,6 +82,25 @@ bool InstallFollowSignals() {
   return true;
 }
 
+void WaitForUser() {
+  while (true) {
+    pollfd p[2] = {{0, POLLIN, 0}, {g_signal_pipe[0], POLLIN, 0}};
+    int n = ::poll(p, 2, -1);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0 || (p[1].revents & POLLIN)) {
+      char sig;
+      while (g_signal_pipe[0] >= 0 && ::read(g_signal_pipe[0], &sig, 1) == 1) {
+      }
+      return;
+    }
+    if (p[0].revents & (POLLIN | POLLHUP | POLLERR)) {
+      char c;
+      ssize_t r = ::read(0, &c, 1);
+      if (r <= 0 || c == '\n') return;
+    }
+  }
+}
+
 int FollowJob(os::Channel* ch, const FollowOptions& o) {
   const char* tool = o.tool.c_str();
   const bool label = o.label;
@@ -160,6 +179,15 @@ int FollowJob(os::Channel* ch, const FollowOptions& o) {
             exit_code = 2;
             done = true;
           }
+          break;
+        }
+        case os::Frame::kReplayStopped: {
+          auto m = os::DecodeReplayStopped(f.payload);
+          if (!m.ok() || !o.on_replay_stopped) break;
+          out.Flush();
+          o.on_replay_stopped(*m);
+          ch->Send(os::Frame::kSignalJob, os::Encode(os::SignalRequest{job, SIGKILL}))
+              .IgnoreError();
           break;
         }
         case os::Frame::kExit: {

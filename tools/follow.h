@@ -17,7 +17,13 @@ struct FollowOptions {
   bool forward_stdin = true;     // stdin to rank 0
   // Called with the job's exit report before FollowJob returns (e.g. --timing).
   std::function<void(const os::JobExit&)> on_exit;
+  // gos-replay: the replayed job stopped for inspection (every rank stopped). FollowJob kills
+  // the job once this returns, and goes on until its exit.
+  std::function<void(const os::ReplayStopped&)> on_replay_stopped;
 };
+
+// Waits until the user is done: a line or end of file on stdin, or SIGINT/SIGTERM/SIGHUP.
+void WaitForUser();
 
 // Installs SIGINT/SIGTERM/SIGHUP handling (once Ctrl-C forwards SIGINT to every rank; twice
 // within a second kills the job) and SIGPIPE ignoring. Call before connecting.

@@ -48,7 +48,8 @@ options:
       --keep N            checkpoint epochs to keep        (default: the coordinator's, 2)
       --restart-on-failure[=N]  when a node dies, restart the job from its last
                           checkpoint on the nodes left, up to N times (default 1)
-      --record            record for deterministic replay  (not available yet: issue 6)
+      --no-record         do not record the run's decisions (recording is on by default:
+                          any run can be replayed exactly with gos-replay JOB)
   -h, --help              this text
 
 stdin goes to rank 0; stdout and stderr of every rank come back here. Ctrl-C once sends
@@ -106,7 +107,7 @@ int Main(int argc, char** argv) {
   uint32_t keep = 0;
   bool restart_on_failure = false;
   std::chrono::milliseconds time_limit{0};
-  bool label = false, timing = false, record = false, checkpoint = false;
+  bool label = false, timing = false, no_record = false, checkpoint = false;
   std::vector<std::string> stage;
   os::Flags flags(argc, argv, kUsage, /*stop_at_positional=*/true);
   flags.U32("-n|--ntasks", &ntasks);
@@ -121,14 +122,8 @@ int Main(int argc, char** argv) {
   flags.OptionalValue("--checkpoint", &checkpoint, &checkpoint_flag);
   flags.U32("--keep", &keep);
   flags.OptionalValue("--restart-on-failure", &restart_on_failure, &restart_flag);
-  flags.Bool("--record", &record);
+  flags.Bool("--no-record", &no_record);
   if (int rc = flags.Parse(); rc >= 0) return rc;
-  if (record) {
-    std::fprintf(stderr,
-                 "gos-run: --record is not available yet: record/replay lands with a later "
-                 "issue\n");
-    return 2;
-  }
   int64_t checkpoint_ms = 0;
   if (checkpoint) {
     std::chrono::microseconds us{60'000'000};
@@ -187,6 +182,7 @@ int Main(int argc, char** argv) {
   req.checkpoint_ms = checkpoint_ms;
   req.keep = keep;
   req.restart_on_failure = restarts;
+  req.record = !no_record;
   std::vector<int> fds;
   std::vector<std::string> paths = {program};
   paths.insert(paths.end(), stage.begin(), stage.end());
@@ -207,6 +203,10 @@ int Main(int argc, char** argv) {
     }
     req.files.push_back(
         {name, static_cast<uint32_t>(st.st_mode & 07777), static_cast<uint64_t>(st.st_size)});
+    // Absolute, so that gos-replay can open it again from anywhere.
+    char* abs = ::realpath(paths[i].c_str(), nullptr);
+    req.paths.push_back(abs != nullptr ? abs : paths[i]);
+    std::free(abs);
     fds.push_back(fd);
   }
 

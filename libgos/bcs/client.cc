@@ -5,6 +5,12 @@
 // completions at strobes. State is process-global (gos.h is MPI_THREAD_FUNNELED-like: one
 // thread at a time), kept in one State object. No exception leaves an extern "C" function:
 // every entry point runs inside Guard, which turns one into a fatal error (gos_abort(1)).
+//
+// Record and replay (docs/specs/rank-decisions.md): the nodeagents decide every match, but a
+// few outcomes are decided here, by timing: whether a completion had been published when the
+// program tested for it, which request a testany/waitany returned, whether an iprobe's answer
+// had arrived, and clock values. In record mode each such decision is appended to the
+// channel's record ring; in replay mode it is read from the recording and imposed.
 #include <fcntl.h>
 #include <linux/futex.h>
 #include <sys/mman.h>
@@ -13,15 +19,18 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <climits>
+#include <cstdarg>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <map>
 #include <new>
+#include <string>
 #include <tuple>
 #include <unordered_map>
 #include <vector>
@@ -75,6 +84,36 @@ struct State {
   int self_world[1] = {0};
   gos_comm_t world{};
   gos_comm_t self{};
+  std::string channel_path;  // the replay file is channel_path + ".replay"
+  bool aborting = false;
+
+  // Decisions taken so far, in every mode: after a CRIU restore this says how far the
+  // program got, so a replay skips that many recorded events.
+  uint64_t decisions_done = 0;
+
+  // Record mode. Events are held as a run of identical ones and written when a different one
+  // comes (or before blocking, at a new strobe, at finalize or abort).
+  uint8_t run_call = 0;
+  uint64_t run_value = 0;
+  uint64_t run_count = 0;      // 0: no pending run
+  uint64_t run_first = 0;      // decision number (0-based) of the run's first event
+  int64_t run_prev_wtime = 0;  // stream's wtime base before the run's first event
+  uint64_t run_strobe = 0;     // h->strobe when the run started
+  int64_t rec_prev_wtime = 0;  // last recorded wtime (ns): the next delta's base
+  bool rec_started = false;    // a stream header was written into this channel's ring
+  uint64_t rec_next = 0;       // decision number the decoder gives the next written event
+  uint64_t rec_head_mine = 0;  // rec_head after our last write (another value: a new ring)
+
+  // Replay mode: the recording, decoded lazily.
+  bool rd_loaded = false;
+  std::string rd_error;           // why the recording cannot be read (then it "ends" at once)
+  std::vector<unsigned char> rd;  // the whole file
+  size_t rd_pos = 0;              // next record
+  uint8_t rd_call = 0;            // current run
+  uint64_t rd_value = 0;
+  uint64_t rd_left = 0;  // events of the current run not yet taken
+  uint64_t rd_num = 0;   // decision number (0-based) of the next event
+  int64_t rd_prev_wtime = 0;
 };
 
 // Never destroyed, so that calls from atexit handlers or static destructors still work.
@@ -83,9 +122,24 @@ State& S() {
   return *state;
 }
 
+void FlushRun(bool may_block);
+
+// A replayed rank that must not go on (it diverged, the recording ended, or it aborted) waits
+// here for the agent, which freezes the job for inspection and later kills it.
+[[noreturn]] void SleepForever() {
+  for (;;) pause();
+}
+
 [[noreturn]] void AbortWith(int code) {
   State& s = S();
+  const bool first = !s.aborting;
+  s.aborting = true;
+  bool replay = false;
   if (s.h != nullptr) {
+    replay = s.h->mode.load(std::memory_order_relaxed) == kModeReplay;
+    // The recorded run's last decisions, without waiting for ring room: the wait itself may be
+    // what failed (then this is not the first call).
+    if (first && !replay) FlushRun(false);
     s.h->abort_code.store(code, std::memory_order_relaxed);
     s.h->state.store(kStateAborted, std::memory_order_release);
     s.h->bell.fetch_add(1, std::memory_order_release);
@@ -94,6 +148,7 @@ State& S() {
   }
   // stdio buffers hold the program's last output; _exit would drop it.
   fflush(nullptr);
+  if (replay) SleepForever();
   const int status = code & 0xff;
   _exit(status != 0 ? status : 1);
 }
@@ -186,13 +241,34 @@ size_t Progress() {
   return n;
 }
 
-// Blocks (state kStateBlocked, sleeping on `wake`) until done() holds.
-template <typename Pred>
-void BlockUntil(Pred done) {
+int64_t MonotonicNs() {
+  timespec ts{};
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return static_cast<int64_t>(ts.tv_sec) * 1'000'000'000 + ts.tv_nsec;
+}
+
+void AddBlocked(int64_t since_ns) {
   ChannelHeader* h = S().h;
-  for (;;) {
+  const uint64_t d = static_cast<uint64_t>(MonotonicNs() - since_ns);
+  // The rank is the only writer: no read-modify-write instruction needed.
+  h->blocked_ns.store(h->blocked_ns.load(std::memory_order_relaxed) + d, std::memory_order_relaxed);
+}
+
+// Blocks (state kStateBlocked, sleeping on `wake`) until done() holds. Before sleeping it
+// writes the pending record run (unless flush is false: the caller is that write), so the
+// agent has every decision taken before a blocked rank.
+template <typename Pred>
+void BlockUntil(Pred done, bool flush = true) {
+  ChannelHeader* h = S().h;
+  Progress();
+  if (done()) return;
+  if (flush) {
+    FlushRun(true);
     Progress();
     if (done()) return;
+  }
+  const int64_t t0 = MonotonicNs();
+  for (;;) {
     const uint32_t w = h->wake.load(std::memory_order_acquire);
     SetState(kStateBlocked);
     // A completion published between the check above and the state change would otherwise
@@ -200,7 +276,10 @@ void BlockUntil(Pred done) {
     Progress();
     if (!done()) FutexWait(h->wake, w, kBlockTimeoutNs);
     SetState(kStateRunning);
+    Progress();
+    if (done()) break;
   }
+  AddBlocked(t0);
 }
 
 void Post(const Descriptor& d) {
@@ -212,6 +291,334 @@ void Post(const Descriptor& d) {
   DescRing(s.base)[head % kDescSlots] = d;
   h->desc_head.store(head + 1, std::memory_order_release);
   RingBell();
+}
+
+// ---- Decisions: record and replay (docs/specs/rank-decisions.md) ----
+
+// Call kinds of the decision stream (3 bits).
+enum Call : uint8_t {
+  kCallTest = 0,     // value: the flag returned (0 or 1)
+  kCallTestany = 1,  // value: 0 = none, i + 1 = index i
+  kCallWaitany = 2,  // value: the index
+  kCallIprobe = 3,   // value: 0 = the outstanding probe's answer was pending, 1 = answered
+  kCallWtime = 4,    // value: zigzag(ns - previous wtime ns)
+  kCallStart = 7,    // stream header: value = version, then varint base, varint zigzag wbase
+};
+constexpr uint64_t kStreamVersion = 1;
+constexpr uint64_t kInlineValues = 15;  // values 0..14 fit in the first byte; 15 escapes
+constexpr size_t kMaxRecord = 1 + 10 + 10;
+
+const char* CallName(uint8_t c) {
+  switch (c) {
+    case kCallTest:
+      return "gos_test";
+    case kCallTestany:
+      return "gos_testany";
+    case kCallWaitany:
+      return "gos_waitany";
+    case kCallIprobe:
+      return "gos_iprobe";
+    case kCallWtime:
+      return "gos_wtime";
+    default:
+      return "an unknown call";
+  }
+}
+
+uint64_t ZigZag(int64_t v) {
+  return (static_cast<uint64_t>(v) << 1) ^ static_cast<uint64_t>(v >> 63);
+}
+int64_t UnZigZag(uint64_t v) { return static_cast<int64_t>((v >> 1) ^ (~(v & 1) + 1)); }
+
+size_t PutVarint(unsigned char* p, uint64_t v) {
+  size_t n = 0;
+  while (v >= 0x80) {
+    p[n++] = static_cast<unsigned char>(v | 0x80);
+    v >>= 7;
+  }
+  p[n++] = static_cast<unsigned char>(v);
+  return n;
+}
+
+// One record: `count` (>= 1) identical events. Byte 0 = call | run bit (8) | min(value, 15)
+// << 4; then varint(value - 15) if value >= 15; then varint(count - 2) if count >= 2.
+size_t PutRecord(unsigned char* p, uint8_t call, uint64_t value, uint64_t count) {
+  const uint64_t nibble = value < kInlineValues ? value : kInlineValues;
+  p[0] = static_cast<unsigned char>(call | (count > 1 ? 8u : 0u) | (nibble << 4));
+  size_t n = 1;
+  if (value >= kInlineValues) n += PutVarint(p + n, value - kInlineValues);
+  if (count > 1) n += PutVarint(p + n, count - 2);
+  return n;
+}
+
+void CountDecision() {
+  State& s = S();
+  ++s.decisions_done;
+  s.h->events.store(s.decisions_done, std::memory_order_relaxed);
+}
+
+// The channel's mode, read at every decision: a rank restored from a checkpoint for replay
+// finds kModeReplay where it had kModeRecord. What it had not written yet is dropped: from
+// here on its decisions come from the recording, which has those too.
+uint32_t ModeNow() {
+  State& s = S();
+  const uint32_t m = s.h->mode.load(std::memory_order_relaxed);
+  if (m == kModeReplay) s.run_count = 0;
+  return m;
+}
+
+// Appends n bytes to the record ring, waiting for room if may_block (else drops them when
+// full; returns whether they were written).
+bool WriteRec(const unsigned char* p, size_t n, bool may_block) {
+  State& s = S();
+  ChannelHeader* h = s.h;
+  const uint64_t head = h->rec_head.load(std::memory_order_relaxed);
+  auto room = [&] {
+    const uint64_t used = head - h->rec_tail.load(std::memory_order_acquire);
+    return used <= kRecBytes - n;
+  };
+  if (head - h->rec_tail.load(std::memory_order_acquire) > kRecBytes) {
+    Fatal("corrupt channel: record ring overrun");
+  }
+  if (!room()) {
+    if (!may_block) return false;
+    BlockUntil(room, /*flush=*/false);
+  }
+  unsigned char* ring = RecRing(s.base);
+  for (size_t i = 0; i < n; ++i) ring[(head + i) % kRecBytes] = p[i];
+  h->rec_head.store(head + n, std::memory_order_release);
+  s.rec_head_mine = head + n;
+  return true;
+}
+
+// Writes the pending run (record mode). A stream header goes first when this is the first
+// write into this ring (a fresh channel: rec_head is not where we left it) or when the run
+// does not follow the last written event (decisions taken meanwhile were not recorded), so
+// that every stream decodes on its own.
+void FlushRun(bool may_block) {
+  State& s = S();
+  if (s.run_count == 0 || s.h == nullptr) return;
+  unsigned char buf[2 * kMaxRecord];
+  size_t n = 0;
+  const bool fresh =
+      !s.rec_started || s.h->rec_head.load(std::memory_order_relaxed) != s.rec_head_mine;
+  if (fresh || s.run_first != s.rec_next) {
+    n += PutRecord(buf, kCallStart, kStreamVersion, 1);
+    n += PutVarint(buf + n, s.run_first);
+    n += PutVarint(buf + n, ZigZag(s.run_prev_wtime));
+  }
+  n += PutRecord(buf + n, s.run_call, s.run_value, s.run_count);
+  const uint64_t next = s.run_first + s.run_count;
+  s.run_count = 0;  // taken before a possible wait, which may end in Fatal -> AbortWith
+  if (!WriteRec(buf, n, may_block)) return;
+  s.rec_started = true;
+  s.rec_next = next;
+}
+
+// Records a decision (record mode: into the pending run) and counts it (every mode but
+// replay, which counts in Replayed).
+void Decide(uint8_t call, uint64_t value, uint32_t mode) {
+  State& s = S();
+  if (mode == kModeRecord) {
+    // A new strobe also ends the run: a rank that dies without finalize or abort then loses
+    // at most the decisions of its last quantum.
+    const uint64_t strobe = s.h->strobe.load(std::memory_order_relaxed);
+    if (s.run_count > 0 && (s.run_call != call || s.run_value != value || s.run_strobe != strobe ||
+                            s.run_first + s.run_count != s.decisions_done)) {
+      FlushRun(true);
+    }
+    if (s.run_count == 0) {
+      s.run_call = call;
+      s.run_value = value;
+      s.run_first = s.decisions_done;
+      s.run_prev_wtime = s.rec_prev_wtime;
+      s.run_strobe = strobe;
+    }
+    ++s.run_count;
+  }
+  CountDecision();
+}
+
+// Replay stops here: `note` for the agent (and stderr), the state, then sleep.
+[[gnu::format(printf, 2, 3)]] [[noreturn]] void StopReplay(RankState st, const char* fmt, ...) {
+  ChannelHeader* h = S().h;
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(h->note, sizeof h->note, fmt, ap);
+  va_end(ap);
+  fprintf(stderr, "gos: %s\n", h->note);
+  fflush(nullptr);
+  h->state.store(st, std::memory_order_release);
+  RingBell();
+  SleepForever();
+}
+
+void LoadRecording() {
+  State& s = S();
+  s.rd_loaded = true;
+  const std::string path = s.channel_path + ".replay";
+  const int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) {
+    s.rd_error = "cannot open " + path + ": " + strerror(errno);
+    return;
+  }
+  unsigned char buf[65536];
+  for (;;) {
+    const ssize_t r = read(fd, buf, sizeof buf);
+    if (r < 0 && errno == EINTR) continue;
+    if (r < 0) {
+      s.rd_error = "cannot read " + path + ": " + strerror(errno);
+      break;
+    }
+    if (r == 0) break;
+    s.rd.insert(s.rd.end(), buf, buf + r);
+  }
+  close(fd);
+}
+
+bool GetVarint(uint64_t* v) {
+  State& s = S();
+  uint64_t x = 0;
+  for (int shift = 0; shift < 64; shift += 7) {
+    if (s.rd_pos >= s.rd.size()) return false;
+    const unsigned char b = s.rd[s.rd_pos++];
+    x |= static_cast<uint64_t>(b & 0x7f) << shift;
+    if ((b & 0x80) == 0) {
+      *v = x;
+      return true;
+    }
+  }
+  return false;
+}
+
+// Decodes the next event record into the current run; headers are applied on the way.
+// False at the end of the recording or (rd_error set) at a malformed record.
+bool NextRecord() {
+  State& s = S();
+  for (;;) {
+    if (s.rd_pos >= s.rd.size()) return false;
+    const size_t at = s.rd_pos;
+    const unsigned char b = s.rd[s.rd_pos++];
+    const uint8_t call = b & 7;
+    uint64_t value = b >> 4;
+    uint64_t count = 1;
+    bool ok = true;
+    if (value == kInlineValues) {
+      uint64_t x = 0;
+      ok = GetVarint(&x) && x <= UINT64_MAX - kInlineValues;
+      value = kInlineValues + x;
+    }
+    if (ok && (b & 8) != 0) {
+      uint64_t x = 0;
+      ok = GetVarint(&x) && x <= UINT64_MAX - 2;
+      count = x + 2;
+    }
+    if (ok && call == kCallStart) {
+      uint64_t base = 0;
+      uint64_t wbase = 0;
+      ok = count == 1 && value == kStreamVersion && GetVarint(&base) && GetVarint(&wbase);
+      if (ok) {
+        s.rd_num = base;
+        s.rd_prev_wtime = UnZigZag(wbase);
+        continue;
+      }
+    }
+    if (!ok || call > kCallWtime) {
+      char why[96];
+      snprintf(why, sizeof why, "malformed record at byte %zu", at);
+      s.rd_error = why;
+      return false;
+    }
+    s.rd_call = call;
+    s.rd_value = value;
+    s.rd_left = count;
+    return true;
+  }
+}
+
+// Advances the wtime base over k events of the current run.
+void SkipEvents(uint64_t k) {
+  State& s = S();
+  if (s.rd_call == kCallWtime) {
+    s.rd_prev_wtime = static_cast<int64_t>(static_cast<uint64_t>(s.rd_prev_wtime) +
+                                           k * static_cast<uint64_t>(UnZigZag(s.rd_value)));
+  }
+  s.rd_num += k;
+  s.rd_left -= k;
+}
+
+// Replay: the recorded outcome of this decision (for kCallWtime, the absolute ns value).
+// Never returns when the recording has another call here or no event for it.
+uint64_t Replayed(uint8_t call) {
+  State& s = S();
+  if (!s.rd_loaded) LoadRecording();
+  const uint64_t want = s.decisions_done;  // 0-based; notes count from 1
+  const auto dn = static_cast<unsigned long long>(want + 1);
+  for (;;) {
+    if (s.rd_left == 0) {
+      if (NextRecord()) continue;
+      if (!s.rd_error.empty()) {
+        StopReplay(kStateLogEnd,
+                   "rank %d needs decision %llu (%s) but the recording is unusable: %s", s.rank, dn,
+                   CallName(call), s.rd_error.c_str());
+      }
+      StopReplay(kStateLogEnd,
+                 "rank %d needs decision %llu (%s) but the recording ends after %llu: the "
+                 "recorded run stopped here",
+                 s.rank, dn, CallName(call), static_cast<unsigned long long>(s.rd_num));
+    }
+    if (s.rd_num < want) {
+      SkipEvents(std::min(s.rd_left, want - s.rd_num));
+      continue;
+    }
+    if (s.rd_num > want) {
+      StopReplay(kStateLogEnd,
+                 "rank %d needs decision %llu (%s) but the recording has none (it goes on at %llu)",
+                 s.rank, dn, CallName(call), static_cast<unsigned long long>(s.rd_num + 1));
+    }
+    break;
+  }
+  if (s.rd_call != call) {
+    StopReplay(kStateDiverged,
+               "rank %d, decision %llu: the recording has %s here, the program called %s", s.rank,
+               dn, CallName(s.rd_call), CallName(call));
+  }
+  const uint64_t value = s.rd_value;
+  SkipEvents(1);
+  CountDecision();
+  return call == kCallWtime ? static_cast<uint64_t>(s.rd_prev_wtime) : value;
+}
+
+// Replay: a recorded flag (test, iprobe) must be 0 or 1.
+bool ReplayedFlag(uint8_t call) {
+  const uint64_t v = Replayed(call);
+  if (v > 1) {
+    StopReplay(kStateDiverged,
+               "rank %d, decision %llu: the recording has %s returning %llu, not a flag (a corrupt "
+               "recording)",
+               S().rank, static_cast<unsigned long long>(S().decisions_done), CallName(call),
+               static_cast<unsigned long long>(v));
+  }
+  return v == 1;
+}
+
+// Replay: a recorded index must name one of the program's active requests.
+int ReplayedIndex(uint8_t call, uint64_t index, int n, const gos_request_t* reqs) {
+  const auto dn = static_cast<unsigned long long>(S().decisions_done);
+  if (index >= static_cast<uint64_t>(n)) {
+    StopReplay(kStateDiverged,
+               "rank %d, decision %llu: the recording has %s returning index %llu here, the "
+               "program called it with %d requests",
+               S().rank, dn, CallName(call), static_cast<unsigned long long>(index), n);
+  }
+  if (reqs[index] == GOS_REQUEST_NULL) {
+    StopReplay(kStateDiverged,
+               "rank %d, decision %llu: the recording has %s returning index %llu here, the "
+               "program's request %llu is null",
+               S().rank, dn, CallName(call), static_cast<unsigned long long>(index),
+               static_cast<unsigned long long>(index));
+  }
+  return static_cast<int>(index);
 }
 
 uint64_t NewRequest(Kind kind, const gos_comm_t* comm) {
@@ -445,6 +852,7 @@ int Init() {
   }
   s.base = base;
   s.h = h;
+  s.channel_path = path;
   s.rank = static_cast<int>(rank);
   s.size = static_cast<int>(size);
   s.eager_bytes = kDefaultEagerBytes;
@@ -462,6 +870,8 @@ int Init() {
 int Finalize() {
   if (!Ready()) return GOS_ERR_NOT_INIT;
   State& s = S();
+  ModeNow();  // in replay, drops what was never written
+  FlushRun(true);
   // The agent still reads eager copies until it completes them.
   BlockUntil([&] { return s.eager_pending == 0; });
   SetState(kStateFinalized);
@@ -487,8 +897,18 @@ int Iprobe(int source, int tag, const gos_comm_t* comm, int* flag, gos_status_t*
   const auto key = std::make_tuple(peer, tag, comm->ctx);
   auto p = s.probes.find(key);
   if (p != s.probes.end()) {
-    auto it = s.requests.find(p->second);
-    if (!it->second.agent_done) return GOS_OK;
+    // Whether the outstanding probe's answer has arrived is timing: a decision.
+    const uint64_t pid = p->second;
+    const uint32_t mode = ModeNow();
+    if (mode == kModeReplay) {
+      if (!ReplayedFlag(kCallIprobe)) return GOS_OK;
+      BlockUntil([pid] { return S().requests.at(pid).agent_done; });
+    } else {
+      const bool answered = s.requests.at(pid).agent_done;
+      Decide(kCallIprobe, answered ? 1 : 0, mode);
+      if (!answered) return GOS_OK;
+    }
+    auto it = s.requests.find(pid);
     const Request r = it->second;
     s.requests.erase(it);
     s.probes.erase(p);
@@ -617,6 +1037,179 @@ int Reduce(const void* in, void* out, size_t count, gos_type_t type, gos_op_t op
   return GOS_OK;
 }
 
+int Test(gos_request_t* req, int* flag, gos_status_t* st) {
+  if (req == nullptr || flag == nullptr) return GOS_ERR_ARG;
+  *flag = 0;
+  if (*req == GOS_REQUEST_NULL) {
+    *flag = 1;
+    EmptyStatus(st);
+    return GOS_OK;
+  }
+  if (!Ready()) return GOS_ERR_NOT_INIT;
+  const Request* r = UserRequest(*req);
+  if (r == nullptr) return GOS_ERR_REQUEST;
+  const uint64_t id = *req;
+  Progress();
+  // An eager send is complete from the start: no decision.
+  if (!r->eager) {
+    const uint32_t mode = ModeNow();
+    if (mode == kModeReplay) {
+      if (!ReplayedFlag(kCallTest)) return GOS_OK;  // even if it is done: not reaped
+      BlockUntil([id] { return S().requests.at(id).UserDone(); });
+    } else {
+      const bool done = r->UserDone();
+      Decide(kCallTest, done ? 1 : 0, mode);
+      if (!done) return GOS_OK;
+    }
+  }
+  *flag = 1;
+  *req = GOS_REQUEST_NULL;
+  return Reap(id, st);
+}
+
+// Validates the requests of testany/waitany. *active counts the non-null ones; *timing says
+// whether the outcome can depend on timing: some active non-eager request comes before the
+// first active eager send (which is complete from the start, so a scan never passes it).
+int CheckAny(int n, const gos_request_t* reqs, int* active, bool* timing) {
+  *active = 0;
+  *timing = false;
+  bool eager = false;
+  for (int i = 0; i < n; ++i) {
+    if (reqs[i] == GOS_REQUEST_NULL) continue;
+    if (!Ready()) return GOS_ERR_NOT_INIT;
+    const Request* r = UserRequest(reqs[i]);
+    if (r == nullptr) return GOS_ERR_REQUEST;
+    ++*active;
+    if (r->eager) {
+      eager = true;
+    } else if (!eager) {
+      *timing = true;
+    }
+  }
+  return GOS_OK;
+}
+
+// The first request complete for the user, or -1.
+int FirstDone(int n, const gos_request_t* reqs) {
+  for (int i = 0; i < n; ++i) {
+    if (reqs[i] != GOS_REQUEST_NULL && S().requests.at(reqs[i]).UserDone()) return i;
+  }
+  return -1;
+}
+
+int ReapAt(int i, gos_request_t* reqs, int* index, gos_status_t* st) {
+  *index = i;
+  const uint64_t id = reqs[i];
+  reqs[i] = GOS_REQUEST_NULL;
+  return Reap(id, st);
+}
+
+void BlockUntilDone(uint64_t id) {
+  BlockUntil([id] { return S().requests.at(id).UserDone(); });
+}
+
+int Testany(int n, gos_request_t* reqs, int* index, int* flag, gos_status_t* st) {
+  if (n < 0 || (n > 0 && reqs == nullptr) || index == nullptr || flag == nullptr) {
+    return GOS_ERR_ARG;
+  }
+  *flag = 0;
+  *index = GOS_UNDEFINED_INDEX;
+  int active = 0;
+  bool timing = false;
+  if (int e = CheckAny(n, reqs, &active, &timing); e != GOS_OK) return e;
+  if (active == 0) {
+    *flag = 1;
+    EmptyStatus(st);
+    return GOS_OK;
+  }
+  Progress();
+  int i = -1;
+  const uint32_t mode = timing ? ModeNow() : kModeOff;
+  if (timing && mode == kModeReplay) {
+    const uint64_t v = Replayed(kCallTestany);
+    if (v == 0) return GOS_OK;
+    i = ReplayedIndex(kCallTestany, v - 1, n, reqs);
+    BlockUntilDone(reqs[i]);
+  } else {
+    i = FirstDone(n, reqs);
+    if (timing) Decide(kCallTestany, i < 0 ? 0 : static_cast<uint64_t>(i) + 1, mode);
+    if (i < 0) return GOS_OK;
+  }
+  *flag = 1;
+  return ReapAt(i, reqs, index, st);
+}
+
+int Waitany(int n, gos_request_t* reqs, int* index, gos_status_t* st) {
+  if (n < 0 || (n > 0 && reqs == nullptr) || index == nullptr) return GOS_ERR_ARG;
+  *index = GOS_UNDEFINED_INDEX;
+  int active = 0;
+  bool timing = false;
+  if (int e = CheckAny(n, reqs, &active, &timing); e != GOS_OK) return e;
+  if (active == 0) {
+    EmptyStatus(st);
+    return GOS_OK;
+  }
+  // With one active request (or an eager send first) the answer is forced.
+  const bool decision = timing && active > 1;
+  if (decision && ModeNow() == kModeReplay) {
+    const int i = ReplayedIndex(kCallWaitany, Replayed(kCallWaitany), n, reqs);
+    BlockUntilDone(reqs[i]);
+    return ReapAt(i, reqs, index, st);
+  }
+  BlockUntil([&] { return FirstDone(n, reqs) >= 0; });
+  // The mode again: the rank may have been checkpointed while blocked and restored to replay.
+  const uint32_t mode = decision ? ModeNow() : kModeOff;
+  if (decision && mode == kModeReplay) {
+    const int i = ReplayedIndex(kCallWaitany, Replayed(kCallWaitany), n, reqs);
+    BlockUntilDone(reqs[i]);
+    return ReapAt(i, reqs, index, st);
+  }
+  const int i = FirstDone(n, reqs);
+  if (decision) Decide(kCallWaitany, static_cast<uint64_t>(i), mode);
+  return ReapAt(i, reqs, index, st);
+}
+
+int ProgressWait() {
+  if (!Ready()) return GOS_ERR_NOT_INIT;
+  // In replay every outcome is imposed, so there is nothing to wait for: the caller's next
+  // test blocks if the recording says it succeeded.
+  if (ModeNow() == kModeReplay) {
+    Progress();
+    return GOS_OK;
+  }
+  if (Progress() > 0) return GOS_OK;
+  ChannelHeader* h = S().h;
+  FlushRun(true);
+  const int64_t t0 = MonotonicNs();
+  const uint32_t w = h->wake.load(std::memory_order_acquire);
+  SetState(kStateBlocked);
+  if (Progress() == 0) FutexWait(h->wake, w, kBlockTimeoutNs);
+  SetState(kStateRunning);
+  AddBlocked(t0);
+  Progress();
+  return GOS_OK;
+}
+
+// gos_wtime's nanoseconds. Before gos_init and after gos_finalize there is no channel, and
+// the clock is read without being a decision.
+int64_t WtimeNs() {
+  if (!Ready()) return MonotonicNs();
+  State& s = S();
+  const uint32_t mode = ModeNow();
+  if (mode == kModeReplay) return static_cast<int64_t>(Replayed(kCallWtime));
+  const int64_t ns = MonotonicNs();
+  if (mode == kModeRecord) {
+    Decide(kCallWtime,
+           ZigZag(static_cast<int64_t>(static_cast<uint64_t>(ns) -
+                                       static_cast<uint64_t>(s.rec_prev_wtime))),
+           mode);
+    s.rec_prev_wtime = ns;
+  } else {
+    CountDecision();
+  }
+  return ns;
+}
+
 }  // namespace
 
 namespace testing {
@@ -632,6 +1225,8 @@ void Reset() {
 size_t EagerCopies() { return S().eager_pending; }
 
 size_t OpenRequests() { return S().requests.size(); }
+
+uint64_t DecisionsDone() { return S().decisions_done; }
 
 }  // namespace testing
 }  // namespace gos::bcs
@@ -685,73 +1280,15 @@ int gos_wait(gos_request_t* req, gos_status_t* st) {
 }
 
 int gos_test(gos_request_t* req, int* flag, gos_status_t* st) {
-  return Guard([&] {
-    if (req == nullptr || flag == nullptr) return GOS_ERR_ARG;
-    *flag = 0;
-    if (*req == GOS_REQUEST_NULL) {
-      *flag = 1;
-      gos::bcs::EmptyStatus(st);
-      return GOS_OK;
-    }
-    if (!gos::bcs::Ready()) return GOS_ERR_NOT_INIT;
-    if (gos::bcs::UserRequest(*req) == nullptr) return GOS_ERR_REQUEST;
-    gos::bcs::Progress();
-    if (!S().requests.at(*req).UserDone()) return GOS_OK;
-    *flag = 1;
-    const uint64_t id = *req;
-    *req = GOS_REQUEST_NULL;
-    return gos::bcs::Reap(id, st);
-  });
+  return Guard([&] { return gos::bcs::Test(req, flag, st); });
 }
 
 int gos_testany(int n, gos_request_t* reqs, int* index, int* flag, gos_status_t* st) {
-  return Guard([&] {
-    if (n < 0 || (n > 0 && reqs == nullptr) || index == nullptr || flag == nullptr) {
-      return GOS_ERR_ARG;
-    }
-    *flag = 0;
-    *index = GOS_UNDEFINED_INDEX;
-    bool any = false;
-    for (int i = 0; i < n; ++i) {
-      if (reqs[i] == GOS_REQUEST_NULL) continue;
-      if (!gos::bcs::Ready()) return GOS_ERR_NOT_INIT;
-      if (gos::bcs::UserRequest(reqs[i]) == nullptr) return GOS_ERR_REQUEST;
-      any = true;
-    }
-    if (!any) {
-      *flag = 1;
-      gos::bcs::EmptyStatus(st);
-      return GOS_OK;
-    }
-    gos::bcs::Progress();
-    for (int i = 0; i < n; ++i) {
-      if (reqs[i] == GOS_REQUEST_NULL || !S().requests.at(reqs[i]).UserDone()) continue;
-      *flag = 1;
-      *index = i;
-      const uint64_t id = reqs[i];
-      reqs[i] = GOS_REQUEST_NULL;
-      return gos::bcs::Reap(id, st);
-    }
-    return GOS_OK;
-  });
+  return Guard([&] { return gos::bcs::Testany(n, reqs, index, flag, st); });
 }
 
 int gos_waitany(int n, gos_request_t* reqs, int* index, gos_status_t* st) {
-  return Guard([&] {
-    if (n < 0 || (n > 0 && reqs == nullptr) || index == nullptr) return GOS_ERR_ARG;
-    int flag = 0;
-    int err = gos_testany(n, reqs, index, &flag, st);
-    if (err != GOS_OK || flag) return err;
-    gos::bcs::BlockUntil([&] {
-      for (int i = 0; i < n; ++i) {
-        if (reqs[i] != GOS_REQUEST_NULL && S().requests.at(reqs[i]).UserDone()) {
-          return true;
-        }
-      }
-      return false;
-    });
-    return gos_testany(n, reqs, index, &flag, st);
-  });
+  return Guard([&] { return gos::bcs::Waitany(n, reqs, index, st); });
 }
 
 int gos_request_free(gos_request_t* req) {
@@ -771,17 +1308,7 @@ int gos_request_free(gos_request_t* req) {
 }
 
 int gos_progress_wait(void) {
-  return Guard([] {
-    if (!gos::bcs::Ready()) return GOS_ERR_NOT_INIT;
-    if (gos::bcs::Progress() > 0) return GOS_OK;
-    gos::bcs::ChannelHeader* h = S().h;
-    const uint32_t w = h->wake.load(std::memory_order_acquire);
-    gos::bcs::SetState(gos::bcs::kStateBlocked);
-    if (gos::bcs::Progress() == 0) gos::bcs::FutexWait(h->wake, w, gos::bcs::kBlockTimeoutNs);
-    gos::bcs::SetState(gos::bcs::kStateRunning);
-    gos::bcs::Progress();
-    return GOS_OK;
-  });
+  return Guard([] { return gos::bcs::ProgressWait(); });
 }
 
 int gos_iprobe(int source, int tag, const gos_comm_t* comm, int* flag, gos_status_t* st) {
@@ -817,9 +1344,8 @@ int gos_allreduce(const void* in, void* out, size_t count, gos_type_t type, gos_
 }
 
 double gos_wtime(void) {
-  timespec ts{};
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return static_cast<double>(ts.tv_sec) + static_cast<double>(ts.tv_nsec) * 1e-9;
+  // One conversion in every mode, so a replayed value is bit for bit the recorded one.
+  return Guard([] { return static_cast<double>(gos::bcs::WtimeNs()) / 1e9; });
 }
 
 double gos_wtick(void) {

@@ -5,6 +5,7 @@
 #define GOS_LIBGOS_BCS_TESTING_H_
 
 #include <cstddef>
+#include <cstdint>
 
 namespace gos::bcs::testing {
 
@@ -17,6 +18,9 @@ size_t EagerCopies();
 
 // Requests in the table (user-visible, internal and eager ones not yet completed).
 size_t OpenRequests();
+
+// Decisions (test/testany/waitany/iprobe outcomes, wtime values) taken so far, in any mode.
+uint64_t DecisionsDone();
 
 }  // namespace gos::bcs::testing
 

@@ -138,7 +138,7 @@ StatusOr<Strobe> DecodeStrobe(std::span<const uint8_t> bytes, std::span<const ui
   s.commands.resize(n);
   for (auto& c : s.commands) {
     uint8_t type;
-    if (!r.U8(&type) || type < 1 || type > 6 || !r.U64(&c.job) || !r.I32(&c.signal) ||
+    if (!r.U8(&type) || type < 1 || type > 7 || !r.U64(&c.job) || !r.I32(&c.signal) ||
         !r.U64(&c.epoch) || !r.U64(&c.base)) {
       return Bad("strobe command");
     }
@@ -219,6 +219,10 @@ std::vector<uint8_t> Encode(const SubmitRequest& m) {
   w.I64(m.checkpoint_ms);
   w.U32(m.keep);
   w.U32(m.restart_on_failure);
+  Strings(w, m.paths);
+  w.U8(m.record ? 1 : 0);
+  w.U64(m.replay_of);
+  w.U64(m.stop_at);
   return out;
 }
 
@@ -239,6 +243,12 @@ StatusOr<SubmitRequest> DecodeSubmit(std::span<const uint8_t> b) {
       !r.U32(&m.restart_on_failure)) {
     return Bad("submit request (checkpoint options)");
   }
+  uint8_t record = 1;
+  if (!Strings(r, &m.paths) || !r.U8(&record) || record > 1 || !r.U64(&m.replay_of) ||
+      !r.U64(&m.stop_at)) {
+    return Bad("submit request (replay options)");
+  }
+  m.record = record == 1;
   if (r.remaining() != 0) return Bad("submit request (trailing bytes)");
   return m;
 }
@@ -365,6 +375,83 @@ StatusOr<RestoreReady> DecodeRestoreReady(std::span<const uint8_t> b) {
     return Bad("restore ready");
   }
   m.ok = ok == 1;
+  return m;
+}
+
+std::vector<uint8_t> Encode(const ReplaySegment& m) {
+  std::vector<uint8_t> out;
+  Writer w(&out);
+  w.U64(m.job);
+  w.U32(m.stream);
+  w.Str(m.bytes);
+  return out;
+}
+
+StatusOr<ReplaySegment> DecodeReplaySegment(std::span<const uint8_t> b) {
+  Reader r(b);
+  ReplaySegment m;
+  if (!r.U64(&m.job) || !r.U32(&m.stream) || !r.Str(&m.bytes, 64u << 20) || r.remaining() != 0) {
+    return Bad("replay segment");
+  }
+  return m;
+}
+
+std::vector<uint8_t> Encode(const ReplayDataEnd& m) {
+  std::vector<uint8_t> out;
+  Writer w(&out);
+  w.U64(m.job);
+  w.U64(m.stop_at);
+  w.U8(m.completed ? 1 : 0);
+  w.I32(m.failed_rank);
+  return out;
+}
+
+StatusOr<ReplayDataEnd> DecodeReplayDataEnd(std::span<const uint8_t> b) {
+  Reader r(b);
+  ReplayDataEnd m;
+  uint8_t completed = 0;
+  if (!r.U64(&m.job) || !r.U64(&m.stop_at) || !r.U8(&completed) || completed > 1 ||
+      !r.I32(&m.failed_rank) || r.remaining() != 0) {
+    return Bad("replay data end");
+  }
+  m.completed = completed == 1;
+  return m;
+}
+
+std::vector<uint8_t> Encode(const ReplayStopped& m) {
+  std::vector<uint8_t> out;
+  Writer w(&out);
+  w.U64(m.job);
+  w.U8(m.kind);
+  w.U64(m.strobe);
+  w.I32(m.rank);
+  w.Str(m.text);
+  w.U32(static_cast<uint32_t>(m.ranks.size()));
+  for (const auto& x : m.ranks) {
+    w.U32(x.rank);
+    w.U32(x.node);
+    w.I32(x.pid);
+    w.Str(x.host);
+  }
+  return out;
+}
+
+StatusOr<ReplayStopped> DecodeReplayStopped(std::span<const uint8_t> b) {
+  Reader r(b);
+  ReplayStopped m;
+  uint32_t n = 0;
+  if (!r.U64(&m.job) || !r.U8(&m.kind) || !r.U64(&m.strobe) || !r.I32(&m.rank) ||
+      !r.Str(&m.text, kMaxStringBytes) || !r.U32(&n) || n > (1u << 20)) {
+    return Bad("replay stopped");
+  }
+  for (uint32_t i = 0; i < n; ++i) {
+    ReplayRank x;
+    if (!r.U32(&x.rank) || !r.U32(&x.node) || !r.I32(&x.pid) || !r.Str(&x.host, 1024)) {
+      return Bad("replay stopped (ranks)");
+    }
+    m.ranks.push_back(std::move(x));
+  }
+  if (r.remaining() != 0) return Bad("replay stopped (trailing bytes)");
   return m;
 }
 

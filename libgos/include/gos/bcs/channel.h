@@ -8,10 +8,12 @@
 // created by the nodeagent before the rank starts, mapped MAP_SHARED by both sides. It is a
 // file rather than a socket or eventfd so that CRIU can dump and restore the rank with it.
 //
-// Layout (version 1):
+// Layout (version 2):
 //   [0, 4096)                          ChannelHeader
 //   [kDescOffset, +kDescSlots * 64)    descriptor ring, rank -> agent (single producer/consumer)
 //   [kComplOffset, +kComplSlots * 32)  completion ring, agent -> rank (single producer/consumer)
+//   [kRecOffset, +kRecBytes)           record ring, rank -> agent: the rank's decision log
+//                                      bytes (docs/specs/replay-log.md), when mode is record
 //
 // Doorbells are futex words in the header (shared futexes, not FUTEX_PRIVATE):
 //   bell  - the rank increments it and FUTEX_WAKEs after posting descriptors or changing
@@ -30,9 +32,10 @@
 namespace gos::bcs {
 
 inline constexpr uint32_t kChannelMagic = 0x31736267;  // "gbs1" little-endian
-inline constexpr uint32_t kChannelVersion = 1;
+inline constexpr uint32_t kChannelVersion = 2;
 inline constexpr uint32_t kDescSlots = 1024;
 inline constexpr uint32_t kComplSlots = 1024;
+inline constexpr uint32_t kRecBytes = 65536;  // record ring, a power of two
 
 inline constexpr int32_t kAnySource = -1;
 inline constexpr int32_t kAnyTag = -1;
@@ -92,6 +95,19 @@ enum RankState : uint32_t {
   kStateBlocked = 2,    // inside a blocking call, waiting for a completion
   kStateFinalized = 3,  // called gos_finalize
   kStateAborted = 4,    // called gos_abort; abort_code says with what
+  // Replay only (mode kModeReplay); `note` says what happened, and the rank then waits
+  // (sleeping) to be frozen or killed instead of going on:
+  kStateDiverged = 5,  // the program's call differs from the recorded one
+  kStateLogEnd = 6,    // the program needs a decision the recording does not have (the
+                       // recorded run stopped here: a failure, or the log was cut short)
+};
+
+// Record/replay mode of the rank's decisions (ChannelHeader::mode, written by the agent before
+// the rank starts or while it is frozen; the rank reads it at every decision).
+enum Mode : uint32_t {
+  kModeOff = 0,     // neither: decisions are taken and forgotten
+  kModeRecord = 1,  // every decision is appended to the record ring
+  kModeReplay = 2,  // decisions are read from the replay file, <channel path>.replay
 };
 
 struct ChannelHeader {
@@ -110,25 +126,37 @@ struct ChannelHeader {
   std::atomic<int32_t> abort_code;
   uint32_t pad1;
   std::atomic<uint64_t> compl_tail;  // completions consumed
+  std::atomic<uint64_t> rec_head;    // bytes produced into the record ring
+  std::atomic<uint64_t> blocked_ns;  // total time spent inside blocking calls (for timelines)
+  std::atomic<uint64_t> events;      // decisions taken so far (recorded or replayed)
   // Written by the agent.
   alignas(64) std::atomic<uint64_t> desc_tail;  // descriptors consumed
   std::atomic<uint64_t> compl_head;             // completions published
   std::atomic<uint32_t> wake;
   uint32_t pad2;
-  std::atomic<uint64_t> strobe;  // the strobe at which completions were last published
+  std::atomic<uint64_t> strobe;    // the strobe at which completions were last published
+  std::atomic<uint64_t> rec_tail;  // record-ring bytes consumed
+  std::atomic<uint32_t> mode;      // Mode
+  // Written by the rank before it stores kStateDiverged or kStateLogEnd: NUL-terminated text.
+  alignas(64) char note[256];
 };
 static_assert(sizeof(ChannelHeader) <= 4096);
 static_assert(std::atomic<uint64_t>::is_always_lock_free);
 
 inline constexpr size_t kDescOffset = 4096;
 inline constexpr size_t kComplOffset = kDescOffset + kDescSlots * sizeof(Descriptor);
-inline constexpr size_t kChannelBytes = kComplOffset + kComplSlots * sizeof(Completion);
+inline constexpr size_t kRecOffset = kComplOffset + kComplSlots * sizeof(Completion);
+inline constexpr size_t kChannelBytes = kRecOffset + kRecBytes;
 
 inline Descriptor* DescRing(void* base) {
   return reinterpret_cast<Descriptor*>(static_cast<char*>(base) + kDescOffset);
 }
 inline Completion* ComplRing(void* base) {
   return reinterpret_cast<Completion*>(static_cast<char*>(base) + kComplOffset);
+}
+
+inline unsigned char* RecRing(void* base) {
+  return static_cast<unsigned char*>(base) + kRecOffset;
 }
 
 }  // namespace gos::bcs

@@ -17,7 +17,7 @@
 
 namespace gos::os {
 
-inline constexpr uint16_t kStrobeVersion = 3;
+inline constexpr uint16_t kStrobeVersion = 4;
 inline constexpr size_t kMaxArgs = 4096;
 inline constexpr size_t kMaxStringBytes = 32u << 10;
 
@@ -45,6 +45,10 @@ struct LaunchCommand {
 // The program is linked with gos's communication library (its ELF file has a .gos_bcs section):
 // the job's nodeagents run the BCS exchange for it at every strobe of its row.
 inline constexpr uint32_t kLaunchBcs = 1u << 0;
+// Record the job's decisions (docs/specs/replay.md): the nodeagents ship them as kReplaySegment.
+inline constexpr uint32_t kLaunchRecord = 1u << 1;
+// Replay a recorded run: the nodeagents were sent its log (kReplayData) before the launch.
+inline constexpr uint32_t kLaunchReplay = 1u << 2;
 
 enum class CommandType : uint8_t {
   kLaunch = 1,  // start the job's local ranks (staged files are in place)
@@ -57,6 +61,9 @@ enum class CommandType : uint8_t {
   kCheckpoint = 4,
   kResume = 5,   // release a held job (after a dump, or once every node restored it)
   kRestore = 6,  // restore the job's local ranks from the images shipped for `epoch`, held
+  // A replayed job stopped (divergence, --stop-at, the recorded failure): freeze and hold its
+  // ranks for inspection and answer with kReplayStopped (its ranks' pids).
+  kStop = 7,
 };
 
 struct StrobeCommand {
@@ -125,11 +132,21 @@ enum class Frame : uint16_t {
   kRestoreChunk = 50,    // coordinator -> agent: RestoreChunk
   kRestoreRankEnd = 51,  // coordinator -> agent: RestoreRankEnd
   kRestoreReady = 52,    // agent -> coordinator: RestoreReady
+  kReplaySegment = 53,   // agent -> coordinator: ReplaySegment of a recorded job's log
+  kReplayStop = 54,      // agent -> coordinator: ReplayStopped (no ranks): why a replay stops
+  kReplayStopped = 55,   // agent -> coordinator: ReplayStopped (this node's ranks) after kStop;
+                         // coordinator -> client: ReplayStopped (every rank)
+  kReplayData = 56,      // coordinator -> agent: ReplaySegment of the log to impose
+  kReplayDataEnd = 57,   // coordinator -> agent: ReplayDataEnd (then the agent answers
+                         //   kRestoreReady, rank 0, ok or why not)
   // client -> coordinator (checkpoint tools)
   kCheckpointNow = 6,  // u64 job: take an epoch now; kPhase lines, then kOk or kError
   kListEpochs = 7,     // u64 job: kOk with the table of epochs
   kRestart = 8,        // RestartRequest: the client then follows the job like gos-run
   kStore = 9,          // text "stats" | "verify" | "gc": kPhase lines, then kOk or kError
+  kReplayInfo = 10,    // u64 job: kReplayInfoReply (a SubmitRequest that reruns it) or kError
+  kReplayInfoReply = 28,
+  kReplayLog = 11,  // u64 job: its log as kReplayData frames (ReplaySegment), then kOk
 };
 
 struct SubmitFile {
@@ -150,6 +167,39 @@ struct SubmitRequest {
   int64_t checkpoint_ms = 0;        // take an epoch this often (0 = never)
   uint32_t keep = 0;                // epochs to keep (0 = the coordinator's default)
   uint32_t restart_on_failure = 0;  // automatic restarts from the last epoch after a failure
+  std::vector<std::string> paths;   // absolute path of each file (gos-replay opens them again)
+  bool record = true;               // record the run's decisions for gos-replay
+  uint64_t replay_of = 0;           // replay this recorded job instead (gos-replay)
+  uint64_t stop_at = 0;             // replay: stop at this strobe (0 = never)
+};
+
+struct ReplaySegment {
+  uint64_t job = 0;
+  uint32_t stream = 0;
+  std::string bytes;
+};
+
+struct ReplayDataEnd {
+  uint64_t job = 0;
+  uint64_t stop_at = 0;
+  bool completed = false;
+  int32_t failed_rank = -1;
+};
+
+struct ReplayRank {
+  uint32_t rank = 0;
+  uint32_t node = 0;
+  int32_t pid = 0;
+  std::string host;
+};
+
+struct ReplayStopped {
+  uint64_t job = 0;
+  uint8_t kind = 0;  // nodeagent::ReplayStop::Kind
+  uint64_t strobe = 0;
+  int32_t rank = -1;
+  std::string text;
+  std::vector<ReplayRank> ranks;
 };
 
 struct CkptChunk {
@@ -274,6 +324,9 @@ std::vector<uint8_t> Encode(const RestoreChunk& m);
 std::vector<uint8_t> Encode(const RestoreRankEnd& m);
 std::vector<uint8_t> Encode(const RestoreReady& m);
 std::vector<uint8_t> Encode(const RestartRequest& m);
+std::vector<uint8_t> Encode(const ReplaySegment& m);
+std::vector<uint8_t> Encode(const ReplayDataEnd& m);
+std::vector<uint8_t> Encode(const ReplayStopped& m);
 std::vector<uint8_t> EncodeU64(uint64_t v);
 std::vector<uint8_t> EncodeText(const std::string& text);
 std::vector<uint8_t> EncodeJobBytes(uint64_t job, const std::string& bytes);
@@ -290,6 +343,9 @@ StatusOr<RestoreChunk> DecodeRestoreChunk(std::span<const uint8_t> b);
 StatusOr<RestoreRankEnd> DecodeRestoreRankEnd(std::span<const uint8_t> b);
 StatusOr<RestoreReady> DecodeRestoreReady(std::span<const uint8_t> b);
 StatusOr<RestartRequest> DecodeRestart(std::span<const uint8_t> b);
+StatusOr<ReplaySegment> DecodeReplaySegment(std::span<const uint8_t> b);
+StatusOr<ReplayDataEnd> DecodeReplayDataEnd(std::span<const uint8_t> b);
+StatusOr<ReplayStopped> DecodeReplayStopped(std::span<const uint8_t> b);
 StatusOr<uint64_t> DecodeU64(std::span<const uint8_t> b);
 StatusOr<std::string> DecodeText(std::span<const uint8_t> b);
 StatusOr<std::pair<uint64_t, std::string>> DecodeJobBytes(std::span<const uint8_t> b);

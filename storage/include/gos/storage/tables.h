@@ -1,5 +1,6 @@
 // The coordinator's durable state: the job table and the node table, in one RocksDB database,
-// whose other column families hold the checkpoint store (checkpoints()).
+// whose other column families hold the checkpoint store (checkpoints()) and the replay logs
+// (replay()).
 //
 // Layout and value formats: docs/specs/storage-tables.md. Every write is synced (WAL fsync)
 // before it is acknowledged, so a process killed at any point loses nothing a call returned
@@ -18,6 +19,7 @@
 
 #include "gos/status.h"
 #include "gos/storage/checkpoints.h"
+#include "gos/storage/replay.h"
 
 namespace rocksdb {
 class DB;
@@ -58,6 +60,11 @@ struct JobRecord {
   std::string message;       // human reason when failed/killed ("node 3 is down: ...")
   int64_t submit_ms = 0, start_ms = 0, end_ms = 0;  // unix epoch milliseconds, 0 = not yet
   int64_t time_limit_ms = 0;                        // 0 = none
+  // Added after version 1's first fields (absent in older records: empty / true):
+  std::vector<std::string> env;    // the environment the job ran with
+  std::vector<std::string> paths;  // absolute path of the executable and each staged file
+  bool recorded = true;            // its decisions were recorded (gos-replay can rerun it)
+  uint64_t replay_of = 0;          // this job replays that recorded job
 
   friend bool operator==(const JobRecord&, const JobRecord&) = default;
 };
@@ -102,6 +109,9 @@ class Tables {
   // The checkpoint chunks and epochs in this database (docs/specs/storage-checkpoints.md).
   // Owned by Tables; valid until it is destroyed. Thread-safe.
   CheckpointStore* checkpoints() { return checkpoints_.get(); }
+  // The jobs' replay logs in this database (docs/specs/replay-log.md). Owned by Tables; valid
+  // until it is destroyed. Thread-safe.
+  ReplayStore* replay() { return replay_.get(); }
 
   // Inserts or replaces the job with job.id. INVALID_ARGUMENT if it breaks a format limit.
   Status PutJob(const JobRecord& job);
@@ -131,6 +141,7 @@ class Tables {
   // Every column family handle but the default one; destroyed before db_ is closed.
   std::vector<rocksdb::ColumnFamilyHandle*> families_;
   std::unique_ptr<CheckpointStore> checkpoints_;  // uses families_
+  std::unique_ptr<ReplayStore> replay_;           // uses families_
   std::mutex id_mu_;
   uint64_t next_job_id_;  // guarded by id_mu_; the next id to hand out
 };

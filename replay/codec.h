@@ -1,0 +1,107 @@
+// Private to gos::replay (and its tests): the segment envelope and the varint columns of
+// docs/specs/replay-log.md.
+#ifndef GOS_REPLAY_CODEC_H_
+#define GOS_REPLAY_CODEC_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+#include "gos/replay/log.h"
+#include "gos/status.h"
+
+namespace gos::replay::internal {
+
+enum class SegmentKind : uint8_t { kJob = 1, kBytes = 2, kTimeline = 3 };
+const char* SegmentKindName(SegmentKind k);
+
+inline constexpr uint32_t kSegmentMagic = 0x314c5247;  // "GRL1" little-endian
+inline constexpr uint16_t kSegmentVersion = 1;
+// u32 magic | u16 version | u8 kind | u8 0 | u32 raw_len | u32 frame_len | u32 count |
+// u32 crc32c (of bytes [0, 20) and of the frame).
+inline constexpr size_t kSegmentHeaderBytes = 24;
+
+// CRC-32C (Castagnoli), continuing from `crc` (0 to start).
+uint32_t Crc32c(uint32_t crc, const void* data, size_t n);
+
+// The segment: header + one zstd frame of payload (<= kMaxSegmentRaw, else it aborts).
+std::string MakeSegment(SegmentKind kind, uint32_t count, std::string_view payload, int level);
+
+struct OpenedSegment {
+  uint32_t count = 0;
+  std::string payload;  // decompressed
+};
+// Checks the header (magic, version, kind == want, lengths, checksum) and decompresses.
+// DATA_LOSS saying what is wrong otherwise.
+StatusOr<OpenedSegment> OpenSegment(std::string_view segment, SegmentKind want);
+
+// Appends LEB128 varints (and zigzag for signed values) to a string.
+class ColumnWriter {
+ public:
+  void U8(uint8_t v) { out_.push_back(static_cast<char>(v)); }
+  void Var(uint64_t v) {
+    while (v >= 0x80) {
+      out_.push_back(static_cast<char>((v & 0x7f) | 0x80));
+      v >>= 7;
+    }
+    out_.push_back(static_cast<char>(v));
+  }
+  void Signed(int64_t v) { Var((static_cast<uint64_t>(v) << 1) ^ static_cast<uint64_t>(v >> 63)); }
+  void Bytes(std::string_view b) { out_.append(b); }
+  const std::string& data() const { return out_; }
+  size_t size() const { return out_.size(); }
+  void Clear() { out_.clear(); }
+
+ private:
+  std::string out_;
+};
+
+// Reads what ColumnWriter wrote, bounds-checked: every getter returns false (and leaves the
+// reader failed) past the end or on a malformed varint.
+class ColumnReader {
+ public:
+  explicit ColumnReader(std::string_view in) : in_(in) {}
+  bool U8(uint8_t* v) {
+    if (pos_ >= in_.size()) return false;
+    *v = static_cast<uint8_t>(in_[pos_++]);
+    return true;
+  }
+  bool Var(uint64_t* v) {
+    uint64_t r = 0;
+    for (int shift = 0; shift < 64; shift += 7) {
+      if (pos_ >= in_.size()) return false;
+      const uint8_t b = static_cast<uint8_t>(in_[pos_++]);
+      // The tenth byte may hold only the top bit.
+      if (shift == 63 && b > 1) return false;
+      r |= static_cast<uint64_t>(b & 0x7f) << shift;
+      if ((b & 0x80) == 0) {
+        *v = r;
+        return true;
+      }
+    }
+    return false;
+  }
+  bool Signed(int64_t* v) {
+    uint64_t u;
+    if (!Var(&u)) return false;
+    *v = static_cast<int64_t>((u >> 1) ^ (~(u & 1) + 1));
+    return true;
+  }
+  bool Bytes(size_t n, std::string_view* b) {
+    if (n > in_.size() - pos_) return false;
+    *b = in_.substr(pos_, n);
+    pos_ += n;
+    return true;
+  }
+  size_t remaining() const { return in_.size() - pos_; }
+  bool done() const { return pos_ == in_.size(); }
+
+ private:
+  std::string_view in_;
+  size_t pos_ = 0;
+};
+
+}  // namespace gos::replay::internal
+
+#endif  // GOS_REPLAY_CODEC_H_

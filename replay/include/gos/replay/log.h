@@ -1,0 +1,143 @@
+// The replay log of a job (docs/specs/replay-log.md): what a recorded run decided, so that a
+// rerun can be made to decide the same (DESIGN.md, "Record and replay").
+//
+// A job's log is a set of streams, each an ordered list of segments (a header plus a zstd
+// frame), stored in the coordinator's RocksDB (storage/ReplayStore):
+//   - kJobStream: the job's steps, written by the nodeagent of the job's first node. A step is
+//     one BCS slice of the job (a strobe at which its row ran and it was not held): which
+//     descriptors each rank had posted by then (the matcher's whole input, so every match and
+//     wildcard resolution follows from it), plus checkpoint marks and how the run ended.
+//   - RankStream(r): rank r's own decisions (test/probe outcomes, wtime values), bytes the
+//     rank's library wrote into its channel's record ring; opaque here.
+//   - TimelineStream(r): per step, how long rank r was blocked in communication since the
+//     previous step (for --export-trace).
+#ifndef GOS_REPLAY_LOG_H_
+#define GOS_REPLAY_LOG_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "gos/bcs/channel.h"
+#include "gos/status.h"
+
+namespace gos::replay {
+
+inline constexpr uint32_t kJobStream = 0;
+inline constexpr uint32_t RankStream(uint32_t rank) { return 1 + rank; }
+inline constexpr uint32_t TimelineStream(uint32_t rank) { return 0x40000000u + rank; }
+
+// The fields of a descriptor that matching depends on (not the request id or buffer address,
+// which differ between runs).
+struct DescKey {
+  uint32_t op = 0;
+  int32_t peer = 0;
+  int32_t tag = 0;
+  uint32_t flags = 0;
+  uint32_t group_size = 0;
+  uint64_t context = 0;
+  uint64_t len = 0;
+  friend bool operator==(const DescKey&, const DescKey&) = default;
+};
+DescKey KeyOf(const bcs::Descriptor& d);
+// "MPI_Send-like send to rank 3, tag 7, 64 bytes, context 0x..." for divergence reports.
+std::string Describe(const DescKey& k);
+
+struct Step {
+  uint64_t strobe = 0;           // the recorded run's strobe number
+  int64_t time_us = 0;           // unix microseconds at which the recording node applied it
+  std::vector<uint32_t> counts;  // per world rank: descriptors it posted that this step took
+  std::vector<DescKey> descs;    // those descriptors: rank 0's in order, then rank 1's, ...
+};
+
+struct CheckpointMark {
+  uint64_t epoch = 0;
+  uint64_t steps = 0;  // steps taken before the checkpoint (the epoch resumes at step `steps`)
+  uint64_t strobe = 0;
+  int64_t time_us = 0;
+};
+
+enum class EndKind : uint8_t {
+  kCompleted = 1,  // every rank exited
+  kFailed = 2,     // a rank failed or aborted, or a node died
+};
+
+struct End {
+  EndKind kind = EndKind::kCompleted;
+  int32_t exit_code = 0;
+  int32_t rank = -1;   // the failing rank, or -1
+  uint64_t steps = 0;  // steps taken by then
+  int64_t time_us = 0;
+  std::string message;
+};
+
+struct JobLog {
+  uint32_t world_size = 0;
+  std::vector<Step> steps;
+  std::vector<CheckpointMark> checkpoints;
+  std::optional<End> end;
+};
+
+// Limits of a segment; a decoder refuses a segment beyond them (DATA_LOSS), and an encoder
+// asked to go beyond them aborts (a caller bug: flush more often).
+inline constexpr uint64_t kMaxSegmentRaw = 256u << 20;  // payload bytes before compression
+inline constexpr uint32_t kMaxWorldSize = 1u << 20;
+// Steps x world_size of one kJobStream segment (what a decoder allocates for the counts):
+// flush before pending_steps() * world_size reaches it, whatever pending_bytes() says (empty
+// steps cost ~2 raw bytes each).
+inline constexpr uint64_t kMaxSegmentCounts = 1u << 26;
+inline constexpr size_t kMaxEndMessage = 0xffff;  // End::message is cut to this many bytes
+
+// Appends records and cuts them into segments of kJobStream. Each segment decodes on its own
+// (strobes and times restart from absolute values). Not thread-safe.
+class JobLogWriter {
+ public:
+  // world_size <= kMaxWorldSize.
+  explicit JobLogWriter(uint32_t world_size);
+  // counts.size() must be world_size, descs.size() the sum of counts, and the pending steps
+  // stay within kMaxSegmentCounts (checked: a caller breaking it is a bug, and the process
+  // aborts).
+  void AddStep(const Step& step);
+  void AddCheckpoint(const CheckpointMark& mark);
+  void AddEnd(const End& end);
+  // Raw (uncompressed) bytes added since the last Flush.
+  size_t pending_bytes() const;
+  // Steps added since the last Flush.
+  uint64_t pending_steps() const;
+  // One segment holding everything added since the last Flush (empty string if nothing).
+  std::string Flush(int zstd_level = 3);
+
+ private:
+  struct Impl;
+  std::shared_ptr<Impl> impl_;
+};
+
+// Segments of kJobStream, in order -> the log. DATA_LOSS names the segment and what is wrong
+// (including segments of different world sizes). If several segments hold an End (a failed
+// run restarted from a checkpoint), the last one is the log's end. No segments -> an empty log
+// of world size 0.
+StatusOr<JobLog> DecodeJobLog(std::span<const std::string> segments);
+
+// Segments of a RankStream: the raw bytes, compressed / all segments' bytes concatenated.
+std::string EncodeBytesSegment(std::string_view bytes, int zstd_level = 3);
+StatusOr<std::string> DecodeBytesSegments(std::span<const std::string> segments);
+
+// Segments of a TimelineStream: blocked microseconds per step.
+std::string EncodeTimelineSegment(std::span<const uint32_t> blocked_us, int zstd_level = 3);
+StatusOr<std::vector<uint32_t>> DecodeTimelineSegments(std::span<const std::string> segments);
+
+// Raw and stored size of a segment (for benchmarks and gos-store stats); DATA_LOSS if it is
+// not a segment.
+struct SegmentSize {
+  uint64_t raw = 0, stored = 0;
+};
+StatusOr<SegmentSize> SizeOfSegment(std::string_view segment);
+
+}  // namespace gos::replay
+
+#endif  // GOS_REPLAY_LOG_H_

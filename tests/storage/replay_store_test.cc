@@ -1,0 +1,143 @@
+#include <gtest/gtest.h>
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "gos/storage/replay.h"
+#include "gos/storage/tables.h"
+#include "tests/storage/chunk_test_util.h"
+
+namespace gos::storage {
+namespace {
+
+using testing::TempDir;
+
+std::span<const uint8_t> B(const std::string& s) {
+  return {reinterpret_cast<const uint8_t*>(s.data()), s.size()};
+}
+
+std::unique_ptr<Tables> OpenTables(const TempDir& dir) {
+  StatusOr<std::unique_ptr<Tables>> t = Tables::Open(dir.Sub("db"));
+  EXPECT_TRUE(t.ok()) << t.status().ToString();
+  return t.ok() ? std::move(*t) : nullptr;
+}
+
+std::vector<std::string> ReadOrDie(ReplayStore* s, uint64_t job, uint32_t stream) {
+  StatusOr<std::vector<std::string>> r = s->Read(job, stream);
+  EXPECT_TRUE(r.ok()) << r.status().ToString();
+  return r.ok() ? *r : std::vector<std::string>();
+}
+
+TEST(ReplayStore, AppendsReadBackInOrderPerStream) {
+  TempDir dir;
+  std::unique_ptr<Tables> t = OpenTables(dir);
+  ASSERT_NE(t, nullptr);
+  ReplayStore* s = t->replay();
+  // Interleaved jobs and streams, including the extremes of both key fields.
+  const std::vector<std::pair<uint64_t, uint32_t>> ids = {
+      {7, 0}, {7, 1}, {7, 0x40000000}, {8, 0}, {0, 0}, {~uint64_t{0}, ~0u}, {7, 0xffffffffu}};
+  for (int i = 0; i < 300; ++i) {
+    for (const auto& [job, stream] : ids) {
+      const std::string seg = std::to_string(job) + "/" + std::to_string(stream) + "#" +
+                              std::to_string(i) + std::string(static_cast<size_t>(i % 5), 'x');
+      ASSERT_TRUE(s->Append(job, stream, B(seg)).ok());
+    }
+  }
+  ASSERT_TRUE(s->Sync().ok());
+  for (const auto& [job, stream] : ids) {
+    std::vector<std::string> segs = ReadOrDie(s, job, stream);
+    ASSERT_EQ(segs.size(), 300u);
+    for (int i = 0; i < 300; ++i) {
+      EXPECT_EQ(segs[i], std::to_string(job) + "/" + std::to_string(stream) + "#" +
+                             std::to_string(i) + std::string(static_cast<size_t>(i % 5), 'x'));
+    }
+  }
+  StatusOr<std::vector<uint32_t>> streams = s->Streams(7);
+  ASSERT_TRUE(streams.ok());
+  EXPECT_EQ(*streams, (std::vector<uint32_t>{0, 1, 0x40000000, 0xffffffffu}));
+  streams = s->Streams(~uint64_t{0});
+  ASSERT_TRUE(streams.ok());
+  EXPECT_EQ(*streams, (std::vector<uint32_t>{~0u}));
+  streams = s->Streams(9);
+  ASSERT_TRUE(streams.ok());
+  EXPECT_TRUE(streams->empty());
+  EXPECT_TRUE(ReadOrDie(s, 9, 0).empty());
+  EXPECT_TRUE(ReadOrDie(s, 7, 2).empty());
+}
+
+TEST(ReplayStore, StatsAndJobsCountStoredBytes) {
+  TempDir dir;
+  std::unique_ptr<Tables> t = OpenTables(dir);
+  ASSERT_NE(t, nullptr);
+  ReplayStore* s = t->replay();
+  ASSERT_TRUE(s->Append(3, 0, B("aaaa")).ok());
+  ASSERT_TRUE(s->Append(3, 0, B("bb")).ok());
+  ASSERT_TRUE(s->Append(3, 2, B("ccccccc")).ok());
+  ASSERT_TRUE(s->Append(5, 1, B("d")).ok());
+  ASSERT_TRUE(s->Append(5, 1, B("")).ok());
+  StatusOr<std::map<uint32_t, ReplayStreamStats>> st = s->Stats(3);
+  ASSERT_TRUE(st.ok());
+  ASSERT_EQ(st->size(), 2u);
+  EXPECT_EQ((*st)[0].segments, 2u);
+  EXPECT_EQ((*st)[0].bytes, 6u);
+  EXPECT_EQ((*st)[2].segments, 1u);
+  EXPECT_EQ((*st)[2].bytes, 7u);
+  st = s->Stats(5);
+  ASSERT_TRUE(st.ok());
+  EXPECT_EQ((*st)[1].segments, 2u);
+  EXPECT_EQ((*st)[1].bytes, 1u);
+  st = s->Stats(4);
+  ASSERT_TRUE(st.ok());
+  EXPECT_TRUE(st->empty());
+  StatusOr<std::map<uint64_t, uint64_t>> jobs = s->Jobs();
+  ASSERT_TRUE(jobs.ok());
+  EXPECT_EQ(*jobs, (std::map<uint64_t, uint64_t>{{3, 13}, {5, 1}}));
+}
+
+TEST(ReplayStore, DeleteJobRemovesOnlyThatJobAndRestartsItsNumbering) {
+  TempDir dir;
+  std::unique_ptr<Tables> t = OpenTables(dir);
+  ASSERT_NE(t, nullptr);
+  ReplayStore* s = t->replay();
+  for (uint64_t job : {1, 2, 3}) {
+    for (uint32_t stream : {0u, 1u}) ASSERT_TRUE(s->Append(job, stream, B("seg")).ok());
+  }
+  ASSERT_TRUE(s->DeleteJob(2).ok());
+  ASSERT_TRUE(s->DeleteJob(99).ok());  // no log: nothing to do
+  StatusOr<std::map<uint64_t, uint64_t>> jobs = s->Jobs();
+  ASSERT_TRUE(jobs.ok());
+  EXPECT_EQ(*jobs, (std::map<uint64_t, uint64_t>{{1, 6}, {3, 6}}));
+  EXPECT_TRUE(ReadOrDie(s, 2, 0).empty());
+  EXPECT_EQ(ReadOrDie(s, 1, 1).size(), 1u);
+  EXPECT_EQ(ReadOrDie(s, 3, 0).size(), 1u);
+  // A new log for the job starts over (Read would report a hole otherwise).
+  ASSERT_TRUE(s->Append(2, 0, B("new")).ok());
+  EXPECT_EQ(ReadOrDie(s, 2, 0), (std::vector<std::string>{"new"}));
+}
+
+TEST(ReplayStore, ReopenContinuesAfterTheLastSegment) {
+  TempDir dir;
+  {
+    std::unique_ptr<Tables> t = OpenTables(dir);
+    ASSERT_NE(t, nullptr);
+    ASSERT_TRUE(t->replay()->Append(4, 1, B("one")).ok());
+    ASSERT_TRUE(t->replay()->Append(4, 1, B("two")).ok());
+    ASSERT_TRUE(t->replay()->Append(4, 2, B("other")).ok());
+    ASSERT_TRUE(t->replay()->Sync().ok());
+  }
+  std::unique_ptr<Tables> t = OpenTables(dir);
+  ASSERT_NE(t, nullptr);
+  ReplayStore* s = t->replay();
+  EXPECT_EQ(ReadOrDie(s, 4, 1), (std::vector<std::string>{"one", "two"}));
+  ASSERT_TRUE(s->Append(4, 1, B("three")).ok());
+  EXPECT_EQ(ReadOrDie(s, 4, 1), (std::vector<std::string>{"one", "two", "three"}));
+  EXPECT_EQ(ReadOrDie(s, 4, 2), (std::vector<std::string>{"other"}));
+  // The job table shares the database and is unaffected.
+  StatusOr<std::vector<JobRecord>> list = t->ListJobs();
+  ASSERT_TRUE(list.ok());
+  EXPECT_TRUE(list->empty());
+}
+
+}  // namespace
+}  // namespace gos::storage

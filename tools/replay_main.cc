@@ -1,0 +1,312 @@
+// gos-replay: rerun a recorded job with the nodeagents imposing every recorded decision.
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "gos/os/flags.h"
+#include "gos/os/messages.h"
+#include "gos/replay/log.h"
+#include "gos/replay/trace.h"
+#include "tools/client.h"
+#include "tools/follow.h"
+
+namespace gos::tools {
+namespace {
+
+constexpr const char* kUsage = R"(usage: gos-replay [options] JOB
+
+Reruns the recorded job JOB - the same program (read again from its path, so a rebuilt
+program can be checked against the recording), arguments, environment, working directory and
+rank count - on the live nodes, with the nodeagents imposing every decision the recorded run
+took: which descriptors each strobe matched (so every MPI_ANY_SOURCE receive gets the same
+sender), the outcome of every test/probe/waitany, every MPI_Wtime value. The output is the
+recorded run's.
+
+Every call is checked against the recording: at the first difference every rank is stopped
+and gos-replay names the strobe, the rank and the call (expected versus what happened) and
+exits with 3. A run that failed (MPI_Abort, a crash, a lost node) replays up to the failure
+and stops there. A stopped job stays stopped (SIGSTOP) for inspection: gos-replay prints each
+rank's node and pid and the gdb command to attach, and ends the session (killing the job) at
+Enter, end of input or Ctrl-C.
+
+options:
+      --stop-at STROBE      stop every rank at this strobe boundary of the recorded run
+      --gdb RANK            once stopped, attach gdb to RANK (ends the session when gdb exits)
+      --export-trace FILE   write the recorded run as Chrome trace-event JSON (Perfetto)
+      --from-epoch E        replay from checkpoint E (not built yet: see README)
+  -N, --nodes K             nodes of the local cluster gos-replay starts when none runs (4)
+  -l, --label               prefix every output line with its rank ("3: ...")
+  -h, --help                this text
+Exit code: the replayed job's (the recorded run's) when it runs to its end; 0 after a stop at
+--stop-at or at the recorded failure; 3 on divergence; 2 when the replay is refused (no such
+job, not recorded, not the owner, program missing) - the message says why; 1 on other errors.
+Only the job's owner or root may replay it.
+)";
+
+constexpr uint8_t kStopDivergence = 1;
+constexpr uint8_t kStopRankNote = 5;
+
+std::string Basename(const std::string& path) {
+  size_t slash = path.rfind('/');
+  return slash == std::string::npos ? path : path.substr(slash + 1);
+}
+
+// Reads the recorded job's log and writes its trace.
+int ExportTrace(os::Channel* ch, uint64_t job, const std::string& file,
+                const std::optional<replay::TraceDivergence>& divergence) {
+  Status s = ch->Send(os::Frame::kReplayLog, os::EncodeU64(job));
+  std::map<uint32_t, std::vector<std::string>> streams;
+  while (s.ok()) {
+    auto f = ch->Receive(std::chrono::steady_clock::now() + std::chrono::minutes(5));
+    if (!f.ok()) {
+      s = f.status();
+      break;
+    }
+    if (f->type == os::Frame::kReplayData) {
+      auto m = os::DecodeReplaySegment(f->payload);
+      if (m.ok()) streams[m->stream].push_back(std::move(m->bytes));
+      continue;
+    }
+    if (f->type == os::Frame::kError) {
+      auto text = os::DecodeText(f->payload);
+      s = FailedPreconditionError(text.ok() ? *text : "error");
+    }
+    if (f->type == os::Frame::kOk || f->type == os::Frame::kError) break;
+  }
+  if (!s.ok()) {
+    std::fprintf(stderr, "gos-replay: cannot read the log of job %llu: %s\n",
+                 (unsigned long long)job, s.message().c_str());
+    return 1;
+  }
+  auto log = replay::DecodeJobLog(streams[replay::kJobStream]);
+  if (!log.ok()) {
+    std::fprintf(stderr, "gos-replay: job %llu: %s\n", (unsigned long long)job,
+                 log.status().ToString().c_str());
+    return 1;
+  }
+  replay::TraceInput in;
+  in.job = job;
+  in.log = &*log;
+  in.rank_node.assign(log->world_size, 0);
+  in.blocked_us.resize(log->world_size);
+  for (uint32_t r = 0; r < log->world_size; ++r) {
+    auto it = streams.find(replay::TimelineStream(r));
+    if (it == streams.end()) continue;
+    auto t = replay::DecodeTimelineSegments(it->second);
+    if (t.ok()) in.blocked_us[r] = std::move(*t);
+  }
+  in.divergence = divergence;
+  auto json = replay::ExportTrace(in);
+  if (!json.ok()) {
+    std::fprintf(stderr, "gos-replay: trace: %s\n", json.status().ToString().c_str());
+    return 1;
+  }
+  std::ofstream out(file, std::ios::binary | std::ios::trunc);
+  out << *json;
+  out.close();
+  if (!out) {
+    std::fprintf(stderr, "gos-replay: cannot write %s: %s\n", file.c_str(), std::strerror(errno));
+    return 1;
+  }
+  std::fprintf(stderr, "gos-replay: wrote the trace of job %llu (%zu steps) to %s\n",
+               (unsigned long long)job, log->steps.size(), file.c_str());
+  return 0;
+}
+
+int Main(int argc, char** argv) {
+  uint64_t stop_at = 0;
+  uint32_t from_epoch = 0, nodes = 4;
+  int32_t gdb_rank = -1;
+  std::string trace_file, gdb_arg, stop_arg;
+  bool label = false;
+  os::Flags flags(argc, argv, kUsage);
+  flags.String("--stop-at", &stop_arg);
+  flags.String("--gdb", &gdb_arg);
+  flags.String("--export-trace", &trace_file);
+  flags.U32("--from-epoch", &from_epoch);
+  flags.U32("-N|--nodes", &nodes);
+  flags.Bool("-l|--label", &label);
+  if (int rc = flags.Parse(); rc >= 0) return rc;
+  if (flags.positional().size() != 1) {
+    std::fprintf(stderr, "gos-replay: give exactly one job id (see --help)\n");
+    return 2;
+  }
+  const std::string& arg = flags.positional()[0];
+  char* end = nullptr;
+  unsigned long long job = std::strtoull(arg.c_str(), &end, 10);
+  if (arg.empty() || *end != '\0' || job == 0) {
+    std::fprintf(stderr, "gos-replay: %s is not a job id\n", arg.c_str());
+    return 2;
+  }
+  if (!stop_arg.empty()) {
+    char* e = nullptr;
+    stop_at = std::strtoull(stop_arg.c_str(), &e, 10);
+    if (*e != '\0' || stop_at == 0) {
+      std::fprintf(stderr, "gos-replay: --stop-at %s is not a strobe number\n", stop_arg.c_str());
+      return 2;
+    }
+  }
+  if (!gdb_arg.empty()) {
+    char* e = nullptr;
+    long r = std::strtol(gdb_arg.c_str(), &e, 10);
+    if (*e != '\0' || r < 0) {
+      std::fprintf(stderr, "gos-replay: --gdb %s is not a rank\n", gdb_arg.c_str());
+      return 2;
+    }
+    gdb_rank = static_cast<int32_t>(r);
+  }
+  if (from_epoch != 0) {
+    std::fprintf(stderr,
+                 "gos-replay: --from-epoch is not built yet; replay from the start (see "
+                 "README, \"What is not done\")\n");
+    return 2;
+  }
+  if (nodes == 0) nodes = 1;
+  if (!InstallFollowSignals()) return 1;
+
+  std::string address = FindCoordinator();
+  std::unique_ptr<LocalCluster> cluster;
+  if (address.empty()) {
+    LocalClusterOptions lo;
+    lo.nodes = nodes;
+    auto c = LocalCluster::Start(lo);
+    if (!c.ok()) {
+      std::fprintf(stderr, "gos-replay: cannot start a local cluster: %s\n",
+                   c.status().message().c_str());
+      return 1;
+    }
+    cluster = std::move(*c);
+    address = cluster->socket();
+  }
+  auto finish = [&](int rc) {
+    if (cluster && !cluster->WaitExit(std::chrono::seconds(10))) {
+      std::fprintf(stderr, "gos-replay: the local cluster did not stop by itself; killed it\n");
+    }
+    return rc;
+  };
+  auto ch = ConnectCoordinator(address);
+  if (!ch.ok()) {
+    std::fprintf(stderr, "gos-replay: cannot reach the coordinator at %s: %s\n", address.c_str(),
+                 ch.status().message().c_str());
+    return finish(1);
+  }
+  if (!trace_file.empty()) {
+    if (int rc = ExportTrace(ch->get(), job, trace_file, std::nullopt); rc != 0) {
+      ch->reset();
+      return finish(rc);
+    }
+  }
+  // How the job ran.
+  Status s = (*ch)->Send(os::Frame::kReplayInfo, os::EncodeU64(job));
+  auto reply = s.ok() ? (*ch)->Receive(std::chrono::steady_clock::now() + std::chrono::minutes(2))
+                      : StatusOr<os::FrameIn>(s);
+  if (!reply.ok()) {
+    std::fprintf(stderr, "gos-replay: %s\n", reply.status().message().c_str());
+    return finish(1);
+  }
+  if (reply->type == os::Frame::kError) {
+    auto text = os::DecodeText(reply->payload);
+    std::fprintf(stderr, "gos-replay: %s\n", text.ok() ? text->c_str() : "refused");
+    ch->reset();
+    return finish(2);
+  }
+  auto req = os::DecodeSubmit(reply->payload);
+  if (reply->type != os::Frame::kReplayInfoReply || !req.ok()) {
+    std::fprintf(stderr, "gos-replay: unexpected answer from the coordinator\n");
+    return finish(1);
+  }
+  req->replay_of = job;
+  req->stop_at = stop_at;
+  req->record = false;
+  std::vector<int> fds;
+  for (const std::string& path : req->paths) {
+    int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    struct stat st {};
+    if (fd < 0 || fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+      std::fprintf(stderr, "gos-replay: job %llu ran %s, which cannot be opened now: %s\n",
+                   job, path.c_str(), fd < 0 ? std::strerror(errno) : "not a regular file");
+      for (int f : fds) ::close(f);
+      ch->reset();
+      return finish(2);
+    }
+    req->files.push_back({Basename(path), static_cast<uint32_t>(st.st_mode & 07777),
+                          static_cast<uint64_t>(st.st_size)});
+    fds.push_back(fd);
+  }
+  s = (*ch)->Send(os::Frame::kSubmit, os::Encode(*req), fds);
+  for (int fd : fds) ::close(fd);
+  if (!s.ok()) {
+    std::fprintf(stderr, "gos-replay: submit failed: %s\n", s.message().c_str());
+    return finish(1);
+  }
+  std::fprintf(stderr, "gos-replay: replaying job %llu (%u ranks)%s\n", job, req->ntasks,
+               stop_at ? (" up to strobe " + std::to_string(stop_at)).c_str() : "");
+
+  FollowOptions fo;
+  fo.tool = "gos-replay";
+  fo.label = label;
+  fo.forward_stdin = false;
+  std::optional<os::ReplayStopped> stopped;
+  fo.on_replay_stopped = [&](const os::ReplayStopped& m) {
+    stopped = m;
+    std::fprintf(stderr, "gos-replay: %s\n", m.text.c_str());
+    std::fprintf(stderr, "gos-replay: every rank of the replay is stopped (SIGSTOP):\n");
+    for (const auto& r : m.ranks) {
+      if (r.pid > 0) {
+        std::fprintf(stderr, "  rank %u  node %u (%s)  pid %d   gdb -p %d\n", r.rank, r.node,
+                     r.host.c_str(), r.pid, r.pid);
+      } else {
+        std::fprintf(stderr, "  rank %u  node %u (%s)  exited\n", r.rank, r.node, r.host.c_str());
+      }
+    }
+    std::fflush(stderr);
+    if (!trace_file.empty() && (m.kind == kStopDivergence || m.kind == kStopRankNote)) {
+      replay::TraceDivergence d;
+      d.strobe = m.strobe;
+      d.rank = m.rank < 0 ? 0 : static_cast<uint32_t>(m.rank);
+      d.what = m.text;
+      ExportTrace(ch->get(), job, trace_file, d);
+    }
+    if (gdb_rank >= 0) {
+      pid_t target = 0;
+      for (const auto& r : m.ranks) {
+        if (static_cast<int32_t>(r.rank) == gdb_rank) target = r.pid;
+      }
+      if (target <= 0) {
+        std::fprintf(stderr, "gos-replay: --gdb %d: no such running rank\n", gdb_rank);
+        return;
+      }
+      std::string pid = std::to_string(target);
+      pid_t child = fork();
+      if (child == 0) {
+        execlp("gdb", "gdb", "-q", "-p", pid.c_str(), static_cast<char*>(nullptr));
+        std::fprintf(stderr, "gos-replay: cannot run gdb: %s\n", std::strerror(errno));
+        _exit(127);
+      }
+      int status = 0;
+      if (child > 0) waitpid(child, &status, 0);
+      return;
+    }
+    std::fprintf(stderr, "gos-replay: press Enter (or Ctrl-C) to end the session and kill the job\n");
+    WaitForUser();
+  };
+  int rc = FollowJob(ch->get(), fo);
+  ch->reset();
+  if (stopped) rc = stopped->kind == kStopDivergence || stopped->kind == kStopRankNote ? 3 : 0;
+  return finish(rc);
+}
+
+}  // namespace
+}  // namespace gos::tools
+
+int main(int argc, char** argv) { return gos::tools::Main(argc, argv); }
