@@ -108,7 +108,7 @@ struct BcsEngine::Job {
   // Record (spec.record): the job stream is written by the job's first node only.
   std::mutex rec_mu;
   std::unique_ptr<replay::JobLogWriter> writer;
-  uint64_t steps = 0;  // slices taken (record) / recorded steps imposed (replay)
+  std::atomic<uint64_t> steps{0};  // slices taken (record) / recorded steps imposed (replay)
 
   // Replay (spec.replay).
   std::shared_ptr<const ReplayPlan> plan;
@@ -726,7 +726,8 @@ size_t BcsEngine::RecordPending(uint64_t job) {
   std::shared_ptr<Job> j = FindJob(job);
   if (j == nullptr || !j->spec.record) return 0;
   std::lock_guard<std::mutex> lock(j->rec_mu);
-  size_t n = j->writer ? j->writer->pending_bytes() : 0;
+  // Empty steps cost almost no bytes; a segment must still not grow without bound.
+  size_t n = j->writer ? j->writer->pending_bytes() + j->writer->pending_steps() * 16 : 0;
   for (auto& r : j->ranks) n += r->decisions.size() + r->timeline.size() * 2;
   return n;
 }
@@ -788,7 +789,7 @@ bool BcsEngine::Exchange(uint64_t strobe, Job& j, std::vector<Posted>* all) {
           }
         }
         stop.text = "divergence at strobe " + std::to_string(stop.strobe) + ", rank " +
-                    std::to_string(r->rank) + ", its call " + std::to_string(q + 1) +
+                    std::to_string(r->rank) + ", its operation " + std::to_string(q + 1) +
                     ": the recorded run posted " + replay::Describe(keys[q]) +
                     "; this run posted " + replay::Describe(got);
         StopReplay(j, stop);
@@ -1032,11 +1033,15 @@ void BcsEngine::BellLoop() {
         if (state < bcs::kStateAborted || r->stop_reported.exchange(true)) continue;
         ReplayStop stop;
         stop.rank = static_cast<int32_t>(r->rank);
-        stop.strobe = r->h->strobe.load();
+        // The recorded strobe of the last step taken (written by the strobe thread).
+        const uint64_t taken = rj->steps.load();
+        const auto& steps = rj->plan->log.steps;
+        stop.strobe = taken > 0 && taken <= steps.size() ? steps[taken - 1].strobe : 0;
         if (state == bcs::kStateAborted) {
           stop.kind = ReplayStop::kAborted;
           stop.text = "rank " + std::to_string(r->rank) + " called MPI_Abort with error code " +
-                      std::to_string(r->h->abort_code.load()) + ", as in the recorded run";
+                      std::to_string(r->h->abort_code.load()) + " after strobe " +
+                      std::to_string(stop.strobe) + ", as in the recorded run";
         } else {
           stop.kind = state == bcs::kStateDiverged ? ReplayStop::kDivergence : ReplayStop::kRankNote;
           char note[sizeof r->h->note + 1] = {};

@@ -401,10 +401,7 @@ Status DecodeJobPayload(std::string_view payload, uint32_t count, bool first, Jo
     return DataLossError("header counts " + std::to_string(count) + " records, payload " +
                          std::to_string(steps + marks));
   }
-  ColumnReader cols[kNumColumns] = {ColumnReader({}), ColumnReader({}), ColumnReader({}),
-                                    ColumnReader({}), ColumnReader({}), ColumnReader({}),
-                                    ColumnReader({}), ColumnReader({}), ColumnReader({}),
-                                    ColumnReader({}), ColumnReader({})};
+  std::vector<ColumnReader> cols(kNumColumns, ColumnReader(std::string_view()));
   for (int c = 0; c < kNumColumns; ++c) {
     uint64_t len;
     std::string_view bytes;

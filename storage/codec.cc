@@ -44,18 +44,20 @@ class FieldReader {
     }
     return false;
   }
-  // Version byte, then the body; checks the version is one this build reads.
-  bool Version() {
+  // Version byte, then the body; checks the version is one this build reads (1 .. max).
+  bool Version(uint8_t max = kRecordFormatVersion) {
     uint8_t v = 0;
     if (!U8("version", &v)) return false;
-    if (v != kRecordFormatVersion) {
+    if (v < kRecordFormatVersion || v > max) {
       return Fail("version", "unsupported format version " + std::to_string(v) +
-                                 " (this build reads version " +
-                                 std::to_string(kRecordFormatVersion) + ")");
+                                 " (this build reads versions " +
+                                 std::to_string(kRecordFormatVersion) + " to " +
+                                 std::to_string(max) + ")");
     }
+    version_ = v;
     return true;
   }
-  bool AtEnd() const { return r_.remaining() == 0; }
+  uint8_t version() const { return version_; }
   bool End() {
     Start();
     if (r_.remaining() != 0) {
@@ -79,6 +81,7 @@ class FieldReader {
   const char* record_;
   wire::Reader r_;
   size_t failed_at_ = 0;  // where the field being read starts
+  uint8_t version_ = 0;
   std::string error_;
 };
 
@@ -120,7 +123,7 @@ bool JobStateIsFinal(JobState s) {
 std::vector<uint8_t> EncodeJob(const JobRecord& job) {
   std::vector<uint8_t> out;
   wire::Writer w(&out);
-  w.U8(kRecordFormatVersion);
+  w.U8(kJobFormatVersion);
   w.U64(job.id);
   w.U32(job.uid);
   w.U32(job.gid);
@@ -160,7 +163,8 @@ StatusOr<JobRecord> DecodeJob(std::span<const uint8_t> in) {
   JobRecord j;
   uint32_t argc = 0, nranks = 0;
   uint8_t state = 0;
-  if (!r.Version() || !r.U64("id", &j.id) || !r.U32("uid", &j.uid) || !r.U32("gid", &j.gid) ||
+  if (!r.Version(kJobFormatVersion) || !r.U64("id", &j.id) || !r.U32("uid", &j.uid) ||
+      !r.U32("gid", &j.gid) ||
       !r.Str("user", &j.user) || !r.Count("argv", &argc, kMaxArgv, 2)) {
     return r.Error();
   }
@@ -189,7 +193,7 @@ StatusOr<JobRecord> DecodeJob(std::span<const uint8_t> in) {
       !r.I64("end_ms", &j.end_ms) || !r.I64("time_limit_ms", &j.time_limit_ms)) {
     return r.Error();
   }
-  if (!r.AtEnd()) {  // the replay fields (records written before them end here)
+  if (r.version() >= 2) {  // the replay fields
     for (auto* list : {&j.env, &j.paths}) {
       uint32_t n = 0;
       if (!r.Count("strings", &n, kMaxArgv, 4)) return r.Error();
@@ -200,7 +204,11 @@ StatusOr<JobRecord> DecodeJob(std::span<const uint8_t> in) {
     }
     uint8_t recorded = 0;
     if (!r.U8("recorded", &recorded) || !r.U64("replay_of", &j.replay_of)) return r.Error();
-    j.recorded = recorded != 0;
+    if (recorded > 1) {
+      r.Fail("recorded", "not 0 or 1: " + std::to_string(recorded));
+      return r.Error();
+    }
+    j.recorded = recorded == 1;
   }
   if (!r.End()) return r.Error();
   return j;

@@ -281,7 +281,11 @@ TEST_F(BcsReplayTest, RecordModeLogsEachTimingDecision) {
   EXPECT_EQ(testing::DecisionsDone(), 9u);
   EXPECT_EQ(agent.h()->events.load(), 9u);
 
-  // Nothing is lost at finalize, and the bytes are the spec's.
+  agent.Complete(Done(holder.At(1)));  // the eager sends, or finalize waits for them
+  agent.Complete(Done(holder.At(3)));
+  // Nothing is lost at finalize (this one is pending until then), and the bytes are the
+  // spec's.
+  const double t3 = gos_wtime();
   const uint64_t before = agent.h()->rec_head.load();
   ASSERT_EQ(gos_finalize(), GOS_OK);
   EXPECT_GT(agent.h()->rec_head.load(), before);
@@ -295,7 +299,7 @@ TEST_F(BcsReplayTest, RecordModeLogsEachTimingDecision) {
   EXPECT_EQ(d.headers, 1u);
   const auto ns1 = static_cast<uint64_t>(t1 * 1e9 + 0.5);
   const auto ns2 = static_cast<uint64_t>(t2 * 1e9 + 0.5);
-  ASSERT_EQ(d.events.size(), 9u);
+  ASSERT_EQ(d.events.size(), 10u);
   const std::vector<Ev> want = {{kTest, 0},    {kTest, 1},   {kTestany, 0},
                                 {kTestany, 2}, {kIprobe, 0}, {kIprobe, 1}};
   for (size_t i = 0; i < want.size(); ++i) EXPECT_EQ(d.events[i], want[i]) << i;
@@ -307,6 +311,8 @@ TEST_F(BcsReplayTest, RecordModeLogsEachTimingDecision) {
   EXPECT_NEAR(static_cast<double>(d.events[6].value), static_cast<double>(ns1), 1e3);
   EXPECT_NEAR(static_cast<double>(d.events[7].value), static_cast<double>(ns2), 1e3);
   EXPECT_EQ(d.events[8], (Ev{kWaitany, 1}));
+  EXPECT_EQ(d.events[9].call, kWtime);
+  EXPECT_EQ(Seconds(d.events[9].value), t3);
 }
 
 TEST_F(BcsReplayTest, RepeatedOutcomesAreRunLengthEncoded) {
@@ -329,7 +335,8 @@ TEST_F(BcsReplayTest, RepeatedOutcomesAreRunLengthEncoded) {
   // A new strobe ends a run (the agent has the previous quantum's decisions).
   agent.h()->strobe.store(1);
   for (int i = 0; i < 5; ++i) ASSERT_EQ(gos_test(&r, &flag, nullptr), GOS_OK);
-  EXPECT_EQ(agent.h()->rec_head.load(), 6u);  // header 3 + test(0) x 10000 in 3
+  const std::vector<unsigned char> first = {0x17, 0, 0, 0x08, 0x8e, 0x4e};  // test 0 x 10000
+  EXPECT_EQ(RingBytes(agent), first);
   Publish(agent, Done(holder.At(0), kOk, sizeof a, 1, 1));
   ASSERT_EQ(gos_test(&r, &flag, nullptr), GOS_OK);
   EXPECT_EQ(flag, 1);

@@ -152,6 +152,9 @@ class Tables {
 // one encoded record: anything else (short input, trailing bytes, bad enum, over-limit
 // length, unknown version) is DATA_LOSS saying what and where.
 inline constexpr uint8_t kRecordFormatVersion = 1;
+// Job records are version 2 (version 1 plus env, paths, recorded, replay_of); version 1 job
+// records still decode, with those fields empty / recorded = true.
+inline constexpr uint8_t kJobFormatVersion = 2;
 std::vector<uint8_t> EncodeJob(const JobRecord& job);
 StatusOr<JobRecord> DecodeJob(std::span<const uint8_t> in);
 std::vector<uint8_t> EncodeNode(const NodeRecord& node);

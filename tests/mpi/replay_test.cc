@@ -1,0 +1,337 @@
+// Record and replay end to end (issue 6; docs/specs/replay.md): real MPI programs recorded by
+// gos-run on a 3-node local cluster and rerun by gos-replay.
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <chrono>
+#include <csignal>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <regex>
+#include <set>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "gtest/gtest.h"
+#include "tests/support/subprocess.h"
+
+namespace {
+
+using namespace std::chrono_literals;
+using gos::testing::FindProcesses;
+using gos::testing::GosBin;
+using gos::testing::GosExample;
+using gos::testing::ReadFile;
+using gos::testing::RunResult;
+using gos::testing::WaitUntil;
+
+std::string Program(const std::string& name) { return gos::testing::TestBinDir() + "/mpi/" + name; }
+
+// One local cluster (3 nodeagents) for the whole file, in its own state dir.
+class ReplayTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    if (geteuid() != 0) return;
+    unsetenv("GOS_COORDINATOR");
+    char tmpl[] = "/tmp/gos-replay-test-XXXXXX";
+    ASSERT_NE(mkdtemp(tmpl), nullptr);
+    state_ = new std::string(tmpl);
+    ::chmod(state_->c_str(), 0755);
+    RunResult up = gos::testing::Run({GosBin("gos-cluster"), "up", "-N", "3", "--timeslice", "5ms"},
+                                     Env(), 60s);
+    ASSERT_EQ(up.code, 0) << up.Describe();
+  }
+  static void TearDownTestSuite() {
+    if (state_ == nullptr) return;
+    RunResult down = gos::testing::Run({GosBin("gos-cluster"), "down"}, Env(), 60s);
+    EXPECT_EQ(down.code, 0) << down.Describe();
+    EXPECT_TRUE(WaitUntil([] { return FindProcesses(*state_).empty(); }, 15s));
+    for (const auto& [pid, what] : FindProcesses(*state_)) ::kill(pid, SIGKILL);
+    std::error_code ec;
+    std::filesystem::remove_all(*state_, ec);
+    delete state_;
+    state_ = nullptr;
+  }
+  void SetUp() override {
+    if (geteuid() != 0) GTEST_SKIP() << "needs root: nodeagents make PID namespaces and cgroups";
+    ASSERT_NE(state_, nullptr);
+  }
+  static std::vector<std::string> Env() { return {"GOS_STATE_DIR=" + *state_}; }
+
+  static RunResult Gos(const std::string& tool, std::vector<std::string> args,
+                       std::chrono::seconds timeout = 120s) {
+    args.insert(args.begin(), GosBin(tool));
+    return gos::testing::Run(args, Env(), timeout);
+  }
+  // The id gos-run gave the job it ran (from gos-ps: the newest job).
+  static uint64_t LastJob() {
+    RunResult ps = Gos("gos-ps", {"--jobs"});
+    uint64_t last = 0;
+    std::istringstream in(ps.output);
+    for (std::string line; std::getline(in, line);) {
+      std::istringstream l(line);
+      uint64_t id = 0;
+      if (l >> id) last = std::max(last, id);
+    }
+    return last;
+  }
+  static std::string Logs() {
+    std::string s;
+    std::error_code ec;
+    for (const auto& e : std::filesystem::directory_iterator(*state_ + "/log", ec)) {
+      std::string text = ReadFile(e.path().string());
+      if (text.size() > 3000) text = "...\n" + text.substr(text.size() - 3000);
+      s += "=== " + e.path().string() + ":\n" + text;
+    }
+    return s;
+  }
+
+  static std::string* state_;
+};
+std::string* ReplayTest::state_ = nullptr;
+
+// gos-replay with its stdin on a pipe we hold: a stopped session lasts until we close it.
+class Session {
+ public:
+  Session(const std::vector<std::string>& argv, const std::vector<std::string>& env) {
+    char tmpl[] = "/tmp/gos-replay-session-XXXXXX";
+    int out = mkstemp(tmpl);
+    out_ = tmpl;
+    int p[2];
+    if (out < 0 || pipe2(p, O_CLOEXEC) != 0) return;
+    pid_ = fork();
+    if (pid_ == 0) {
+      dup2(p[0], 0);
+      dup2(out, 1);
+      dup2(out, 2);
+      for (const auto& e : env) putenv(strdup(e.c_str()));
+      std::vector<char*> args;
+      for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
+      args.push_back(nullptr);
+      execv(args[0], args.data());
+      _exit(127);
+    }
+    ::close(p[0]);
+    ::close(out);
+    in_ = p[1];
+  }
+  ~Session() {
+    EndInput();
+    if (pid_ > 0 && !status_) {
+      ::kill(pid_, SIGKILL);
+      ::waitpid(pid_, nullptr, 0);
+    }
+    ::unlink(out_.c_str());
+  }
+  std::string output() const { return ReadFile(out_); }
+  void EndInput() {
+    if (in_ >= 0) ::close(in_);
+    in_ = -1;
+  }
+  std::optional<int> Wait(std::chrono::seconds timeout) {
+    auto deadline = std::chrono::steady_clock::now() + timeout;
+    while (!status_ && std::chrono::steady_clock::now() < deadline) {
+      int st = 0;
+      if (::waitpid(pid_, &st, WNOHANG) == pid_) {
+        status_ = st;
+        break;
+      }
+      std::this_thread::sleep_for(20ms);
+    }
+    return status_;
+  }
+
+ private:
+  pid_t pid_ = -1;
+  int in_ = -1;
+  std::string out_;
+  std::optional<int> status_;
+};
+
+// "  rank 1  node 2 (n2)  pid 1234   gdb -p 1234" -> rank -> pid.
+std::map<int, pid_t> StoppedRanks(const std::string& text) {
+  std::map<int, pid_t> out;
+  std::regex re(R"(rank (\d+)  node \d+ \([^)]*\)  pid (\d+)   gdb -p \d+)");
+  for (auto it = std::sregex_iterator(text.begin(), text.end(), re); it != std::sregex_iterator();
+       ++it) {
+    out[std::stoi((*it)[1])] = static_cast<pid_t>(std::stol((*it)[2]));
+  }
+  return out;
+}
+
+char ProcState(pid_t pid) {
+  std::string stat = ReadFile("/proc/" + std::to_string(pid) + "/stat");
+  size_t paren = stat.rfind(')');
+  return paren == std::string::npos || paren + 2 >= stat.size() ? '?' : stat[paren + 2];
+}
+
+int ExitCode(const std::optional<int>& st) {
+  return st && WIFEXITED(*st) ? WEXITSTATUS(*st) : -1;
+}
+
+TEST_F(ReplayTest, MasterWorkerIsNondeterministicAndReplaysExactly) {
+  // Ten ordinary runs: the completion order depends on the workers' random work times.
+  std::set<std::string> orders;
+  std::map<uint64_t, std::string> outputs;
+  for (int i = 0; i < 10; ++i) {
+    RunResult r = Gos("gos-run", {"-n", "4", GosExample("master_worker"), "16", "20000"});
+    ASSERT_EQ(r.code, 0) << r.Describe() << Logs();
+    ASSERT_NE(r.output.find("sum 1256, expected 1256: ok"), std::string::npos) << r.output;
+    orders.insert(r.output);
+    outputs[LastJob()] = r.output;
+  }
+  EXPECT_GE(orders.size(), 2u) << "10 runs of master_worker all completed in the same order";
+
+  // One recorded run, replayed 20 times: byte-identical to it every time.
+  const auto& [job, recorded] = *outputs.rbegin();
+  for (int i = 0; i < 20; ++i) {
+    RunResult r = Gos("gos-replay", {std::to_string(job)});
+    ASSERT_EQ(r.code, 0) << r.Describe() << Logs();
+    std::string out = r.output.substr(r.output.find('\n') + 1);  // after "replaying job N"
+    ASSERT_EQ(out, recorded) << "replay " << i << " of job " << job << " differs";
+  }
+}
+
+TEST_F(ReplayTest, ChangedTagIsReportedAsDivergence) {
+  char tmpl[] = "/tmp/gos-replay-retag-XXXXXX";
+  ASSERT_NE(mkdtemp(tmpl), nullptr);
+  const std::string dir = tmpl;
+  const std::string src = dir + "/retag.c", bin = dir + "/retag";
+  std::ofstream(src) << R"(#include <mpi.h>
+#include <stdio.h>
+int main(int argc, char** argv) {
+  MPI_Init(&argc, &argv);
+  int rank, size, token = 0;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  MPI_Comm_size(MPI_COMM_WORLD, &size);
+  for (int i = 0; i < 6; ++i) {
+    int in = 0;
+    MPI_Sendrecv(&token, 1, MPI_INT, (rank + 1) % size, i == 4 ? TAG : 1, &in, 1, MPI_INT,
+                 (rank + size - 1) % size, MPI_ANY_TAG, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+    token = in + 1;
+  }
+  printf("rank %d token %d\n", rank, token);
+  MPI_Finalize();
+  return 0;
+}
+)";
+  RunResult cc = gos::testing::Run({GosBin("gos-cc"), "-DTAG=7", "-o", bin, src}, {}, 120s);
+  ASSERT_EQ(cc.code, 0) << cc.Describe();
+  RunResult run = Gos("gos-run", {"-n", "3", bin});
+  ASSERT_EQ(run.code, 0) << run.Describe() << Logs();
+  const uint64_t job = LastJob();
+  // The same program, rebuilt with one tag changed.
+  cc = gos::testing::Run({GosBin("gos-cc"), "-DTAG=8", "-o", bin, src}, {}, 120s);
+  ASSERT_EQ(cc.code, 0) << cc.Describe();
+  Session s({GosBin("gos-replay"), std::to_string(job)}, Env());
+  s.EndInput();
+  auto st = s.Wait(120s);
+  ASSERT_TRUE(st.has_value()) << s.output();
+  EXPECT_EQ(ExitCode(st), 3) << s.output();
+  std::smatch m;
+  const std::string out = s.output();
+  ASSERT_TRUE(std::regex_search(out, m, std::regex(R"(divergence at strobe (\d+), rank (\d+),)")))
+      << out;
+  EXPECT_GT(std::stoull(m[1]), 0u);
+  EXPECT_NE(out.find("tag 7"), std::string::npos) << out;
+  EXPECT_NE(out.find("tag 8"), std::string::npos) << out;
+  EXPECT_EQ(StoppedRanks(out).size(), 3u) << out;
+  std::filesystem::remove_all(dir);
+}
+
+TEST_F(ReplayTest, AbortReplaysToTheAbortAndStopsEveryRank) {
+  RunResult run = Gos("gos-run", {"-n", "3", Program("abort")});
+  ASSERT_EQ(run.code, 3) << run.Describe() << Logs();
+  const uint64_t job = LastJob();
+  Session s({GosBin("gos-replay"), std::to_string(job)}, Env());
+  ASSERT_TRUE(WaitUntil([&] { return s.output().find("press Enter") != std::string::npos; }, 90s))
+      << s.output() << Logs();
+  const std::string out = s.output();
+  EXPECT_NE(out.find("abort: rank 1 calls MPI_Abort(MPI_COMM_WORLD, 3)"), std::string::npos)
+      << out;
+  EXPECT_NE(out.find("rank 1 called MPI_Abort with error code 3"), std::string::npos) << out;
+  auto ranks = StoppedRanks(out);
+  ASSERT_EQ(ranks.size(), 3u) << out;
+  for (const auto& [rank, pid] : ranks) {
+    EXPECT_EQ(ProcState(pid), 'T') << "rank " << rank << " pid " << pid << " is not stopped";
+  }
+  s.EndInput();  // ends the session: the job is killed
+  auto st = s.Wait(60s);
+  ASSERT_TRUE(st.has_value()) << s.output();
+  EXPECT_EQ(ExitCode(st), 0) << s.output();
+  for (const auto& [rank, pid] : ranks) {
+    EXPECT_TRUE(WaitUntil([pid] { return ::kill(pid, 0) != 0; }, 10s)) << "rank " << rank;
+  }
+}
+
+TEST_F(ReplayTest, StopAtStrobeAndTraceExport) {
+  RunResult run = Gos("gos-run", {"-n", "3", GosExample("ring")});
+  ASSERT_EQ(run.code, 0) << run.Describe() << Logs();
+  const uint64_t job = LastJob();
+  char tmpl[] = "/tmp/gos-replay-trace-XXXXXX";
+  int fd = mkstemp(tmpl);
+  ASSERT_GE(fd, 0);
+  ::close(fd);
+  const std::string trace = tmpl;
+  // A full replay that also writes the trace.
+  RunResult full = Gos("gos-replay", {"--export-trace", trace, std::to_string(job)});
+  ASSERT_EQ(full.code, 0) << full.Describe() << Logs();
+  // The trace is valid trace-event JSON with a lane per rank, slices and paired flows.
+  const std::string check = R"(
+import json, sys
+t = json.load(open(sys.argv[1]))
+ev = t["traceEvents"]
+lanes = {e["tid"] for e in ev if e.get("ph") == "M" and e.get("name") == "thread_name"}
+assert len(lanes) == 3, lanes
+xs = [e for e in ev if e.get("ph") == "X"]
+assert xs and all(e["dur"] >= 0 for e in xs), "no slices"
+s = {e["id"] for e in ev if e.get("ph") == "s"}
+f = {e["id"] for e in ev if e.get("ph") == "f"}
+assert s and s == f, (len(s), len(f))
+strobes = sorted({e["args"]["strobe"] for e in xs if "strobe" in e.get("args", {})})
+print(strobes[len(strobes) // 2])
+)";
+  RunResult py = gos::testing::Run({"python3", "-c", check, trace}, {}, 60s);
+  ASSERT_EQ(py.code, 0) << py.Describe();
+  const uint64_t mid = std::stoull(py.output);
+  ASSERT_GT(mid, 0u);
+  // Stop at a strobe in the middle of the run: every rank stops there.
+  Session s({GosBin("gos-replay"), "--stop-at", std::to_string(mid), std::to_string(job)}, Env());
+  ASSERT_TRUE(WaitUntil([&] { return s.output().find("press Enter") != std::string::npos; }, 90s))
+      << s.output() << Logs();
+  const std::string out = s.output();
+  EXPECT_NE(out.find("stopped at strobe " + std::to_string(mid)), std::string::npos) << out;
+  auto ranks = StoppedRanks(out);
+  EXPECT_EQ(ranks.size(), 3u) << out;
+  for (const auto& [rank, pid] : ranks) EXPECT_EQ(ProcState(pid), 'T') << "rank " << rank;
+  s.EndInput();
+  EXPECT_EQ(ExitCode(s.Wait(60s)), 0) << s.output();
+  ::unlink(trace.c_str());
+}
+
+TEST_F(ReplayTest, OnlyTheOwnerMayReplay) {
+  RunResult run = Gos("gos-run", {"-n", "2", GosExample("ring")});
+  ASSERT_EQ(run.code, 0) << run.Describe();
+  const uint64_t job = LastJob();
+  RunResult other =
+      gos::testing::Run({"setpriv", "--reuid=nobody", "--regid=nogroup", "--clear-groups",
+                         GosBin("gos-replay"), std::to_string(job)},
+                        Env(), 60s);
+  EXPECT_EQ(other.code, 2) << other.Describe();
+  EXPECT_NE(other.output.find("only its owner or root may replay it"), std::string::npos)
+      << other.output;
+  RunResult unrecorded = Gos("gos-run", {"--no-record", "-n", "2", GosExample("ring")});
+  ASSERT_EQ(unrecorded.code, 0) << unrecorded.Describe();
+  RunResult refused = Gos("gos-replay", {std::to_string(LastJob())});
+  EXPECT_EQ(refused.code, 2) << refused.Describe();
+  EXPECT_NE(refused.output.find("was not recorded"), std::string::npos) << refused.output;
+}
+
+}  // namespace
