@@ -673,6 +673,17 @@ void CoordinatorImpl::Submit(const std::shared_ptr<Client>& c, os::FrameIn& f, A
       return fail("job " + std::to_string(req->replay_of) + " ran " +
                   std::to_string(j.rec.ntasks) + " ranks; a replay must run as many");
     }
+    if (req->from_epoch != 0) {
+      auto m = store()->GetEpoch(req->replay_of, req->from_epoch);
+      if (!m.ok() || !m->has_value()) {
+        close_fds();
+        return fail("job " + std::to_string(req->replay_of) + " has no stored checkpoint epoch " +
+                    std::to_string(req->from_epoch) +
+                    (m.ok() ? " (see gos-ckpt --list)" : ": " + m.status().message()));
+      }
+      auto epochs = store()->ListEpochs(req->replay_of, false);
+      SetRestore(j, std::move(**m), epochs.ok() && !epochs->empty() ? epochs->back().epoch : 0);
+    }
   }
   JobRecord& r = j.rec;
   r.id = *id;
@@ -1946,6 +1957,8 @@ Status CoordinatorImpl::ShipReplayLog(uint64_t id) {
     nodes = j.nodes;
     j.restore_ready.clear();
     end.job = id;
+    end.of = j.replay_of;
+    end.from_epoch = j.restore_epoch;
     end.stop_at = j.stop_at;
     end.completed = j.replay_completed;
     end.failed_rank = j.replay_failed_rank;
@@ -2020,7 +2033,7 @@ void CoordinatorImpl::StagingLoop() {
       replaying = jt != jobs_.end() && jt->second.replay_of != 0;
     }
     if (s.ok() && replaying) {
-      s = bcs ? ShipReplayLog(id)
+      s = bcs || restoring ? ShipReplayLog(id)
               : FailedPreconditionError(
                     "the program does not use gos's communication library (it has no .gos_bcs "
                     "section), so it cannot replay a recorded gos run");
@@ -2068,7 +2081,7 @@ void CoordinatorImpl::StagingLoop() {
         j.bcs = bcs;
         if (bcs) l.flags |= os::kLaunchBcs;
         if (bcs && j.record && !restoring) l.flags |= os::kLaunchRecord;
-        if (bcs && j.replay_of != 0) l.flags |= os::kLaunchReplay;
+        if ((bcs || restoring) && j.replay_of != 0) l.flags |= os::kLaunchReplay;
         for (uint32_t r = 0; r < j.rec.rank_nodes.size(); ++r) {
           if (l.runs.empty() || l.runs.back().node != j.rec.rank_nodes[r]) {
             l.runs.push_back({j.rec.rank_nodes[r], r, 0});

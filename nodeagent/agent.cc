@@ -1030,6 +1030,21 @@ void NodeAgentImpl::OnReplayDataEnd(const os::ReplayDataEnd& m) {
     ready.message = "node " + std::to_string(node_id_) + ": " + log.status().ToString();
   } else {
     plan->log = std::move(*log);
+    if (m.from_epoch != 0) {
+      // The ranks come back from that checkpoint: the replay starts at the step it was at.
+      plan->channel_job = m.of;
+      bool found = false;
+      for (const replay::CheckpointMark& mark : plan->log.checkpoints) {
+        if (mark.epoch != m.from_epoch) continue;
+        plan->start_step = mark.steps;
+        found = true;
+      }
+      if (!found) {
+        ready.ok = false;
+        ready.message = "the recording of job " + std::to_string(m.of) +
+                        " has no mark for checkpoint " + std::to_string(m.from_epoch);
+      }
+    }
     for (auto& [stream, segs] : segments) {
       if (stream < replay::RankStream(0) || stream >= replay::TimelineStream(0)) continue;
       auto bytes = replay::DecodeBytesSegments(segs);
@@ -1414,7 +1429,21 @@ void NodeAgentImpl::Restore(const os::StrobeCommand& c) {
       auto ch = ReadWholeFile(RestoreDir(l.job, c.epoch, rank) + "/gos-channel");
       if (ch.ok()) restore.channels[rank] = std::move(*ch);
     }
-    auto paths = bcs_->AddJob(BcsJobOf(l, mine), &restore);
+    BcsJob bj = BcsJobOf(l, mine);
+    if (l.flags & os::kLaunchReplay) {
+      std::lock_guard<std::mutex> rl(replay_mu_);
+      auto pt = replay_plans_.find(l.job);
+      if (pt != replay_plans_.end()) {
+        bj.replay = pt->second;
+        bj.channel_job = pt->second->channel_job;
+        replay_plans_.erase(pt);
+      }
+      j.replay = true;
+    }
+    auto paths = bj.replay || !(l.flags & os::kLaunchReplay)
+                     ? bcs_->AddJob(bj, &restore)
+                     : StatusOr<std::map<uint32_t, std::string>>(
+                           FailedPreconditionError("the log to replay did not arrive"));
     if (paths.ok()) {
       j.bcs = true;
     } else {

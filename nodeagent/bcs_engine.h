@@ -60,6 +60,7 @@ struct ReplayPlan {
   uint64_t stop_at = 0;     // stop before the first step recorded after this strobe (0 = never)
   bool completed = false;   // the recorded run completed: extra descriptors are divergence
   int32_t failed_rank = -1;  // the recorded run failed with this rank: wait for its stop
+  uint64_t channel_job = 0;  // restored from a checkpoint: the recorded job's id (channels)
   std::map<uint32_t, std::string> decisions;  // local rank -> its decision log (RankStream)
 };
 

@@ -43,7 +43,7 @@ options:
       --stop-at STROBE      stop every rank at this strobe boundary of the recorded run
       --gdb RANK            once stopped, attach gdb to RANK (ends the session when gdb exits)
       --export-trace FILE   write the recorded run as Chrome trace-event JSON (Perfetto)
-      --from-epoch E        replay from checkpoint E (not built yet: see README)
+      --from-epoch E        restore checkpoint E of the recorded run and replay from there
   -N, --nodes K             nodes of the local cluster gos-replay starts when none runs (4)
   -l, --label               prefix every output line with its rank ("3: ...")
   -h, --help                this text
@@ -165,12 +165,6 @@ int Main(int argc, char** argv) {
     }
     gdb_rank = static_cast<int32_t>(r);
   }
-  if (from_epoch != 0) {
-    std::fprintf(stderr,
-                 "gos-replay: --from-epoch is not built yet; replay from the start (see "
-                 "README, \"What is not done\")\n");
-    return 2;
-  }
   if (nodes == 0) nodes = 1;
   if (!InstallFollowSignals()) return 1;
 
@@ -228,6 +222,7 @@ int Main(int argc, char** argv) {
   req->replay_of = job;
   req->stop_at = stop_at;
   req->record = false;
+  req->from_epoch = from_epoch;
   std::vector<int> fds;
   for (const std::string& path : req->paths) {
     int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);

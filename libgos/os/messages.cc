@@ -223,6 +223,7 @@ std::vector<uint8_t> Encode(const SubmitRequest& m) {
   w.U8(m.record ? 1 : 0);
   w.U64(m.replay_of);
   w.U64(m.stop_at);
+  w.U64(m.from_epoch);
   return out;
 }
 
@@ -245,7 +246,7 @@ StatusOr<SubmitRequest> DecodeSubmit(std::span<const uint8_t> b) {
   }
   uint8_t record = 1;
   if (!Strings(r, &m.paths) || !r.U8(&record) || record > 1 || !r.U64(&m.replay_of) ||
-      !r.U64(&m.stop_at)) {
+      !r.U64(&m.stop_at) || !r.U64(&m.from_epoch)) {
     return Bad("submit request (replay options)");
   }
   m.record = record == 1;
@@ -400,6 +401,8 @@ std::vector<uint8_t> Encode(const ReplayDataEnd& m) {
   std::vector<uint8_t> out;
   Writer w(&out);
   w.U64(m.job);
+  w.U64(m.of);
+  w.U64(m.from_epoch);
   w.U64(m.stop_at);
   w.U8(m.completed ? 1 : 0);
   w.I32(m.failed_rank);
@@ -410,7 +413,8 @@ StatusOr<ReplayDataEnd> DecodeReplayDataEnd(std::span<const uint8_t> b) {
   Reader r(b);
   ReplayDataEnd m;
   uint8_t completed = 0;
-  if (!r.U64(&m.job) || !r.U64(&m.stop_at) || !r.U8(&completed) || completed > 1 ||
+  if (!r.U64(&m.job) || !r.U64(&m.of) || !r.U64(&m.from_epoch) || !r.U64(&m.stop_at) ||
+      !r.U8(&completed) || completed > 1 ||
       !r.I32(&m.failed_rank) || r.remaining() != 0) {
     return Bad("replay data end");
   }

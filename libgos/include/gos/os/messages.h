@@ -171,6 +171,7 @@ struct SubmitRequest {
   bool record = true;               // record the run's decisions for gos-replay
   uint64_t replay_of = 0;           // replay this recorded job instead (gos-replay)
   uint64_t stop_at = 0;             // replay: stop at this strobe (0 = never)
+  uint64_t from_epoch = 0;          // replay from this checkpoint of replay_of (0 = the start)
 };
 
 struct ReplaySegment {
@@ -181,6 +182,8 @@ struct ReplaySegment {
 
 struct ReplayDataEnd {
   uint64_t job = 0;
+  uint64_t of = 0;          // the recorded job (its id names the restored ranks' channels)
+  uint64_t from_epoch = 0;  // restored from this checkpoint of it (0 = from the start)
   uint64_t stop_at = 0;
   bool completed = false;
   int32_t failed_rank = -1;
