@@ -1003,8 +1003,9 @@ void NodeAgentImpl::ForgetJob(uint64_t id) {
 void NodeAgentImpl::ShipRecord(LocalJob& j, bool final) {
   if (!j.record || !bcs_) return;
   auto now = std::chrono::steady_clock::now();
-  if (!final && now - j.record_shipped < std::chrono::seconds(1) &&
-      bcs_->RecordPending(j.id) < (256u << 10)) {
+  // Bigger segments compress better; a node that dies loses at most this much of the log.
+  if (!final && now - j.record_shipped < std::chrono::seconds(10) &&
+      bcs_->RecordPending(j.id) < (1u << 20)) {
     return;
   }
   j.record_shipped = now;

@@ -54,6 +54,8 @@ static_assert(sizeof(WireEntry) == 80);
 constexpr size_t kMaxEntries = (os::kBcsDescSlotBytes - sizeof(BlockHeader)) / sizeof(WireEntry);
 
 constexpr size_t kBounceBytes = 4u << 20;
+// zstd level of the replay log's segments: they are small and few, so compress them well.
+constexpr int kLogLevel = 9;
 
 #ifndef SYS_futex_waitv
 #define SYS_futex_waitv 449
@@ -565,10 +567,12 @@ void BcsEngine::Record(uint64_t strobe, Job& j, std::vector<Posted>& all) {
   std::lock_guard<std::mutex> lock(j.rec_mu);
   ++j.steps;
   for (auto& r : j.ranks) {
+    // Whole milliseconds (the remainder carries over to the next step): enough for a
+    // timeline, and it compresses to a fraction of a byte per step.
     const uint64_t b = r->h->blocked_ns.load(std::memory_order_relaxed);
-    r->timeline.push_back(static_cast<uint32_t>(std::min<uint64_t>((b - r->last_blocked_ns) / 1000,
-                                                                     UINT32_MAX)));
-    r->last_blocked_ns = b;
+    const uint64_t ms = (b - r->last_blocked_ns) / 1'000'000;
+    r->timeline.push_back(static_cast<uint32_t>(std::min<uint64_t>(ms * 1000, UINT32_MAX)));
+    r->last_blocked_ns += ms * 1'000'000;
   }
   if (!j.writer) return;
   std::sort(all.begin(), all.end(), [](const Posted& a, const Posted& b) {
@@ -705,16 +709,18 @@ std::vector<RecordSegment> BcsEngine::TakeRecord(uint64_t job, bool final) {
   DrainDecisions(*j);
   std::lock_guard<std::mutex> lock(j->rec_mu);
   if (j->writer) {
-    std::string seg = j->writer->Flush();
+    std::string seg = j->writer->Flush(kLogLevel);
     if (!seg.empty()) out.push_back({replay::kJobStream, std::move(seg)});
   }
   for (auto& r : j->ranks) {
     if (!r->decisions.empty()) {
-      out.push_back({replay::RankStream(r->rank), replay::EncodeBytesSegment(r->decisions)});
+      out.push_back(
+          {replay::RankStream(r->rank), replay::EncodeBytesSegment(r->decisions, kLogLevel)});
       r->decisions.clear();
     }
     if (!r->timeline.empty()) {
-      out.push_back({replay::TimelineStream(r->rank), replay::EncodeTimelineSegment(r->timeline)});
+      out.push_back({replay::TimelineStream(r->rank),
+                     replay::EncodeTimelineSegment(r->timeline, kLogLevel)});
       r->timeline.clear();
     }
   }

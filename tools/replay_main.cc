@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "gos/bcs/channel.h"
 #include "gos/os/flags.h"
 #include "gos/os/messages.h"
 #include "gos/replay/log.h"
@@ -43,6 +44,7 @@ options:
       --stop-at STROBE      stop every rank at this strobe boundary of the recorded run
       --gdb RANK            once stopped, attach gdb to RANK (ends the session when gdb exits)
       --export-trace FILE   write the recorded run as Chrome trace-event JSON (Perfetto)
+      --info                print what the recording holds and its size, and exit
       --from-epoch E        restore checkpoint E of the recorded run and replay from there
   -N, --nodes K             nodes of the local cluster gos-replay starts when none runs (4)
   -l, --label               prefix every output line with its rank ("3: ...")
@@ -61,11 +63,12 @@ std::string Basename(const std::string& path) {
   return slash == std::string::npos ? path : path.substr(slash + 1);
 }
 
-// Reads the recorded job's log and writes its trace.
-int ExportTrace(os::Channel* ch, uint64_t job, const std::string& file,
-                const std::optional<replay::TraceDivergence>& divergence) {
+using Streams = std::map<uint32_t, std::vector<std::string>>;
+
+// The recorded job's log: stream -> segments.
+StatusOr<Streams> FetchLog(os::Channel* ch, uint64_t job) {
   Status s = ch->Send(os::Frame::kReplayLog, os::EncodeU64(job));
-  std::map<uint32_t, std::vector<std::string>> streams;
+  Streams streams;
   while (s.ok()) {
     auto f = ch->Receive(std::chrono::steady_clock::now() + std::chrono::minutes(5));
     if (!f.ok()) {
@@ -83,11 +86,79 @@ int ExportTrace(os::Channel* ch, uint64_t job, const std::string& file,
     }
     if (f->type == os::Frame::kOk || f->type == os::Frame::kError) break;
   }
-  if (!s.ok()) {
+  if (!s.ok()) return s;
+  return streams;
+}
+
+// --info: what the log holds and what it costs.
+int PrintInfo(os::Channel* ch, uint64_t job) {
+  auto streams = FetchLog(ch, job);
+  if (!streams.ok()) {
     std::fprintf(stderr, "gos-replay: cannot read the log of job %llu: %s\n",
-                 (unsigned long long)job, s.message().c_str());
+                 (unsigned long long)job, streams.status().message().c_str());
     return 1;
   }
+  auto log = replay::DecodeJobLog((*streams)[replay::kJobStream]);
+  if (!log.ok()) {
+    std::fprintf(stderr, "gos-replay: job %llu: %s\n", (unsigned long long)job,
+                 log.status().ToString().c_str());
+    return 1;
+  }
+  uint64_t descs = 0, sends = 0;
+  for (const auto& st : log->steps) {
+    descs += st.descs.size();
+    for (const auto& d : st.descs) sends += d.op == static_cast<uint32_t>(bcs::Op::kSend);
+  }
+  struct Sum {
+    uint64_t segments = 0, raw = 0, stored = 0;
+  } kinds[3];
+  const char* names[3] = {"steps (matcher input)", "rank decisions", "timelines"};
+  for (const auto& [stream, segs] : *streams) {
+    const int k = stream == replay::kJobStream                 ? 0
+                  : stream < replay::TimelineStream(0) ? 1
+                                                               : 2;
+    for (const auto& seg : segs) {
+      auto size = replay::SizeOfSegment(seg);
+      kinds[k].segments++;
+      if (size.ok()) {
+        kinds[k].raw += size->raw;
+        kinds[k].stored += size->stored;
+      }
+    }
+  }
+  std::printf("job %llu: %u ranks, %zu steps (strobes %llu..%llu), %zu checkpoint marks\n",
+              (unsigned long long)job, log->world_size, log->steps.size(),
+              log->steps.empty() ? 0ull : (unsigned long long)log->steps.front().strobe,
+              log->steps.empty() ? 0ull : (unsigned long long)log->steps.back().strobe,
+              log->checkpoints.size());
+  std::printf("descriptors %llu, of which sends (messages) %llu\n", (unsigned long long)descs,
+              (unsigned long long)sends);
+  uint64_t stored = 0;
+  for (int k = 0; k < 3; ++k) {
+    stored += kinds[k].stored;
+    std::printf("%-22s %6llu segments  %10llu bytes raw  %9llu bytes stored\n", names[k],
+                (unsigned long long)kinds[k].segments, (unsigned long long)kinds[k].raw,
+                (unsigned long long)kinds[k].stored);
+  }
+  if (sends > 0) {
+    std::printf("stored bytes per message: %.3f (decisions only: %.3f)\n",
+                static_cast<double>(stored) / static_cast<double>(sends),
+                static_cast<double>(kinds[0].stored + kinds[1].stored) /
+                    static_cast<double>(sends));
+  }
+  return 0;
+}
+
+// Reads the recorded job's log and writes its trace.
+int ExportTrace(os::Channel* ch, uint64_t job, const std::string& file,
+                const std::optional<replay::TraceDivergence>& divergence) {
+  auto fetched = FetchLog(ch, job);
+  if (!fetched.ok()) {
+    std::fprintf(stderr, "gos-replay: cannot read the log of job %llu: %s\n",
+                 (unsigned long long)job, fetched.status().message().c_str());
+    return 1;
+  }
+  Streams& streams = *fetched;
   auto log = replay::DecodeJobLog(streams[replay::kJobStream]);
   if (!log.ok()) {
     std::fprintf(stderr, "gos-replay: job %llu: %s\n", (unsigned long long)job,
@@ -128,8 +199,9 @@ int Main(int argc, char** argv) {
   uint32_t from_epoch = 0, nodes = 4;
   int32_t gdb_rank = -1;
   std::string trace_file, gdb_arg, stop_arg;
-  bool label = false;
+  bool label = false, info = false;
   os::Flags flags(argc, argv, kUsage);
+  flags.Bool("--info", &info);
   flags.String("--stop-at", &stop_arg);
   flags.String("--gdb", &gdb_arg);
   flags.String("--export-trace", &trace_file);
@@ -193,6 +265,11 @@ int Main(int argc, char** argv) {
     std::fprintf(stderr, "gos-replay: cannot reach the coordinator at %s: %s\n", address.c_str(),
                  ch.status().message().c_str());
     return finish(1);
+  }
+  if (info) {
+    int rc = PrintInfo(ch->get(), job);
+    ch->reset();
+    return finish(rc);
   }
   if (!trace_file.empty()) {
     if (int rc = ExportTrace(ch->get(), job, trace_file, std::nullopt); rc != 0) {

@@ -1,0 +1,292 @@
+// Helpers for the checkpoint failure tests: a real coordinator and K real nodeagents (each in
+// its own network namespace, or all in the root one), and the gos tools run against them.
+// Copied from checkpoint_test.cc (which keeps its own copy for now) plus what failure_test.cc
+// needs on top: finding a nodeagent's `criu dump` child.
+#ifndef GOS_TESTS_CHECKPOINT_CLUSTER_HELPERS_H_
+#define GOS_TESTS_CHECKPOINT_CLUSTER_HELPERS_H_
+
+#include <dirent.h>
+#include <signal.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <memory>
+#include <regex>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "tests/support/netns.h"
+#include "tests/support/subprocess.h"
+
+namespace gos::checkpoint::testing {
+
+using namespace std::chrono_literals;
+using gos::testing::NetnsHosts;
+using gos::testing::ReadFile;
+using gos::testing::Subprocess;
+using gos::testing::WaitUntil;
+using Result = gos::testing::RunResult;
+
+inline std::string Bin(const std::string& name) { return gos::testing::GosBin(name); }
+inline std::string Example(const std::string& name) { return gos::testing::GosExample(name); }
+
+inline Result Execute(const std::vector<std::string>& argv, const std::vector<std::string>& env,
+                      std::chrono::seconds timeout = 120s) {
+  return gos::testing::Run(argv, env, timeout);
+}
+
+// The first match of `re`'s group 1 in text, or "".
+inline std::string Find(const std::string& text, const std::string& re) {
+  std::smatch m;
+  if (std::regex_search(text, m, std::regex(re)) && m.size() > 1) return m[1];
+  return "";
+}
+
+// Every match of `re`'s group 1 in text, in order.
+inline std::vector<std::string> FindAll(const std::string& text, const std::string& re) {
+  std::vector<std::string> out;
+  const std::regex r(re);
+  for (auto it = std::sregex_iterator(text.begin(), text.end(), r); it != std::sregex_iterator();
+       ++it) {
+    out.push_back((*it)[1]);
+  }
+  return out;
+}
+
+// Pids of the live `criu dump` processes whose parent is `parent` (a nodeagent runs criu as
+// its own child while it dumps a rank).
+inline std::vector<pid_t> CriuDumpChildren(pid_t parent) {
+  std::vector<pid_t> out;
+  DIR* d = ::opendir("/proc");
+  if (d == nullptr) return out;
+  while (dirent* e = ::readdir(d)) {
+    char* end = nullptr;
+    long pid = std::strtol(e->d_name, &end, 10);
+    if (pid <= 0 || *end != '\0') continue;
+    const std::string dir = std::string("/proc/") + e->d_name;
+    std::string status = ReadFile(dir + "/status");
+    size_t at = status.find("\nPPid:");
+    if (at == std::string::npos || std::atol(status.c_str() + at + 6) != parent) continue;
+    if (status.find("\nState:\tZ") != std::string::npos) continue;
+    std::string cmd = ReadFile(dir + "/cmdline");
+    std::vector<std::string> argv;
+    for (size_t p = 0; p < cmd.size();) {
+      size_t z = cmd.find('\0', p);
+      if (z == std::string::npos) z = cmd.size();
+      argv.push_back(cmd.substr(p, z - p));
+      p = z + 1;
+    }
+    if (argv.size() >= 2 && argv[0].find("criu") != std::string::npos && argv[1] == "dump") {
+      out.push_back(static_cast<pid_t>(pid));
+    }
+  }
+  ::closedir(d);
+  return out;
+}
+
+// A coordinator and K nodeagents, each nodeagent in its own network namespace when netns.
+// Destruction kills whatever of the cluster is left (every process naming its state dir) and
+// removes the state dir.
+class TestCluster {
+ public:
+  TestCluster(int nodes, bool netns) : nodes_(nodes), netns_(netns) {}
+  TestCluster(const TestCluster&) = delete;
+  ~TestCluster() {
+    agents_.clear();
+    coordinator_.reset();
+    WaitUntil(
+        [&] {
+          for (const auto& [pid, unused] : LeftOver()) ::kill(pid, SIGKILL);
+          return LeftOver().empty();
+        },
+        10s);
+    // The agents' freezer cgroups: they were killed with SIGKILL, so nothing removed them.
+    for (const std::string& dir : agent_cgroups_) RemoveCgroups(dir);
+    std::error_code ec;
+    if (!state_.empty()) std::filesystem::remove_all(state_, ec);
+  }
+
+  // "" when ready, else what went wrong.
+  std::string Start() {
+    if (netns_) {
+      auto hosts = NetnsHosts::Create(nodes_);
+      if (!hosts.ok()) return hosts.status().ToString();
+      hosts_ = std::move(*hosts);
+    }
+    char tmpl[] = "/tmp/gos-ckfail-test-XXXXXX";
+    if (mkdtemp(tmpl) == nullptr) return std::strerror(errno);
+    state_ = tmpl;
+    ::chmod(state_.c_str(), 0755);
+    if (std::string e = StartCoordinator(); !e.empty()) return e;
+    for (int i = 0; i < nodes_; ++i) {
+      if (std::string e = StartAgent(i); !e.empty()) return e;
+    }
+    if (!WaitUntil([&] { return NodesUp() >= nodes_; }, 60s)) return "nodes not up\n" + Logs();
+    return "";
+  }
+
+  std::string StartCoordinator() {
+    std::vector<std::string> argv = {
+        Bin("gos-coordinator"), "--data-dir", state_,   "--nodes", std::to_string(nodes_),
+        "--timeslice",          "5ms",        "--keep", "3"};
+    if (netns_) {
+      argv.push_back("--listen");
+      argv.push_back(hosts_->bridge_ip() + ":0");
+    }
+    ::unlink((state_ + "/coordinator.addr").c_str());
+    auto c = Subprocess::Start(argv, Env());
+    if (!c.ok()) return c.status().ToString();
+    coordinator_ = std::make_unique<Subprocess>(std::move(*c));
+    if (!WaitUntil([&] { return !Address().empty(); }, 20s)) return coordinator_->output();
+    return "";
+  }
+
+  std::string StartAgent(int i) {
+    const std::string name = "h" + std::to_string(i);
+    std::vector<std::string> argv = {Bin("gos-nodeagent"),
+                                     "--coordinator",
+                                     Address(),
+                                     "--key-file",
+                                     state_ + "/cluster.key",
+                                     "--name",
+                                     name,
+                                     "--state-dir",
+                                     state_ + "/nodes/" + name,
+                                     "--node",
+                                     std::to_string(i + 1),
+                                     "--exit-with-coordinator"};
+    if (netns_) {
+      // nsenter --net, not `ip netns exec` (which remounts /sys and hides the freezer).
+      argv.insert(argv.begin(), {"nsenter", "--net=/run/netns/" + hosts_->name(i), "--"});
+    }
+    auto a = Subprocess::Start(argv, Env());
+    if (!a.ok()) return a.status().ToString();
+    agents_[i] = std::make_unique<Subprocess>(std::move(*a));
+    agent_cgroups_.push_back(AgentCgroup(i));
+    return "";
+  }
+
+  // kill -9 of host i's nodeagent, of every process of its jobs and of a `criu dump` it was
+  // running (criu is the agent's child but outside the job's cgroup).
+  void KillHost(int i) {
+    pid_t agent = AgentPid(i);
+    std::vector<pid_t> criu = CriuDumpChildren(agent);
+    const std::string dir = AgentCgroup(i);
+    ::kill(agent, SIGKILL);
+    for (pid_t pid : criu) ::kill(pid, SIGKILL);
+    std::error_code ec;
+    for (const auto& e : std::filesystem::directory_iterator(dir, ec)) {
+      if (!e.is_directory()) continue;
+      std::istringstream procs(ReadFile(e.path().string() + "/cgroup.procs"));
+      for (pid_t pid; procs >> pid;) ::kill(pid, SIGKILL);
+      // A task of a FROZEN cgroup (a checkpoint was dumping it) dies only once thawed.
+      std::ofstream(e.path().string() + "/freezer.state") << "THAWED";
+    }
+  }
+
+  // The nodeagent's pid (the Subprocess may be nsenter, which execs it).
+  pid_t AgentPid(int i) const { return agents_.at(i)->pid(); }
+
+  std::vector<std::string> Env() const {
+    std::vector<std::string> env = {"GOS_STATE_DIR=" + state_};
+    if (!state_.empty()) env.push_back("GOS_COORDINATOR=" + state_ + "/coordinator.sock");
+    return env;
+  }
+  const std::string& state() const { return state_; }
+
+  std::string Address() const {
+    std::string a = ReadFile(state_ + "/coordinator.addr");
+    while (!a.empty() && (a.back() == '\n' || a.back() == ' ')) a.pop_back();
+    return a;
+  }
+
+  int NodesUp() const {
+    Result r = Execute({Bin("gos-ps")}, Env(), 10s);
+    int up = 0;
+    std::istringstream in(r.output);
+    for (std::string line; std::getline(in, line);) {
+      if (line.find(" up ") != std::string::npos || line.find(" up") == line.size() - 3) ++up;
+    }
+    return up;
+  }
+
+  std::string Logs() const {
+    std::string s = coordinator_ ? "=== coordinator:\n" + Tail(coordinator_->output()) : "";
+    for (const auto& [i, a] : agents_)
+      s += "=== agent " + std::to_string(i) + ":\n" + Tail(a->output());
+    return s;
+  }
+
+  std::map<pid_t, std::string> LeftOver() const {
+    return state_.empty() ? std::map<pid_t, std::string>{} : gos::testing::FindProcesses(state_);
+  }
+
+ private:
+  // Where host i's nodeagent keeps its jobs' freezer cgroups.
+  std::string AgentCgroup(int i) const {
+    return "/sys/fs/cgroup/freezer/gos/h" + std::to_string(i) + "." + std::to_string(AgentPid(i));
+  }
+
+  // Kills every task under an agent's cgroup dir (thawing it) and removes the dirs.
+  static void RemoveCgroups(const std::string& dir) {
+    std::error_code ec;
+    for (const auto& e : std::filesystem::directory_iterator(dir, ec)) {
+      if (!e.is_directory()) continue;
+      const std::string job = e.path().string();
+      WaitUntil(
+          [&] {
+            std::istringstream procs(ReadFile(job + "/cgroup.procs"));
+            for (pid_t pid; procs >> pid;) ::kill(pid, SIGKILL);
+            std::ofstream(job + "/freezer.state") << "THAWED";
+            return ::rmdir(job.c_str()) == 0 || errno == ENOENT;
+          },
+          5s);
+    }
+    ::rmdir(dir.c_str());
+  }
+
+  static std::string Tail(const std::string& s) {
+    return s.size() > 6000 ? "...\n" + s.substr(s.size() - 6000) : s;
+  }
+
+  int nodes_;
+  bool netns_;
+  std::unique_ptr<NetnsHosts> hosts_;
+  std::string state_;
+  std::unique_ptr<Subprocess> coordinator_;
+  std::map<int, std::unique_ptr<Subprocess>> agents_;
+  std::vector<std::string> agent_cgroups_;
+};
+
+// Why these tests cannot run here, or "".
+inline std::string Unsupported(bool netns) {
+  if (geteuid() != 0) return "needs root (CRIU, PID namespaces, freezer cgroups)";
+  if (::access("/sys/fs/cgroup/freezer/cgroup.procs", F_OK) != 0) return "no cgroup v1 freezer";
+  if (netns) return NetnsHosts::Unsupported();
+  return "";
+}
+
+// The committed epochs `gos-ckpt --list JOB` shows, in order.
+inline std::vector<int> ListedEpochs(const TestCluster& c, const std::string& job) {
+  Result r = Execute({Bin("gos-ckpt"), "--list", job}, c.Env(), 20s);
+  std::vector<int> out;
+  if (r.code != 0) return out;
+  std::istringstream in(r.output);
+  const std::regex row("^\\s+(\\d+)\\s+\\d{4}-");
+  for (std::string line; std::getline(in, line);) {
+    std::smatch m;
+    if (std::regex_search(line, m, row)) out.push_back(std::stoi(m[1]));
+  }
+  return out;
+}
+
+}  // namespace gos::checkpoint::testing
+
+#endif  // GOS_TESTS_CHECKPOINT_CLUSTER_HELPERS_H_

@@ -1,0 +1,197 @@
+// Checkpoint and restart under failure (issue 5), end to end with real coordinators and
+// nodeagents, real CRIU dumps and restores and the real RocksDB store:
+//
+//   - NodeagentKilledMidCheckpointNeverCommits: a 2-rank job over 2 nodes (256 MiB heap per
+//     rank) has epoch 1 committed; while epoch 2 is being dumped, one nodeagent (with its
+//     ranks and its criu) is killed with kill -9. Epoch 2 reports failure and never shows in
+//     `gos-ckpt --list`; the job fails; `gos-restart` brings it back on the survivor from epoch
+//     1 with exactly epoch 1's state (checked by the heap checksum); `gos-store verify` passes.
+//   - RestartOnFailure: `gos-run --checkpoint=1s --restart-on-failure` of a 4-rank Jacobi over
+//     3 network-namespace hosts; once an epoch is committed one host is killed; gos-run itself
+//     restarts the job on the survivors and exits 0 with the checksum of an uninterrupted run.
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <string>
+#include <vector>
+
+#include "gtest/gtest.h"
+#include "tests/checkpoint/cluster_helpers.h"
+
+namespace gos::checkpoint {
+namespace {
+
+using namespace std::chrono_literals;
+using testing::Bin;
+using testing::CriuDumpChildren;
+using testing::Example;
+using testing::Execute;
+using testing::Find;
+using testing::FindAll;
+using testing::ListedEpochs;
+using testing::Result;
+using testing::Subprocess;
+using testing::TestCluster;
+using testing::Unsupported;
+using testing::WaitUntil;
+using SteadyClock = std::chrono::steady_clock;
+
+// Occurrences of text in s.
+int Count(const std::string& s, const std::string& text) {
+  int n = 0;
+  for (size_t at = s.find(text); at != std::string::npos; at = s.find(text, at + 1)) ++n;
+  return n;
+}
+
+// What examples/dirty prints at the end of an uninterrupted run with `passes` rewrites of a
+// `mib` MiB heap: it is run here directly, outside gos.
+std::string DirtyChecksum(int mib, int passes) {
+  auto run = Subprocess::Start({Example("dirty"), std::to_string(mib), "600", "5"});
+  if (!run.ok()) return run.status().ToString();
+  if (!WaitUntil([&] { return run->OutputContains("MiB ready"); }, 30s)) return run->output();
+  for (int p = 1; p <= passes; ++p) {
+    run->Signal(SIGUSR1);
+    const std::string done = "pass " + std::to_string(p) + " done";
+    if (!WaitUntil([&] { return run->OutputContains(done); }, 30s)) return run->output();
+  }
+  run->Signal(SIGTERM);
+  auto status = run->Wait(SteadyClock::now() + 30s);
+  if (!status || !WIFEXITED(*status) || WEXITSTATUS(*status) != 0) return run->output();
+  return Find(run->output(), "(passes=\\d+ checksum=[0-9a-f]+)");
+}
+
+TEST(CheckpointFailureTest, NodeagentKilledMidCheckpointNeverCommits) {
+  if (std::string why = Unsupported(false); !why.empty()) GTEST_SKIP() << why;
+  // Big enough that each rank's dump takes a good fraction of a second, so the kill lands
+  // while epoch 2 is in flight.
+  constexpr int kMib = 256;
+  const std::string expected = DirtyChecksum(kMib, 1);
+  ASSERT_EQ(expected.rfind("passes=1 checksum=", 0), 0u) << expected;
+
+  TestCluster c(2, /*netns=*/false);
+  ASSERT_EQ(c.Start(), "");
+  auto run = Subprocess::Start(
+      {Bin("gos-run"), "-n", "2", "-N", "2", Example("dirty"), std::to_string(kMib), "600", "5"},
+      c.Env());
+  ASSERT_TRUE(run.ok()) << run.status().ToString();
+  ASSERT_TRUE(WaitUntil([&] { return Count(run->output(), "MiB ready") == 2; }, 60s))
+      << run->output() << c.Logs();
+  const std::string job = "1";
+
+  // Pass 1, then epoch 1: the state a restart must bring back.
+  ASSERT_EQ(Execute({Bin("gos-kill"), "-s", "USR1", job}, c.Env(), 30s).code, 0);
+  ASSERT_TRUE(WaitUntil([&] { return Count(run->output(), "pass 1 done") == 2; }, 30s))
+      << run->output();
+  Result e1 = Execute({Bin("gos-ckpt"), job}, c.Env(), 120s);
+  ASSERT_EQ(e1.code, 0) << e1.Describe() << c.Logs();
+  ASSERT_NE(e1.output.find("epoch 1 committed"), std::string::npos) << e1.Describe();
+
+  // Pass 2, so that epoch 2 (had it committed) would restore a different heap.
+  ASSERT_EQ(Execute({Bin("gos-kill"), "-s", "USR1", job}, c.Env(), 30s).code, 0);
+  ASSERT_TRUE(WaitUntil([&] { return Count(run->output(), "pass 2 done") == 2; }, 30s))
+      << run->output();
+
+  // Epoch 2; the first nodeagent seen running `criu dump` for it dies, criu and ranks too.
+  auto e2 = Subprocess::Start({Bin("gos-ckpt"), job}, c.Env());
+  ASSERT_TRUE(e2.ok()) << e2.status().ToString();
+  int victim = -1;
+  ASSERT_TRUE(WaitUntil(
+      [&] {
+        for (int i = 0; i < 2 && victim < 0; ++i) {
+          if (!CriuDumpChildren(c.AgentPid(i)).empty()) victim = i;
+        }
+        return victim >= 0;
+      },
+      60s))
+      << e2->output() << c.Logs();
+  c.KillHost(victim);
+  const int survivor = 1 - victim;
+
+  auto e2_status = e2->Wait(SteadyClock::now() + 60s);
+  ASSERT_TRUE(e2_status.has_value()) << e2->output();
+  EXPECT_NE(WEXITSTATUS(*e2_status), 0) << e2->output();
+  EXPECT_NE(e2->output().find("epoch 2 aborted"), std::string::npos) << e2->output();
+  EXPECT_EQ(e2->output().find("committed"), std::string::npos) << e2->output();
+
+  // The job lost a node, so it fails.
+  auto run_status = run->Wait(SteadyClock::now() + 60s);
+  ASSERT_TRUE(run_status.has_value()) << run->output() << c.Logs();
+  EXPECT_NE(WEXITSTATUS(*run_status), 0) << run->output();
+  EXPECT_NE(run->output().find("node " + std::to_string(victim + 1)), std::string::npos)
+      << run->output();
+  EXPECT_EQ(Find(run->output(), "(checksum=\\S+)"), "") << "the job ended before the kill";
+
+  // Epoch 2 never committed, now or later.
+  EXPECT_EQ(ListedEpochs(c, job), std::vector<int>{1});
+
+  // Back on the survivor, from epoch 1: both ranks have done exactly one pass.
+  auto restart = Subprocess::Start({Bin("gos-restart"), job}, c.Env());
+  ASSERT_TRUE(restart.ok()) << restart.status().ToString();
+  ASSERT_TRUE(WaitUntil([&] { return restart->OutputContains("resumed"); }, 60s))
+      << restart->output() << c.Logs();
+  EXPECT_NE(
+      restart->output().find("restored from epoch 1 on node " + std::to_string(survivor + 1) + " "),
+      std::string::npos)
+      << restart->output();
+  ASSERT_EQ(Execute({Bin("gos-kill"), "-s", "TERM", job}, c.Env(), 30s).code, 0);
+  auto restart_status = restart->Wait(SteadyClock::now() + 60s);
+  ASSERT_TRUE(restart_status.has_value()) << restart->output();
+  EXPECT_EQ(WEXITSTATUS(*restart_status), 0) << restart->output() << c.Logs();
+  EXPECT_EQ(FindAll(restart->output(), "(passes=\\d+ checksum=[0-9a-f]+)"),
+            std::vector<std::string>(2, expected))
+      << restart->output();
+  EXPECT_EQ(ListedEpochs(c, job), std::vector<int>{1});
+
+  Result verify = Execute({Bin("gos-store"), "verify"}, c.Env(), 120s);
+  EXPECT_EQ(verify.code, 0) << verify.Describe();
+}
+
+TEST(CheckpointFailureTest, RestartOnFailure) {
+  if (std::string why = Unsupported(true); !why.empty()) GTEST_SKIP() << why;
+  TestCluster c(3, /*netns=*/true);
+  ASSERT_EQ(c.Start(), "");
+  const std::vector<std::string> jacobi = {Example("jacobi"), "256", "3000", "100"};
+
+  // The uninterrupted run, for its checksum.
+  std::vector<std::string> argv = {Bin("gos-run"), "-n", "4", "-N", "3"};
+  argv.insert(argv.end(), jacobi.begin(), jacobi.end());
+  Result plain = Execute(argv, c.Env(), 300s);
+  ASSERT_EQ(plain.code, 0) << plain.Describe() << c.Logs();
+  const std::string checksum = Find(plain.output, "(iterations=\\d+ residual=\\S+ checksum=\\S+)");
+  ASSERT_NE(checksum, "") << plain.Describe();
+
+  // With checkpoints and automatic restarts; once an epoch is committed, host 3 dies.
+  argv = {Bin("gos-run"), "-n", "4", "-N", "3", "--checkpoint=1s", "--restart-on-failure"};
+  argv.insert(argv.end(), jacobi.begin(), jacobi.end());
+  auto run = Subprocess::Start(argv, c.Env());
+  ASSERT_TRUE(run.ok()) << run.status().ToString();
+  std::string job;
+  ASSERT_TRUE(WaitUntil(
+      [&] {
+        job = Find(run->output(), "checkpoint: job (\\d+) epoch \\d+ committed");
+        return !job.empty();
+      },
+      120s))
+      << run->output() << c.Logs();
+  c.KillHost(2);
+  const std::string at_kill = run->output();
+  ASSERT_EQ(Find(at_kill, "(checksum=\\S+)"), "") << "the job finished before the kill";
+
+  auto status = run->Wait(SteadyClock::now() + 120s);
+  ASSERT_TRUE(status.has_value()) << run->output() << c.Logs();
+  const std::string out = run->output();
+  EXPECT_TRUE(WIFEXITED(*status) && WEXITSTATUS(*status) == 0)
+      << gos::testing::DescribeWaitStatus(*status) << "\n"
+      << out << c.Logs();
+  EXPECT_NE(out.find("job " + job + ": node 3"), std::string::npos) << out;
+  EXPECT_NE(Find(out, "job " + job + ": (restarting from epoch \\d+)"), "") << out;
+  EXPECT_NE(out.find("on nodes 1,2 "), std::string::npos) << out;
+  EXPECT_EQ(Find(out, "(iterations=\\d+ residual=\\S+ checksum=\\S+)"), checksum)
+      << out << "\nuninterrupted:\n"
+      << plain.Describe();
+}
+
+}  // namespace
+}  // namespace gos::checkpoint
