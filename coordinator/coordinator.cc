@@ -1696,6 +1696,31 @@ bool CoordinatorImpl::RequeueForRestart(Job& j, After& after) {
   if (!m.ok() || !m->has_value()) return false;
   const uint64_t id = j.rec.id;
   if (j.epoch) EndEpoch(j, "a node of the job went down", after);
+  // The new incarnation keeps the id and will likely get this slot again, whose VarStarted
+  // still holds the id on the surviving nodes. A node zeroes it only when it processes the
+  // RESTORE command, and a survivor can be that late (its strobe thread may sit up to the
+  // BCS peer timeout in the old incarnation's exchange with the dead node): CheckJobs would
+  // take the stale value for "restored" and send RESUME before the ranks are back, and a
+  // node that got RESUME before RESTORE keeps the job held forever. So zero the slot's
+  // variables on the survivors now, before the old incarnation is forgotten.
+  if (j.slot != kNoSlot) {
+    NodeSet survivors;
+    for (uint32_t n : j.nodes) {
+      auto nt = nodes_.find(n);
+      if (nt != nodes_.end() && nt->second.state == NodeState::kUp) survivors.Add(n);
+    }
+    for (uint64_t var : {os::VarStarted(j.slot), os::VarDone(j.slot)}) {
+      if (survivors.empty()) break;
+      // ">= INT64_MIN" always holds: an unconditional write on every survivor.
+      auto ok = node_->CompareAndWrite(survivors, var, prim::CompareOp::kGe, INT64_MIN, var, 0,
+                                       SteadyClock::now() + o_.failure_timeout);
+      if (!ok.ok() || !*ok) {
+        GOS_LOG(kWarn, "coordinator")
+            << "job " << id << ": cannot clear slot " << j.slot << " for the restart: "
+            << (ok.ok() ? std::string("comparison failed") : ok.status().ToString());
+      }
+    }
+  }
   // Kill and forget what is left of the job, free its slot and cells, and queue it again.
   ReleaseSlot(j);
   if (matrix_.Has(id)) matrix_.Remove(id);
@@ -1711,6 +1736,10 @@ bool CoordinatorImpl::RequeueForRestart(Job& j, After& after) {
   j.exit_code = 0;
   SetRestore(j, std::move(**m), epochs->back().epoch);
   j.req.exclude.clear();
+  // Like gos-restart, -N (and a ranks-per-node count) is not kept: a job that spanned the
+  // lost node could never be placed again on the nodes left, and would stay queued forever.
+  j.req.nodes = 0;
+  j.req.ranks_per_node = 0;
   PersistJob(j);
   queue_.Push(j.req);
   Notice(j,
@@ -1863,6 +1892,20 @@ void CoordinatorImpl::ReplayInfo(const std::shared_ptr<Client>& c, uint64_t id, 
       for (std::string& seg : *segs) {
         frames.push_back(os::Encode(os::ReplaySegment{id, stream, std::move(seg)}));
       }
+    }
+    // How the run ended is the job record's; the log's readers (traces) get it as its end.
+    if (r.state == JobState::kCompleted || r.state == JobState::kFailed ||
+        r.state == JobState::kKilled) {
+      replay::JobLogWriter w(r.ntasks);
+      replay::End e;
+      e.kind = r.state == JobState::kCompleted ? replay::EndKind::kCompleted
+                                               : replay::EndKind::kFailed;
+      e.exit_code = r.exit_code;
+      e.rank = r.failed_rank;
+      e.time_us = r.end_ms * 1000;
+      e.message = r.message;
+      w.AddEnd(e);
+      frames.push_back(os::Encode(os::ReplaySegment{id, replay::kJobStream, w.Flush()}));
     }
     after.push_back([ch, frames = std::move(frames)] {
       for (const auto& fr : frames) ch->Send(Frame::kReplayData, fr).IgnoreError();

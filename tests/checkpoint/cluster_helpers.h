@@ -11,6 +11,8 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cstdint>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
@@ -22,6 +24,7 @@
 #include <string>
 #include <vector>
 
+#include "gos/os/auth.h"
 #include "tests/support/netns.h"
 #include "tests/support/subprocess.h"
 
@@ -109,6 +112,14 @@ class TestCluster {
         10s);
     // The agents' freezer cgroups: they were killed with SIGKILL, so nothing removed them.
     for (const std::string& dir : agent_cgroups_) RemoveCgroups(dir);
+    // BCS channel files of ranks whose nodeagent was killed.
+    if (!state_.empty()) {
+      const std::string prefix = ChannelPrefix();
+      std::error_code ec;
+      for (const auto& e : std::filesystem::directory_iterator("/dev/shm", ec)) {
+        if (e.path().string().rfind(prefix, 0) == 0) ::unlink(e.path().c_str());
+      }
+    }
     std::error_code ec;
     if (!state_.empty()) std::filesystem::remove_all(state_, ec);
   }
@@ -191,6 +202,12 @@ class TestCluster {
     }
   }
 
+  // "/dev/shm/gos-<cluster tag>-j": the start of the BCS channel files' paths
+  // (<prefix><job>-r<rank>) of this cluster's jobs.
+  std::string ChannelPrefix() const {
+    return "/dev/shm/gos-" + ClusterTag(state_ + "/cluster.key") + "-j";
+  }
+
   // The nodeagent's pid (the Subprocess may be nsenter, which execs it).
   pid_t AgentPid(int i) const { return agents_.at(i)->pid(); }
 
@@ -250,6 +267,19 @@ class TestCluster {
           5s);
     }
     ::rmdir(dir.c_str());
+  }
+
+  // The cluster part of its channel files' names (/dev/shm/gos-<tag>-j<job>-r<rank>): the
+  // nodeagent's ClusterTag (nodeagent/agent.cc), a 64-bit FNV-1a of the key's bytes, upper
+  // half in hex.
+  static std::string ClusterTag(const std::string& key_file) {
+    auto key = os::LoadClusterKey(key_file);
+    if (!key.ok()) return "no-key";  // matches no file
+    uint64_t h = 1469598103934665603ull;
+    for (uint8_t b : *key) h = (h ^ b) * 1099511628211ull;
+    char buf[17];
+    std::snprintf(buf, sizeof buf, "%08llx", static_cast<unsigned long long>(h >> 32));
+    return buf;
   }
 
   static std::string Tail(const std::string& s) {

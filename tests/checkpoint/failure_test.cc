@@ -1,9 +1,10 @@
 // Checkpoint and restart under failure (issue 5), end to end with real coordinators and
 // nodeagents, real CRIU dumps and restores and the real RocksDB store:
 //
-//   - NodeagentKilledMidCheckpointNeverCommits: a 2-rank job over 2 nodes (256 MiB heap per
-//     rank) has epoch 1 committed; while epoch 2 is being dumped, one nodeagent (with its
-//     ranks and its criu) is killed with kill -9. Epoch 2 reports failure and never shows in
+//   - NodeagentKilledMidCheckpointNeverCommits (and ...WhileStoringChunks...): a 2-rank job
+//     over 2 nodes (256 MiB heap per rank) has epoch 1 committed; while epoch 2 is being dumped
+//     (or, after the dumps, while its chunks are being stored), one nodeagent (with its ranks and
+//     its criu) is killed with kill -9. Epoch 2 reports failure and never shows in
 //     `gos-ckpt --list`; the job fails; `gos-restart` brings it back on the survivor from epoch
 //     1 with exactly epoch 1's state (checked by the heap checksum); `gos-store verify` passes.
 //   - RestartOnFailure: `gos-run --checkpoint=1s --restart-on-failure` of a 4-rank Jacobi over
@@ -45,10 +46,12 @@ int Count(const std::string& s, const std::string& text) {
   return n;
 }
 
-// What examples/dirty prints at the end of an uninterrupted run with `passes` rewrites of a
-// `mib` MiB heap: it is run here directly, outside gos.
-std::string DirtyChecksum(int mib, int passes) {
-  auto run = Subprocess::Start({Example("dirty"), std::to_string(mib), "600", "5"});
+// What examples/dirty prints at the end of an uninterrupted run with these arguments and
+// `passes` rewrites: it is run here directly, outside gos.
+std::string DirtyChecksum(const std::vector<std::string>& args, int passes) {
+  std::vector<std::string> argv = {Example("dirty")};
+  argv.insert(argv.end(), args.begin(), args.end());
+  auto run = Subprocess::Start(argv);
   if (!run.ok()) return run.status().ToString();
   if (!WaitUntil([&] { return run->OutputContains("MiB ready"); }, 30s)) return run->output();
   for (int p = 1; p <= passes; ++p) {
@@ -62,19 +65,26 @@ std::string DirtyChecksum(int mib, int passes) {
   return Find(run->output(), "(passes=\\d+ checksum=[0-9a-f]+)");
 }
 
-TEST(CheckpointFailureTest, NodeagentKilledMidCheckpointNeverCommits) {
-  if (std::string why = Unsupported(false); !why.empty()) GTEST_SKIP() << why;
-  // Big enough that each rank's dump takes a good fraction of a second, so the kill lands
-  // while epoch 2 is in flight.
-  constexpr int kMib = 256;
-  const std::string expected = DirtyChecksum(kMib, 1);
+// Where in epoch 2 the nodeagent dies.
+enum class KillPoint {
+  kDump,  // while it runs `criu dump` of its rank (the job is paused)
+  kShip,  // after every rank is dumped and the job resumed, while chunks are being stored
+};
+
+// The body of the NodeagentKilled* tests (see the top of the file).
+void NodeagentKilledMidCheckpoint(KillPoint point) {
+  // 256 MiB per rank, each pass rewriting half of it, so that epoch 2 is long enough to be
+  // hit: each rank's dump takes ~150 ms, and then 2 x 128 MiB of new chunks take about a
+  // second to hash, compress and store.
+  const std::vector<std::string> dirty_args = {"256", "600", "50"};
+  const std::string expected = DirtyChecksum(dirty_args, 1);
   ASSERT_EQ(expected.rfind("passes=1 checksum=", 0), 0u) << expected;
 
   TestCluster c(2, /*netns=*/false);
   ASSERT_EQ(c.Start(), "");
-  auto run = Subprocess::Start(
-      {Bin("gos-run"), "-n", "2", "-N", "2", Example("dirty"), std::to_string(kMib), "600", "5"},
-      c.Env());
+  std::vector<std::string> argv = {Bin("gos-run"), "-n", "2", "-N", "2", Example("dirty")};
+  argv.insert(argv.end(), dirty_args.begin(), dirty_args.end());
+  auto run = Subprocess::Start(argv, c.Env());
   ASSERT_TRUE(run.ok()) << run.status().ToString();
   ASSERT_TRUE(WaitUntil([&] { return Count(run->output(), "MiB ready") == 2; }, 60s))
       << run->output() << c.Logs();
@@ -93,19 +103,27 @@ TEST(CheckpointFailureTest, NodeagentKilledMidCheckpointNeverCommits) {
   ASSERT_TRUE(WaitUntil([&] { return Count(run->output(), "pass 2 done") == 2; }, 30s))
       << run->output();
 
-  // Epoch 2; the first nodeagent seen running `criu dump` for it dies, criu and ranks too.
+  // Epoch 2; a nodeagent dies in the middle of it, with its ranks (and its criu).
   auto e2 = Subprocess::Start({Bin("gos-ckpt"), job}, c.Env());
   ASSERT_TRUE(e2.ok()) << e2.status().ToString();
   int victim = -1;
-  ASSERT_TRUE(WaitUntil(
-      [&] {
-        for (int i = 0; i < 2 && victim < 0; ++i) {
-          if (!CriuDumpChildren(c.AgentPid(i)).empty()) victim = i;
-        }
-        return victim >= 0;
-      },
-      60s))
-      << e2->output() << c.Logs();
+  if (point == KillPoint::kDump) {
+    // The first nodeagent seen running `criu dump` (one dump at a time per machine).
+    ASSERT_TRUE(WaitUntil(
+        [&] {
+          for (int i = 0; i < 2 && victim < 0; ++i) {
+            if (!CriuDumpChildren(c.AgentPid(i)).empty()) victim = i;
+          }
+          return victim >= 0;
+        },
+        60s))
+        << e2->output() << c.Logs();
+  } else {
+    // gos-ckpt's progress line once both dumps are done.
+    ASSERT_TRUE(WaitUntil([&] { return e2->OutputContains("storing chunks"); }, 60s))
+        << e2->output() << c.Logs();
+    victim = 1;
+  }
   c.KillHost(victim);
   const int survivor = 1 - victim;
 
@@ -148,11 +166,22 @@ TEST(CheckpointFailureTest, NodeagentKilledMidCheckpointNeverCommits) {
   EXPECT_EQ(verify.code, 0) << verify.Describe();
 }
 
+TEST(CheckpointFailureTest, NodeagentKilledMidCheckpointNeverCommits) {
+  if (std::string why = Unsupported(false); !why.empty()) GTEST_SKIP() << why;
+  NodeagentKilledMidCheckpoint(KillPoint::kDump);
+}
+
+TEST(CheckpointFailureTest, NodeagentKilledWhileStoringChunksNeverCommits) {
+  if (std::string why = Unsupported(false); !why.empty()) GTEST_SKIP() << why;
+  NodeagentKilledMidCheckpoint(KillPoint::kShip);
+}
+
 TEST(CheckpointFailureTest, RestartOnFailure) {
   if (std::string why = Unsupported(true); !why.empty()) GTEST_SKIP() << why;
   TestCluster c(3, /*netns=*/true);
   ASSERT_EQ(c.Start(), "");
-  const std::vector<std::string> jacobi = {Example("jacobi"), "256", "3000", "100"};
+  // About 8 s uninterrupted, twice that with a checkpoint every second.
+  const std::vector<std::string> jacobi = {Example("jacobi"), "256", "1500", "100"};
 
   // The uninterrupted run, for its checksum.
   std::vector<std::string> argv = {Bin("gos-run"), "-n", "4", "-N", "3"};
@@ -175,6 +204,8 @@ TEST(CheckpointFailureTest, RestartOnFailure) {
       },
       120s))
       << run->output() << c.Logs();
+  // Rank 3 is host 3's: its channel file is what the restored rank maps again.
+  EXPECT_EQ(::access((c.ChannelPrefix() + job + "-r3").c_str(), F_OK), 0) << c.ChannelPrefix();
   c.KillHost(2);
   const std::string at_kill = run->output();
   ASSERT_EQ(Find(at_kill, "(checksum=\\S+)"), "") << "the job finished before the kill";
@@ -187,10 +218,12 @@ TEST(CheckpointFailureTest, RestartOnFailure) {
       << out << c.Logs();
   EXPECT_NE(out.find("job " + job + ": node 3"), std::string::npos) << out;
   EXPECT_NE(Find(out, "job " + job + ": (restarting from epoch \\d+)"), "") << out;
-  EXPECT_NE(out.find("on nodes 1,2 "), std::string::npos) << out;
+  EXPECT_NE(Find(out, "job " + job + " (restored from epoch \\d+ on nodes 1,2) "), "") << out;
   EXPECT_EQ(Find(out, "(iterations=\\d+ residual=\\S+ checksum=\\S+)"), checksum)
       << out << "\nuninterrupted:\n"
       << plain.Describe();
+  Result verify = Execute({Bin("gos-store"), "verify"}, c.Env(), 120s);
+  EXPECT_EQ(verify.code, 0) << verify.Describe();
 }
 
 }  // namespace

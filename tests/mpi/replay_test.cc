@@ -250,12 +250,27 @@ TEST_F(ReplayTest, AbortReplaysToTheAbortAndStopsEveryRank) {
   RunResult run = Gos("gos-run", {"-n", "3", Program("abort")});
   ASSERT_EQ(run.code, 3) << run.Describe() << Logs();
   const uint64_t job = LastJob();
-  Session s({GosBin("gos-replay"), std::to_string(job)}, Env());
+  char tmpl[] = "/tmp/gos-replay-abort-trace-XXXXXX";
+  int fd = mkstemp(tmpl);
+  ASSERT_GE(fd, 0);
+  ::close(fd);
+  const std::string trace = tmpl;
+  Session s({GosBin("gos-replay"), "--export-trace", trace, std::to_string(job)}, Env());
   ASSERT_TRUE(WaitUntil([&] { return s.output().find("press Enter") != std::string::npos; }, 90s))
       << s.output() << Logs();
   const std::string out = s.output();
   EXPECT_NE(out.find("abort: rank 1 calls MPI_Abort(MPI_COMM_WORLD, 3)"), std::string::npos)
       << out;
+  // The trace marks the recorded failure.
+  const std::string check = R"(
+import json, sys
+ev = json.load(open(sys.argv[1]))["traceEvents"]
+marks = [e["name"] for e in ev if e.get("ph") == "i"]
+assert any("MPI_Abort" in m for m in marks), marks
+)";
+  RunResult py = gos::testing::Run({"python3", "-c", check, trace}, {}, 60s);
+  EXPECT_EQ(py.code, 0) << py.Describe();
+  ::unlink(trace.c_str());
   EXPECT_NE(out.find("rank 1 called MPI_Abort with error code 3"), std::string::npos) << out;
   auto ranks = StoppedRanks(out);
   ASSERT_EQ(ranks.size(), 3u) << out;

@@ -13,7 +13,7 @@
 //   [kDescOffset, +kDescSlots * 64)    descriptor ring, rank -> agent (single producer/consumer)
 //   [kComplOffset, +kComplSlots * 32)  completion ring, agent -> rank (single producer/consumer)
 //   [kRecOffset, +kRecBytes)           record ring, rank -> agent: the rank's decision log
-//                                      bytes (docs/specs/replay-log.md), when mode is record
+//                                      bytes (docs/specs/rank-decisions.md), mode record
 //
 // Doorbells are futex words in the header (shared futexes, not FUTEX_PRIVATE):
 //   bell  - the rank increments it and FUTEX_WAKEs after posting descriptors or changing
