@@ -147,9 +147,9 @@ struct Job {
   std::map<uint32_t, os::RestoreReady> restore_ready;
   bool held = false;  // restored, waiting for every node: a kResume is due once running
   // Record and replay (docs/specs/replay.md).
-  bool record = false;           // the nodeagents record it
-  uint64_t replay_of = 0;        // it replays this recorded job
-  uint64_t stop_at = 0;          // --stop-at
+  bool record = false;            // the nodeagents record it
+  uint64_t replay_of = 0;         // it replays this recorded job
+  uint64_t stop_at = 0;           // --stop-at
   bool replay_completed = false;  // the recorded run completed
   int32_t replay_failed_rank = -1;
   std::optional<os::ReplayStopped> stop;  // why it stopped; ranks filled as nodes answer
@@ -670,8 +670,8 @@ void CoordinatorImpl::Submit(const std::shared_ptr<Client>& c, os::FrameIn& f, A
     }
     if (req->ntasks != j.rec.ntasks) {
       close_fds();
-      return fail("job " + std::to_string(req->replay_of) + " ran " +
-                  std::to_string(j.rec.ntasks) + " ranks; a replay must run as many");
+      return fail("job " + std::to_string(req->replay_of) + " ran " + std::to_string(j.rec.ntasks) +
+                  " ranks; a replay must run as many");
     }
     if (req->from_epoch != 0) {
       auto m = store()->GetEpoch(req->replay_of, req->from_epoch);
@@ -1898,8 +1898,8 @@ void CoordinatorImpl::ReplayInfo(const std::shared_ptr<Client>& c, uint64_t id, 
         r.state == JobState::kKilled) {
       replay::JobLogWriter w(r.ntasks);
       replay::End e;
-      e.kind = r.state == JobState::kCompleted ? replay::EndKind::kCompleted
-                                               : replay::EndKind::kFailed;
+      e.kind =
+          r.state == JobState::kCompleted ? replay::EndKind::kCompleted : replay::EndKind::kFailed;
       e.exit_code = r.exit_code;
       e.rank = r.failed_rank;
       e.time_us = r.end_ms * 1000;
@@ -1941,8 +1941,9 @@ Status CoordinatorImpl::SetUpReplay(const os::PeerCreds& who, uint64_t of, Job& 
   if (!rec->recorded) return FailedPreconditionError(name + " was not recorded (--no-record)");
   GOS_ASSIGN_OR_RETURN(std::vector<uint32_t> streams, tables_->replay()->Streams(of));
   if (std::find(streams.begin(), streams.end(), replay::kJobStream) == streams.end()) {
-    return FailedPreconditionError(name + " has no replay log (it never communicated, or its log "
-                                          "was deleted)");
+    return FailedPreconditionError(name +
+                                   " has no replay log (it never communicated, or its log "
+                                   "was deleted)");
   }
   j.replay_of = of;
   j.rec.ntasks = rec->ntasks;
@@ -2040,7 +2041,8 @@ Status CoordinatorImpl::ShipReplayLog(uint64_t id) {
     Job& j = jt->second;
     if (j.kill_requested) return CancelledError("killed");
     for (const auto& [node, ready] : j.restore_ready) {
-      if (!ready.ok) return DataLossError("the replay log of job " + std::to_string(of) + ": " + ready.message);
+      if (!ready.ok)
+        return DataLossError("the replay log of job " + std::to_string(of) + ": " + ready.message);
     }
     if (j.restore_ready.size() == chans.size()) return OkStatus();
     if (restore_cv_.wait_until(lock, deadline) == std::cv_status::timeout) {
@@ -2076,7 +2078,8 @@ void CoordinatorImpl::StagingLoop() {
       replaying = jt != jobs_.end() && jt->second.replay_of != 0;
     }
     if (s.ok() && replaying) {
-      s = bcs || restoring ? ShipReplayLog(id)
+      s = bcs || restoring
+              ? ShipReplayLog(id)
               : FailedPreconditionError(
                     "the program does not use gos's communication library (it has no .gos_bcs "
                     "section), so it cannot replay a recorded gos run");

@@ -902,9 +902,9 @@ void NodeAgentImpl::Launch(const os::LaunchCommand& l, uint32_t current_row) {
     j.record = bj.record;
     j.replay = bj.replay != nullptr;
     j.record_shipped = std::chrono::steady_clock::now();
-    auto paths = failure.empty() ? bcs_->AddJob(bj)
-                                 : StatusOr<std::map<uint32_t, std::string>>(
-                                       FailedPreconditionError(failure));
+    auto paths = failure.empty()
+                     ? bcs_->AddJob(bj)
+                     : StatusOr<std::map<uint32_t, std::string>>(FailedPreconditionError(failure));
     if (paths.ok()) {
       channels = std::move(*paths);
       j.bcs = true;

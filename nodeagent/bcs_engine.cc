@@ -237,7 +237,8 @@ StatusOr<std::map<uint32_t, std::string>> BcsEngine::AddJob(const BcsJob& spec,
   }
 
   if (spec.record && j->position == 0) {
-    j->writer = std::make_unique<replay::JobLogWriter>(static_cast<uint32_t>(spec.rank_node.size()));
+    j->writer =
+        std::make_unique<replay::JobLogWriter>(static_cast<uint32_t>(spec.rank_node.size()));
   }
   if (spec.replay) {
     const ReplayPlan& p = *spec.replay;
@@ -614,7 +615,8 @@ void BcsEngine::ReplaySteps(Job& j, std::vector<Posted>& all) {
       return;
     }
     bool ready = true;
-    for (uint32_t r = 0; r < st.counts.size() && ready; ++r) ready = j.got[r].size() >= st.counts[r];
+    for (uint32_t r = 0; r < st.counts.size() && ready; ++r)
+      ready = j.got[r].size() >= st.counts[r];
     if (!ready) break;
     std::vector<Posted> batch;
     for (uint32_t r = 0; r < st.counts.size(); ++r) {
@@ -660,9 +662,9 @@ void BcsEngine::ReplaySteps(Job& j, std::vector<Posted>& all) {
   }
   for (auto& r : j.ranks) {
     const uint32_t state = r->h->state.load(std::memory_order_acquire);
-    const bool waiting = state == bcs::kStateBlocked &&
-                         r->h->compl_tail.load(std::memory_order_acquire) ==
-                             r->h->compl_head.load(std::memory_order_relaxed);
+    const bool waiting =
+        state == bcs::kStateBlocked && r->h->compl_tail.load(std::memory_order_acquire) ==
+                                           r->h->compl_head.load(std::memory_order_relaxed);
     if (!waiting && state != bcs::kStateFinalized && state < bcs::kStateAborted && !r->exited) {
       return;
     }
@@ -719,12 +721,12 @@ std::vector<RecordSegment> BcsEngine::TakeRecord(uint64_t job, bool final) {
       r->decisions.clear();
     }
     if (!r->timeline.empty()) {
-      out.push_back({replay::TimelineStream(r->rank),
-                     replay::EncodeTimelineSegment(r->timeline, kLogLevel)});
+      out.push_back(
+          {replay::TimelineStream(r->rank), replay::EncodeTimelineSegment(r->timeline, kLogLevel)});
       r->timeline.clear();
     }
   }
-  (void)final;
+  (void) final;
   return out;
 }
 
@@ -1049,7 +1051,8 @@ void BcsEngine::BellLoop() {
                       std::to_string(r->h->abort_code.load()) + " after strobe " +
                       std::to_string(stop.strobe) + ", as in the recorded run";
         } else {
-          stop.kind = state == bcs::kStateDiverged ? ReplayStop::kDivergence : ReplayStop::kRankNote;
+          stop.kind =
+              state == bcs::kStateDiverged ? ReplayStop::kDivergence : ReplayStop::kRankNote;
           char note[sizeof r->h->note + 1] = {};
           std::memcpy(note, r->h->note, sizeof r->h->note);
           stop.text = note;
@@ -1075,8 +1078,7 @@ void BcsEngine::BellLoop() {
           w.uaddr = reinterpret_cast<uintptr_t>(&h->bell);
           waiters.push_back(w);
         }
-        bool gone =
-            r->exited.load() || state >= bcs::kStateFinalized;  // finalized, or stopped
+        bool gone = r->exited.load() || state >= bcs::kStateFinalized;  // finalized, or stopped
         // A blocked rank with completions it has not consumed yet is about to wake up.
         bool waiting =
             state == bcs::kStateBlocked && h->compl_tail.load(std::memory_order_acquire) ==

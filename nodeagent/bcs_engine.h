@@ -56,9 +56,9 @@ struct ReplayStop {
 // What a replay imposes on one job on this node.
 struct ReplayPlan {
   replay::JobLog log;
-  uint64_t start_step = 0;  // steps the restored state already took (0 = from the start)
-  uint64_t stop_at = 0;     // stop before the first step recorded after this strobe (0 = never)
-  bool completed = false;   // the recorded run completed: extra descriptors are divergence
+  uint64_t start_step = 0;   // steps the restored state already took (0 = from the start)
+  uint64_t stop_at = 0;      // stop before the first step recorded after this strobe (0 = never)
+  bool completed = false;    // the recorded run completed: extra descriptors are divergence
   int32_t failed_rank = -1;  // the recorded run failed with this rank: wait for its stop
   uint64_t channel_job = 0;  // restored from a checkpoint: the recorded job's id (channels)
   std::map<uint32_t, std::string> decisions;  // local rank -> its decision log (RankStream)
@@ -93,10 +93,10 @@ struct BcsJob {
   uint64_t job = 0;
   uint32_t row = 0;
   uint32_t uid = 0, gid = 0;
-  std::vector<uint32_t> rank_node;  // node of each world rank
-  std::vector<uint32_t> local;      // this node's world ranks, ascending
-  uint64_t channel_job = 0;  // job id in the channel file names (0 = job)
-  bool record = false;       // record the job's decisions (TakeRecord)
+  std::vector<uint32_t> rank_node;           // node of each world rank
+  std::vector<uint32_t> local;               // this node's world ranks, ascending
+  uint64_t channel_job = 0;                  // job id in the channel file names (0 = job)
+  bool record = false;                       // record the job's decisions (TakeRecord)
   std::shared_ptr<const ReplayPlan> replay;  // impose a recorded run
 };
 

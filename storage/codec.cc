@@ -164,8 +164,7 @@ StatusOr<JobRecord> DecodeJob(std::span<const uint8_t> in) {
   uint32_t argc = 0, nranks = 0;
   uint8_t state = 0;
   if (!r.Version(kJobFormatVersion) || !r.U64("id", &j.id) || !r.U32("uid", &j.uid) ||
-      !r.U32("gid", &j.gid) ||
-      !r.Str("user", &j.user) || !r.Count("argv", &argc, kMaxArgv, 2)) {
+      !r.U32("gid", &j.gid) || !r.Str("user", &j.user) || !r.Count("argv", &argc, kMaxArgv, 2)) {
     return r.Error();
   }
   j.argv.resize(argc);

@@ -114,9 +114,7 @@ int PrintInfo(os::Channel* ch, uint64_t job) {
   } kinds[3];
   const char* names[3] = {"steps (matcher input)", "rank decisions", "timelines"};
   for (const auto& [stream, segs] : *streams) {
-    const int k = stream == replay::kJobStream                 ? 0
-                  : stream < replay::TimelineStream(0) ? 1
-                                                               : 2;
+    const int k = stream == replay::kJobStream ? 0 : stream < replay::TimelineStream(0) ? 1 : 2;
     for (const auto& seg : segs) {
       auto size = replay::SizeOfSegment(seg);
       kinds[k].segments++;
@@ -141,10 +139,10 @@ int PrintInfo(os::Channel* ch, uint64_t job) {
                 (unsigned long long)kinds[k].stored);
   }
   if (sends > 0) {
-    std::printf("stored bytes per message: %.3f (decisions only: %.3f)\n",
-                static_cast<double>(stored) / static_cast<double>(sends),
-                static_cast<double>(kinds[0].stored + kinds[1].stored) /
-                    static_cast<double>(sends));
+    std::printf(
+        "stored bytes per message: %.3f (decisions only: %.3f)\n",
+        static_cast<double>(stored) / static_cast<double>(sends),
+        static_cast<double>(kinds[0].stored + kinds[1].stored) / static_cast<double>(sends));
   }
   return 0;
 }
@@ -305,8 +303,8 @@ int Main(int argc, char** argv) {
     int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
     struct stat st {};
     if (fd < 0 || fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-      std::fprintf(stderr, "gos-replay: job %llu ran %s, which cannot be opened now: %s\n",
-                   job, path.c_str(), fd < 0 ? std::strerror(errno) : "not a regular file");
+      std::fprintf(stderr, "gos-replay: job %llu ran %s, which cannot be opened now: %s\n", job,
+                   path.c_str(), fd < 0 ? std::strerror(errno) : "not a regular file");
       for (int f : fds) ::close(f);
       ch->reset();
       return finish(2);
@@ -369,7 +367,8 @@ int Main(int argc, char** argv) {
       if (child > 0) waitpid(child, &status, 0);
       return;
     }
-    std::fprintf(stderr, "gos-replay: press Enter (or Ctrl-C) to end the session and kill the job\n");
+    std::fprintf(stderr,
+                 "gos-replay: press Enter (or Ctrl-C) to end the session and kill the job\n");
     WaitForUser();
   };
   int rc = FollowJob(ch->get(), fo);

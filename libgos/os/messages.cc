@@ -414,8 +414,7 @@ StatusOr<ReplayDataEnd> DecodeReplayDataEnd(std::span<const uint8_t> b) {
   ReplayDataEnd m;
   uint8_t completed = 0;
   if (!r.U64(&m.job) || !r.U64(&m.of) || !r.U64(&m.from_epoch) || !r.U64(&m.stop_at) ||
-      !r.U8(&completed) || completed > 1 ||
-      !r.I32(&m.failed_rank) || r.remaining() != 0) {
+      !r.U8(&completed) || completed > 1 || !r.I32(&m.failed_rank) || r.remaining() != 0) {
     return Bad("replay data end");
   }
   m.completed = completed == 1;

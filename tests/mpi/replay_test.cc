@@ -172,9 +172,7 @@ char ProcState(pid_t pid) {
   return paren == std::string::npos || paren + 2 >= stat.size() ? '?' : stat[paren + 2];
 }
 
-int ExitCode(const std::optional<int>& st) {
-  return st && WIFEXITED(*st) ? WEXITSTATUS(*st) : -1;
-}
+int ExitCode(const std::optional<int>& st) { return st && WIFEXITED(*st) ? WEXITSTATUS(*st) : -1; }
 
 TEST_F(ReplayTest, MasterWorkerIsNondeterministicAndReplaysExactly) {
   // Ten ordinary runs: the completion order depends on the workers' random work times.
@@ -259,8 +257,7 @@ TEST_F(ReplayTest, AbortReplaysToTheAbortAndStopsEveryRank) {
   ASSERT_TRUE(WaitUntil([&] { return s.output().find("press Enter") != std::string::npos; }, 90s))
       << s.output() << Logs();
   const std::string out = s.output();
-  EXPECT_NE(out.find("abort: rank 1 calls MPI_Abort(MPI_COMM_WORLD, 3)"), std::string::npos)
-      << out;
+  EXPECT_NE(out.find("abort: rank 1 calls MPI_Abort(MPI_COMM_WORLD, 3)"), std::string::npos) << out;
   // The trace marks the recorded failure.
   const std::string check = R"(
 import json, sys
@@ -336,8 +333,9 @@ TEST_F(ReplayTest, ReplayFromAMidRunCheckpointGivesTheRemainingOutput) {
   // that what the ranks printed before a checkpoint has left them by the time it is taken.
   const std::string stdbuf = "/usr/libexec/coreutils/libstdbuf.so";
   if (::access(stdbuf.c_str(), R_OK) != 0) GTEST_SKIP() << "no " << stdbuf;
-  std::vector<std::string> argv = {GosBin("gos-run"), "-n", "4", "--checkpoint=1s", "--keep",
-                                   "8", GosExample("master_worker"), "150", "100000"};
+  std::vector<std::string> argv = {GosBin("gos-run"),           "-n",     "4",
+                                   "--checkpoint=1s",           "--keep", "8",
+                                   GosExample("master_worker"), "150",    "100000"};
   std::vector<std::string> env = Env();
   env.push_back("LD_PRELOAD=" + stdbuf);
   env.push_back("_STDBUF_O=L");
@@ -377,11 +375,14 @@ TEST_F(ReplayTest, ReplayFromAMidRunCheckpointGivesTheRemainingOutput) {
     }
   }
   ASSERT_FALSE(rest.empty()) << r.output;
-  EXPECT_LT(rest.size(), recorded.size()) << "the replay from epoch " << epoch
-                                          << " printed the whole run:\n" << rest;
+  EXPECT_LT(rest.size(), recorded.size())
+      << "the replay from epoch " << epoch << " printed the whole run:\n"
+      << rest;
   ASSERT_GE(recorded.size(), rest.size());
   EXPECT_EQ(recorded.substr(recorded.size() - rest.size()), rest)
-      << "recorded:\n" << recorded << "replayed from epoch " << epoch << ":\n" << rest;
+      << "recorded:\n"
+      << recorded << "replayed from epoch " << epoch << ":\n"
+      << rest;
   EXPECT_NE(rest.find("sum"), std::string::npos) << rest;
 }
 
@@ -389,10 +390,9 @@ TEST_F(ReplayTest, OnlyTheOwnerMayReplay) {
   RunResult run = Gos("gos-run", {"-n", "2", GosExample("ring")});
   ASSERT_EQ(run.code, 0) << run.Describe();
   const uint64_t job = LastJob();
-  RunResult other =
-      gos::testing::Run({"setpriv", "--reuid=nobody", "--regid=nogroup", "--clear-groups",
-                         GosBin("gos-replay"), std::to_string(job)},
-                        Env(), 60s);
+  RunResult other = gos::testing::Run({"setpriv", "--reuid=nobody", "--regid=nogroup",
+                                       "--clear-groups", GosBin("gos-replay"), std::to_string(job)},
+                                      Env(), 60s);
   EXPECT_EQ(other.code, 2) << other.Describe();
   EXPECT_NE(other.output.find("only its owner or root may replay it"), std::string::npos)
       << other.output;

@@ -155,9 +155,7 @@ inline Completion* ComplRing(void* base) {
   return reinterpret_cast<Completion*>(static_cast<char*>(base) + kComplOffset);
 }
 
-inline unsigned char* RecRing(void* base) {
-  return static_cast<unsigned char*>(base) + kRecOffset;
-}
+inline unsigned char* RecRing(void* base) { return static_cast<unsigned char*>(base) + kRecOffset; }
 
 }  // namespace gos::bcs
 
