@@ -204,6 +204,15 @@ class TestCluster {
 
   // "/dev/shm/gos-<cluster tag>-j": the start of the BCS channel files' paths
   // (<prefix><job>-r<rank>) of this cluster's jobs.
+  // The coordinator and every nodeagent, all at once, as a crash would.
+  void KillAll() {
+    for (auto& [i, a] : agents_) a->Signal(SIGKILL);
+    if (coordinator_) coordinator_->Signal(SIGKILL);
+    agents_.clear();
+    coordinator_.reset();
+    WaitUntil([&] { return LeftOver().empty(); }, 10s);
+  }
+
   std::string ChannelPrefix() const {
     return "/dev/shm/gos-" + ClusterTag(state_ + "/cluster.key") + "-j";
   }
