@@ -275,7 +275,7 @@ class CoordinatorImpl final : public Coordinator {
   uint64_t strobe_ = 0;
   uint64_t stage_seq_ = 0;
   bool ever_had_job_ = false;
-  // Submissions that arrived before the cluster formed; handled once it has.
+  // Submissions and restarts that arrived before the cluster formed; handled once it has.
   std::vector<std::pair<std::shared_ptr<Client>, os::FrameIn>> deferred_;
 };
 
@@ -562,7 +562,11 @@ void CoordinatorImpl::OnClientFrame(const std::shared_ptr<Client>& c, os::FrameI
     case Frame::kRestart: {
       auto req = os::DecodeRestart(f.payload);
       if (!req.ok()) return reply_error(req.status().message());
-      if (!formed_) return reply_error("the cluster has not formed yet; try again");
+      if (!formed_) {  // answered once it has, like a submission
+        ever_had_job_ = true;
+        deferred_.emplace_back(c, std::move(f));
+        return;
+      }
       Restart(c, *req, after);
       return;
     }
@@ -1156,7 +1160,7 @@ void CoordinatorImpl::JoinGroup() {
     formed_ = true;
     After after;
     for (auto& [client, frame] : deferred_) {
-      if (clients_.count(client->ch->fd())) Submit(client, frame, after);
+      if (clients_.count(client->ch->fd())) OnClientFrame(client, frame, after);
     }
     deferred_.clear();
     Schedule(after);
@@ -1962,7 +1966,8 @@ void CoordinatorImpl::OnReplayStop(const std::shared_ptr<Agent>& a, os::ReplaySt
     // The first report stops the job; a rank's own stop (MPI_Abort) says more than "the log
     // ends here" and replaces it.
     const bool first = !j.stop;
-    if (first || (j.stop->kind == 3 && m.kind != 3)) {
+    if (first ||
+        (j.stop->kind == os::ReplayStopKind::kLogEnd && m.kind == os::ReplayStopKind::kAborted)) {
       auto ranks = j.stop ? j.stop->ranks : std::vector<os::ReplayRank>{};
       j.stop = std::move(m);
       j.stop->ranks = std::move(ranks);

@@ -1009,7 +1009,7 @@ void NodeAgentImpl::ShipRecord(LocalJob& j, bool final) {
     return;
   }
   j.record_shipped = now;
-  for (RecordSegment& seg : bcs_->TakeRecord(j.id, final)) {
+  for (RecordSegment& seg : bcs_->TakeRecord(j.id)) {
     os::ReplaySegment m{j.id, seg.stream, std::move(seg.bytes)};
     if (ch_) ch_->Send(Frame::kReplaySegment, os::Encode(m)).IgnoreError();
   }
@@ -1100,23 +1100,6 @@ namespace {
 
 int64_t EpochMark(uint64_t job, uint64_t epoch) {
   return static_cast<int64_t>((job << 24) | (epoch & 0xffffff));
-}
-
-Status WriteFileBytes(const std::string& path, const std::string& bytes, mode_t mode) {
-  int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, mode);
-  if (fd < 0) return ErrnoError(errno, "create " + path);
-  size_t off = 0;
-  while (off < bytes.size()) {
-    ssize_t n = ::write(fd, bytes.data() + off, bytes.size() - off);
-    if (n <= 0) {
-      int err = errno;
-      ::close(fd);
-      return ErrnoError(err, "write " + path);
-    }
-    off += static_cast<size_t>(n);
-  }
-  ::close(fd);
-  return OkStatus();
 }
 
 // "key=value" lines of the gos-rank file a checkpoint leaves next to the CRIU images.
@@ -1270,7 +1253,7 @@ void NodeAgentImpl::CheckpointWorker(uint64_t job, uint64_t epoch, uint64_t base
     }
     std::string meta =
         "job_dir=" + job_dir + "\nprogram=" + program + "\nrank=" + std::to_string(rank) + "\n";
-    st = WriteFileBytes(dir + "/gos-rank", meta, 0600);
+    st = WriteWholeFile(dir + "/gos-rank", meta, 0600);
     if (st.ok() && !program.empty()) {
       // The executable is not in CRIU's images: it goes with them (deduplicated by content).
       if (::link((job_dir + "/" + program).c_str(), (dir + "/job/" + program).c_str()) != 0) {
@@ -1278,8 +1261,8 @@ void NodeAgentImpl::CheckpointWorker(uint64_t job, uint64_t epoch, uint64_t base
       }
     }
     if (st.ok() && channels.count(rank)) {
-      st = WriteFileBytes(dir + "/gos-channel", channels[rank], 0600);
-      if (st.ok()) st = WriteFileBytes(dir + "/gos-matcher", matcher, 0600);
+      st = WriteWholeFile(dir + "/gos-channel", channels[rank], 0600);
+      if (st.ok()) st = WriteWholeFile(dir + "/gos-matcher", matcher, 0600);
     }
     if (!st.ok()) break;
   }

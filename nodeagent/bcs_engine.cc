@@ -20,6 +20,7 @@
 #include "gos/bcs/channel.h"
 #include "gos/log.h"
 #include "gos/os/layout.h"
+#include "nodeagent/freezer.h"
 
 namespace gos::nodeagent {
 namespace {
@@ -327,15 +328,10 @@ StatusOr<std::map<uint32_t, std::string>> BcsEngine::AddJob(const BcsJob& spec,
       const std::string& bytes = dt != spec.replay->decisions.end() ? dt->second : empty;
       const std::string rpath = r->path + ".replay";
       ::unlink(rpath.c_str());
-      int rfd = ::open(rpath.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0400);
-      bool ok = rfd >= 0 && ::fchown(rfd, spec.uid, spec.gid) == 0;
-      for (size_t off = 0; ok && off < bytes.size();) {
-        ssize_t n = ::write(rfd, bytes.data() + off, bytes.size() - off);
-        ok = n > 0;
-        if (ok) off += static_cast<size_t>(n);
+      Status st = WriteWholeFile(rpath, bytes, 0400);
+      if (st.ok() && ::chown(rpath.c_str(), spec.uid, spec.gid) != 0) {
+        st = ErrnoError(errno, "chown " + rpath);
       }
-      Status st = ok ? OkStatus() : ErrnoError(errno, "cannot write " + rpath);
-      if (rfd >= 0) ::close(rfd);
       if (!st.ok()) {
         ::unlink(rpath.c_str());
         ::munmap(base, bcs::kChannelBytes);
@@ -607,7 +603,7 @@ void BcsEngine::ReplaySteps(Job& j, std::vector<Posted>& all) {
     const replay::Step& st = steps[j.steps];
     if (j.plan->stop_at != 0 && st.strobe > j.plan->stop_at) {
       ReplayStop stop;
-      stop.kind = ReplayStop::kStopAt;
+      stop.kind = ReplayStop::Kind::kStopAt;
       stop.strobe = j.steps > 0 ? steps[j.steps - 1].strobe : 0;
       stop.text = "stopped at strobe " + std::to_string(j.plan->stop_at) + " (after step " +
                   std::to_string(j.steps) + " of " + std::to_string(steps.size()) + ")";
@@ -640,7 +636,7 @@ void BcsEngine::ReplaySteps(Job& j, std::vector<Posted>& all) {
     for (auto& r : j.ranks) {
       if (r->h->desc_head.load(std::memory_order_acquire) > j.keys[r->rank].size()) {
         ReplayStop stop;
-        stop.kind = ReplayStop::kDivergence;
+        stop.kind = ReplayStop::Kind::kDivergence;
         stop.strobe = last;
         stop.rank = static_cast<int32_t>(r->rank);
         stop.text = "rank " + std::to_string(r->rank) + " posted descriptor " +
@@ -670,7 +666,7 @@ void BcsEngine::ReplaySteps(Job& j, std::vector<Posted>& all) {
     }
   }
   ReplayStop stop;
-  stop.kind = ReplayStop::kLogEnd;
+  stop.kind = ReplayStop::Kind::kLogEnd;
   stop.strobe = last;
   stop.text = "the recording ends at strobe " + std::to_string(last) + " (step " +
               std::to_string(steps.size()) + "): the recorded run stopped there";
@@ -704,7 +700,7 @@ void BcsEngine::DrainDecisions(Job& j) {
   }
 }
 
-std::vector<RecordSegment> BcsEngine::TakeRecord(uint64_t job, bool final) {
+std::vector<RecordSegment> BcsEngine::TakeRecord(uint64_t job) {
   std::vector<RecordSegment> out;
   std::shared_ptr<Job> j = FindJob(job);
   if (j == nullptr || !j->spec.record) return out;
@@ -726,7 +722,6 @@ std::vector<RecordSegment> BcsEngine::TakeRecord(uint64_t job, bool final) {
       r->timeline.clear();
     }
   }
-  (void) final;
   return out;
 }
 
@@ -785,7 +780,7 @@ bool BcsEngine::Exchange(uint64_t strobe, Job& j, std::vector<Posted>* all) {
         if (got == keys[q]) continue;
         head = q;
         ReplayStop stop;
-        stop.kind = ReplayStop::kDivergence;
+        stop.kind = ReplayStop::Kind::kDivergence;
         stop.rank = static_cast<int32_t>(r->rank);
         // The recorded step that took descriptor q.
         uint64_t before = 0;
@@ -1020,21 +1015,16 @@ void BcsEngine::BellLoop() {
   while (!s_->stop) {
     uint32_t ctl = s_->ctl.load(std::memory_order_acquire);
     std::shared_ptr<Job> j;
-    {
-      std::lock_guard<std::mutex> lock(s_->mu);
-      for (auto& [id, job] : s_->jobs) {
-        if (job->spec.row == s_->row.load() && !job->broken && !job->held) j = job;
-      }
-    }
-    // A replayed rank that stopped by itself (gos_abort, or its library diverged or ran out
-    // of recorded decisions) sleeps in its channel's state: report it once.
     std::vector<std::shared_ptr<Job>> replays;
     {
       std::lock_guard<std::mutex> lock(s_->mu);
       for (auto& [id, job] : s_->jobs) {
+        if (job->spec.row == s_->row.load() && !job->broken && !job->held) j = job;
         if (job->plan && !job->stopped) replays.push_back(job);
       }
     }
+    // A replayed rank that stopped by itself (gos_abort, or its library diverged or ran out
+    // of recorded decisions) sleeps in its channel's state: report it once.
     for (auto& rj : replays) {
       for (auto& r : rj->ranks) {
         const uint32_t state = r->h->state.load(std::memory_order_acquire);
@@ -1046,13 +1036,14 @@ void BcsEngine::BellLoop() {
         const auto& steps = rj->plan->log.steps;
         stop.strobe = taken > 0 && taken <= steps.size() ? steps[taken - 1].strobe : 0;
         if (state == bcs::kStateAborted) {
-          stop.kind = ReplayStop::kAborted;
+          stop.kind = ReplayStop::Kind::kAborted;
           stop.text = "rank " + std::to_string(r->rank) + " called MPI_Abort with error code " +
                       std::to_string(r->h->abort_code.load()) + " after strobe " +
                       std::to_string(stop.strobe) + ", as in the recorded run";
         } else {
-          stop.kind =
-              state == bcs::kStateDiverged ? ReplayStop::kDivergence : ReplayStop::kRankNote;
+          // A library that ran out of recorded decisions is where the recorded run stopped.
+          stop.kind = state == bcs::kStateDiverged ? ReplayStop::Kind::kDivergence
+                                                   : ReplayStop::Kind::kLogEnd;
           char note[sizeof r->h->note + 1] = {};
           std::memcpy(note, r->h->note, sizeof r->h->note);
           stop.text = note;

@@ -30,6 +30,7 @@
 #include <string>
 #include <vector>
 
+#include "gos/os/messages.h"
 #include "gos/prim/prim.h"
 #include "gos/replay/log.h"
 #include "gos/status.h"
@@ -39,14 +40,8 @@ namespace gos::nodeagent {
 
 // Why a replayed job stopped (docs/specs/replay.md).
 struct ReplayStop {
-  enum Kind : uint8_t {
-    kDivergence = 1,  // a rank posted something else than the recording has
-    kStopAt = 2,      // --stop-at: the next step is past the requested strobe
-    kLogEnd = 3,      // the recording ends here (the recorded run stopped: a failure)
-    kAborted = 4,     // a rank called gos_abort/MPI_Abort, as in the recorded run
-    kRankNote = 5,    // a rank's library stopped (diverged or ran out of decisions): see text
-  };
-  Kind kind = kLogEnd;
+  using Kind = os::ReplayStopKind;
+  Kind kind = Kind::kLogEnd;
   uint64_t job = 0;
   uint64_t strobe = 0;  // recorded strobe of the last step taken (or of the divergent one)
   int32_t rank = -1;
@@ -141,8 +136,8 @@ class BcsEngine {
   void Hold(uint64_t job, bool hold);
 
   // ---- Record and replay (docs/specs/replay.md). ------------------------------------------
-  // Segments recorded since the last call (final: everything, the job is over here). Any thread.
-  std::vector<RecordSegment> TakeRecord(uint64_t job, bool final);
+  // Everything recorded since the last call, as segments. Any thread.
+  std::vector<RecordSegment> TakeRecord(uint64_t job);
   // Raw record bytes waiting for TakeRecord.
   size_t RecordPending(uint64_t job);
   // A checkpoint of the job is taken now (strobe thread, between OnStrobe calls).

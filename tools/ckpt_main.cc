@@ -34,17 +34,8 @@ int Main(int argc, char** argv) {
   flags.Bool("--list", &list);
   flags.Duration("--timeout", &timeout);
   if (int rc = flags.Parse(); rc >= 0) return rc;
-  if (flags.positional().size() != 1) {
-    std::fprintf(stderr, "gos-ckpt: give exactly one job id (see --help)\n");
-    return 2;
-  }
-  const std::string& arg = flags.positional()[0];
-  char* end = nullptr;
-  unsigned long long job = std::strtoull(arg.c_str(), &end, 10);
-  if (arg.empty() || *end != '\0' || job == 0) {
-    std::fprintf(stderr, "gos-ckpt: %s is not a job id\n", arg.c_str());
-    return 2;
-  }
+  uint64_t job = 0;
+  if (!ParseJobArg("gos-ckpt", flags.positional(), &job)) return 2;
   std::string address = FindCoordinator();
   if (address.empty()) {
     std::fprintf(stderr,
@@ -68,7 +59,8 @@ int Main(int argc, char** argv) {
   while (true) {
     auto f = (*ch)->Receive(deadline);
     if (!f.ok()) {
-      std::fprintf(stderr, "gos-ckpt: job %llu: %s\n", job, f.status().message().c_str());
+      std::fprintf(stderr, "gos-ckpt: job %llu: %s\n", (unsigned long long)job,
+                   f.status().message().c_str());
       return 1;
     }
     auto text = os::DecodeText(f->payload);

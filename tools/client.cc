@@ -6,6 +6,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cerrno>
+#include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <thread>
@@ -194,6 +196,32 @@ Status WaitForNodes(const std::string& address, uint32_t nodes,
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
+}
+
+StatusOr<std::string> CoordinatorOrLocalCluster(const LocalClusterOptions& o,
+                                                std::unique_ptr<LocalCluster>* started) {
+  std::string address = FindCoordinator();
+  if (!address.empty()) return address;
+  auto c = LocalCluster::Start(o);
+  if (!c.ok()) return c.status().WithContext("cannot start a local cluster");
+  *started = std::move(*c);
+  return (*started)->socket();
+}
+
+bool ParseJobArg(const char* tool, const std::vector<std::string>& positional, uint64_t* job) {
+  if (positional.size() != 1) {
+    std::fprintf(stderr, "%s: give exactly one job id (see --help)\n", tool);
+    return false;
+  }
+  const std::string& arg = positional[0];
+  char* end = nullptr;
+  errno = 0;
+  *job = std::strtoull(arg.c_str(), &end, 10);
+  if (arg.empty() || *end != '\0' || *job == 0 || errno != 0 || arg[0] == '-') {
+    std::fprintf(stderr, "%s: %s is not a job id\n", tool, arg.c_str());
+    return false;
+  }
+  return true;
 }
 
 }  // namespace gos::tools

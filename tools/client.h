@@ -6,6 +6,7 @@
 #include <sys/types.h>
 
 #include <chrono>
+#include <cstdint>
 #include <memory>
 #include <string>
 #include <vector>
@@ -58,6 +59,15 @@ class LocalCluster {
   std::vector<pid_t> pids_;
   std::string socket_;
 };
+
+// The coordinator to use (FindCoordinator), or, when none runs, a local cluster started with
+// `o` into *started (gos-run, gos-replay).
+StatusOr<std::string> CoordinatorOrLocalCluster(const LocalClusterOptions& o,
+                                                std::unique_ptr<LocalCluster>* started);
+
+// The one positional argument, a job id. Otherwise prints "<tool>: ..." to stderr and returns
+// false (the caller exits with 2).
+bool ParseJobArg(const char* tool, const std::vector<std::string>& positional, uint64_t* job);
 
 // Waits until the coordinator at address reports `nodes` nodes up, or the deadline.
 Status WaitForNodes(const std::string& address, uint32_t nodes,

@@ -55,9 +55,6 @@ job, not recorded, not the owner, program missing) - the message says why; 1 on 
 Only the job's owner or root may replay it.
 )";
 
-constexpr uint8_t kStopDivergence = 1;
-constexpr uint8_t kStopRankNote = 5;
-
 std::string Basename(const std::string& path) {
   size_t slash = path.rfind('/');
   return slash == std::string::npos ? path : path.substr(slash + 1);
@@ -207,17 +204,8 @@ int Main(int argc, char** argv) {
   flags.U32("-N|--nodes", &nodes);
   flags.Bool("-l|--label", &label);
   if (int rc = flags.Parse(); rc >= 0) return rc;
-  if (flags.positional().size() != 1) {
-    std::fprintf(stderr, "gos-replay: give exactly one job id (see --help)\n");
-    return 2;
-  }
-  const std::string& arg = flags.positional()[0];
-  char* end = nullptr;
-  unsigned long long job = std::strtoull(arg.c_str(), &end, 10);
-  if (arg.empty() || *end != '\0' || job == 0) {
-    std::fprintf(stderr, "gos-replay: %s is not a job id\n", arg.c_str());
-    return 2;
-  }
+  uint64_t job = 0;
+  if (!ParseJobArg("gos-replay", flags.positional(), &job)) return 2;
   if (!stop_arg.empty()) {
     char* e = nullptr;
     stop_at = std::strtoull(stop_arg.c_str(), &e, 10);
@@ -238,20 +226,15 @@ int Main(int argc, char** argv) {
   if (nodes == 0) nodes = 1;
   if (!InstallFollowSignals()) return 1;
 
-  std::string address = FindCoordinator();
   std::unique_ptr<LocalCluster> cluster;
-  if (address.empty()) {
-    LocalClusterOptions lo;
-    lo.nodes = nodes;
-    auto c = LocalCluster::Start(lo);
-    if (!c.ok()) {
-      std::fprintf(stderr, "gos-replay: cannot start a local cluster: %s\n",
-                   c.status().message().c_str());
-      return 1;
-    }
-    cluster = std::move(*c);
-    address = cluster->socket();
+  LocalClusterOptions lo;
+  lo.nodes = nodes;
+  auto found = CoordinatorOrLocalCluster(lo, &cluster);
+  if (!found.ok()) {
+    std::fprintf(stderr, "gos-replay: %s\n", found.status().message().c_str());
+    return 1;
   }
+  const std::string address = *found;
   auto finish = [&](int rc) {
     if (cluster && !cluster->WaitExit(std::chrono::seconds(10))) {
       std::fprintf(stderr, "gos-replay: the local cluster did not stop by itself; killed it\n");
@@ -303,8 +286,9 @@ int Main(int argc, char** argv) {
     int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
     struct stat st {};
     if (fd < 0 || fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-      std::fprintf(stderr, "gos-replay: job %llu ran %s, which cannot be opened now: %s\n", job,
-                   path.c_str(), fd < 0 ? std::strerror(errno) : "not a regular file");
+      std::fprintf(stderr, "gos-replay: job %llu ran %s, which cannot be opened now: %s\n",
+                   (unsigned long long)job, path.c_str(),
+                   fd < 0 ? std::strerror(errno) : "not a regular file");
       for (int f : fds) ::close(f);
       ch->reset();
       return finish(2);
@@ -319,8 +303,8 @@ int Main(int argc, char** argv) {
     std::fprintf(stderr, "gos-replay: submit failed: %s\n", s.message().c_str());
     return finish(1);
   }
-  std::fprintf(stderr, "gos-replay: replaying job %llu (%u ranks)%s\n", job, req->ntasks,
-               stop_at ? (" up to strobe " + std::to_string(stop_at)).c_str() : "");
+  std::fprintf(stderr, "gos-replay: replaying job %llu (%u ranks)%s\n", (unsigned long long)job,
+               req->ntasks, stop_at ? (" up to strobe " + std::to_string(stop_at)).c_str() : "");
 
   FollowOptions fo;
   fo.tool = "gos-replay";
@@ -340,7 +324,7 @@ int Main(int argc, char** argv) {
       }
     }
     std::fflush(stderr);
-    if (!trace_file.empty() && (m.kind == kStopDivergence || m.kind == kStopRankNote)) {
+    if (!trace_file.empty() && m.kind == os::ReplayStopKind::kDivergence) {
       replay::TraceDivergence d;
       d.strobe = m.strobe;
       d.rank = m.rank < 0 ? 0 : static_cast<uint32_t>(m.rank);
@@ -373,7 +357,7 @@ int Main(int argc, char** argv) {
   };
   int rc = FollowJob(ch->get(), fo);
   ch->reset();
-  if (stopped) rc = stopped->kind == kStopDivergence || stopped->kind == kStopRankNote ? 3 : 0;
+  if (stopped) rc = stopped->kind == os::ReplayStopKind::kDivergence ? 3 : 0;
   return finish(rc);
 }
 

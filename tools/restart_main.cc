@@ -40,17 +40,8 @@ int Main(int argc, char** argv) {
   flags.OptionalValue("--checkpoint", &checkpoint, &checkpoint_flag);
   flags.Bool("-l|--label", &label);
   if (int rc = flags.Parse(); rc >= 0) return rc;
-  if (flags.positional().size() != 1) {
-    std::fprintf(stderr, "gos-restart: give exactly one job id (see --help)\n");
-    return 2;
-  }
-  const std::string& arg = flags.positional()[0];
-  char* end = nullptr;
-  unsigned long long job = std::strtoull(arg.c_str(), &end, 10);
-  if (arg.empty() || *end != '\0' || job == 0) {
-    std::fprintf(stderr, "gos-restart: %s is not a job id\n", arg.c_str());
-    return 2;
-  }
+  uint64_t job = 0;
+  if (!ParseJobArg("gos-restart", flags.positional(), &job)) return 2;
   os::RestartRequest req;
   req.job = job;
   req.epoch = epoch;

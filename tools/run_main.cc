@@ -212,23 +212,19 @@ int Main(int argc, char** argv) {
 
   if (!InstallFollowSignals()) return 1;
 
-  std::string address = FindCoordinator();
   std::unique_ptr<LocalCluster> cluster;
   auto cluster_start = SteadyClock::now();
-  if (address.empty()) {
-    LocalClusterOptions lo;
-    lo.nodes = nodes ? nodes : std::min<uint32_t>(ntasks, 4);
-    lo.timeslice = timeslice;
-    lo.mpl = mpl;
-    auto c = LocalCluster::Start(lo);
-    if (!c.ok()) {
-      std::fprintf(stderr, "gos-run: cannot start a local cluster: %s\n",
-                   c.status().message().c_str());
-      return 1;
-    }
-    cluster = std::move(*c);
-    address = cluster->socket();
-  } else if (!timeslice.empty() || !mpl.empty()) {
+  LocalClusterOptions lo;
+  lo.nodes = nodes ? nodes : std::min<uint32_t>(ntasks, 4);
+  lo.timeslice = timeslice;
+  lo.mpl = mpl;
+  auto found = CoordinatorOrLocalCluster(lo, &cluster);
+  if (!found.ok()) {
+    std::fprintf(stderr, "gos-run: %s\n", found.status().message().c_str());
+    return 1;
+  }
+  const std::string address = *found;
+  if (!cluster && (!timeslice.empty() || !mpl.empty())) {
     std::fprintf(stderr,
                  "gos-run: note: --timeslice/--mpl only apply to a local cluster that "
                  "gos-run starts; the running coordinator keeps its own\n");

@@ -425,7 +425,7 @@ std::vector<uint8_t> Encode(const ReplayStopped& m) {
   std::vector<uint8_t> out;
   Writer w(&out);
   w.U64(m.job);
-  w.U8(m.kind);
+  w.U8(static_cast<uint8_t>(m.kind));
   w.U64(m.strobe);
   w.I32(m.rank);
   w.Str(m.text);
@@ -443,10 +443,12 @@ StatusOr<ReplayStopped> DecodeReplayStopped(std::span<const uint8_t> b) {
   Reader r(b);
   ReplayStopped m;
   uint32_t n = 0;
-  if (!r.U64(&m.job) || !r.U8(&m.kind) || !r.U64(&m.strobe) || !r.I32(&m.rank) ||
-      !r.Str(&m.text, kMaxStringBytes) || !r.U32(&n) || n > (1u << 20)) {
+  uint8_t kind = 0;
+  if (!r.U64(&m.job) || !r.U8(&kind) || kind < 1 || kind > 4 || !r.U64(&m.strobe) ||
+      !r.I32(&m.rank) || !r.Str(&m.text, kMaxStringBytes) || !r.U32(&n) || n > (1u << 20)) {
     return Bad("replay stopped");
   }
+  m.kind = static_cast<ReplayStopKind>(kind);
   for (uint32_t i = 0; i < n; ++i) {
     ReplayRank x;
     if (!r.U32(&x.rank) || !r.U32(&x.node) || !r.I32(&x.pid) || !r.Str(&x.host, 1024)) {

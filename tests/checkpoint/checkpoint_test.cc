@@ -45,18 +45,6 @@ namespace {
 using namespace gos::checkpoint::testing;
 using SteadyClock = std::chrono::steady_clock;
 
-// The number of committed epochs gos-ckpt --list shows for the job.
-int Epochs(const TestCluster& c, const std::string& job) {
-  Result r = Execute({Bin("gos-ckpt"), "--list", job}, c.Env(), 20s);
-  if (r.code != 0) return 0;
-  int n = 0;
-  std::istringstream in(r.output);
-  for (std::string line; std::getline(in, line);) {
-    if (std::regex_search(line, std::regex("^\\s+\\d+\\s+\\d{4}-"))) ++n;
-  }
-  return n;
-}
-
 TEST(CheckpointTest, KillHostThenRestartOnSurvivors) {
   if (std::string why = Unsupported(true); !why.empty()) GTEST_SKIP() << why;
   TestCluster c(3, /*netns=*/true);
@@ -129,7 +117,7 @@ TEST(CheckpointTest, IncrementalCorruptionCoordinatorRestart) {
 
   Result list = Execute({Bin("gos-ckpt"), "--list", job}, c->Env(), 30s);
   ASSERT_EQ(list.code, 0) << list.Describe();
-  EXPECT_EQ(Epochs(*c, job), 2) << list.output;
+  EXPECT_EQ(ListedEpochs(*c, job).size(), 2u) << list.output;
 
   // The coordinator (and with it the job) dies; the store survives it.
   c->KillAll();
@@ -191,7 +179,7 @@ TEST(CheckpointTest, IncrementalCorruptionCoordinatorRestart) {
   ASSERT_EQ(c->StartCoordinator(), "");
   for (int i = 0; i < 2; ++i) ASSERT_EQ(c->StartAgent(i), "");
   ASSERT_TRUE(WaitUntil([&] { return c->NodesUp() >= 2; }, 60s)) << c->Logs();
-  EXPECT_EQ(Epochs(*c, job), 2);
+  EXPECT_EQ(ListedEpochs(*c, job).size(), 2u);
 
   Result verify = Execute({Bin("gos-store"), "verify"}, c->Env(), 120s);
   EXPECT_NE(verify.code, 0) << verify.Describe();

@@ -196,9 +196,17 @@ struct ReplayRank {
   std::string host;
 };
 
+// Why a replayed job stopped (docs/specs/replay.md, "Stops").
+enum class ReplayStopKind : uint8_t {
+  kDivergence = 1,  // the run did something else than the recording
+  kStopAt = 2,      // --stop-at: the next step is past the requested strobe
+  kLogEnd = 3,      // the recording ends here: the recorded run stopped (failed) there
+  kAborted = 4,     // a rank called gos_abort/MPI_Abort, as in the recorded run
+};
+
 struct ReplayStopped {
   uint64_t job = 0;
-  uint8_t kind = 0;  // nodeagent::ReplayStop::Kind
+  ReplayStopKind kind = ReplayStopKind::kLogEnd;
   uint64_t strobe = 0;
   int32_t rank = -1;
   std::string text;
