@@ -17,7 +17,7 @@ enum class SegmentKind : uint8_t { kJob = 1, kBytes = 2, kTimeline = 3 };
 const char* SegmentKindName(SegmentKind k);
 
 inline constexpr uint32_t kSegmentMagic = 0x314c5247;  // "GRL1" little-endian
-inline constexpr uint16_t kSegmentVersion = 1;
+inline constexpr uint16_t kSegmentVersion = 2;
 // u32 magic | u16 version | u8 kind | u8 0 | u32 raw_len | u32 frame_len | u32 count |
 // u32 crc32c (of bytes [0, 20) and of the frame).
 inline constexpr size_t kSegmentHeaderBytes = 24;

@@ -7,6 +7,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <limits>
+#include <map>
 
 #include "gos/log.h"
 #include "replay/codec.h"
@@ -233,23 +234,34 @@ uint64_t PeerCode(int32_t peer, uint32_t rank) {
   return ((static_cast<uint64_t>(d) << 1) ^ static_cast<uint64_t>(d >> 63)) + 1;
 }
 
+// Floor of t / 1000 (times are stored in whole milliseconds).
+int64_t FloorMs(int64_t t_us) { return t_us / 1000 - ((t_us % 1000) < 0 ? 1 : 0); }
+
 }  // namespace
 
 struct JobLogWriter::Impl {
   uint32_t world_size;
-  ColumnWriter cols[kNumColumns];
-  uint64_t steps = 0, descs = 0, marks = 0;
-  uint64_t zero_run = 0;  // zeros of the counts column not yet written
+  // Columns written as steps arrive: strobe, time, marks. Counts and descriptors are kept
+  // until Flush, which writes them rank by rank (each rank's part of a column is then the
+  // same few descriptors over and over, whichever step took them).
+  ColumnWriter strobe, time, marks;
+  std::vector<uint32_t> counts;  // steps x world_size, step-major
+  struct RankDescs {
+    ColumnWriter op, peer, tag, context, len, flags, group;
+    size_t size() const {
+      return op.size() + peer.size() + tag.size() + context.size() + len.size() + flags.size() +
+             group.size();
+    }
+  };
+  std::map<uint32_t, RankDescs> descs_of;  // only ranks that posted
+  size_t desc_bytes = 0;
+  uint64_t steps = 0, descs = 0, nmarks = 0;
   uint64_t last_strobe = 0;
-  int64_t last_time = 0;
+  int64_t last_ms = 0;
   uint64_t marks_at = 0;  // steps before the previous mark
 
-  void PutZeroRun() {
-    if (zero_run > 0) cols[kColCounts].Var(zero_run << 1);
-    zero_run = 0;
-  }
   void MarkGap() {
-    cols[kColMarks].Var(steps - marks_at);
+    marks.Var(steps - marks_at);
     marks_at = steps;
   }
 };
@@ -274,31 +286,30 @@ void JobLogWriter::AddStep(const Step& step) {
                               << m.steps << " steps pending";
     std::abort();
   }
-  m.cols[kColStrobe].Signed(static_cast<int64_t>(step.strobe - m.last_strobe));
+  m.strobe.Signed(static_cast<int64_t>(step.strobe - m.last_strobe));
   // Wrapping differences (the decoder wraps back), so any value round-trips without overflow.
-  m.cols[kColTime].Signed(static_cast<int64_t>(static_cast<uint64_t>(step.time_us) -
-                                               static_cast<uint64_t>(m.last_time)));
+  const int64_t ms = FloorMs(step.time_us);
+  m.time.Signed(static_cast<int64_t>(static_cast<uint64_t>(ms) - static_cast<uint64_t>(m.last_ms)));
   m.last_strobe = step.strobe;
-  m.last_time = step.time_us;
+  m.last_ms = ms;
+  m.counts.insert(m.counts.end(), step.counts.begin(), step.counts.end());
   size_t i = 0;
   for (uint32_t r = 0; r < m.world_size; ++r) {
     const uint32_t c = step.counts[r];
-    if (c == 0) {
-      ++m.zero_run;
-    } else {
-      m.PutZeroRun();
-      m.cols[kColCounts].Var((static_cast<uint64_t>(c - 1) << 1) | 1);
-    }
+    if (c == 0) continue;
+    Impl::RankDescs& d = m.descs_of[r];
+    const size_t before = d.size();
     for (uint32_t j = 0; j < c; ++j, ++i) {
       const DescKey& k = step.descs[i];
-      m.cols[kColOp].Var(k.op);
-      m.cols[kColPeer].Var(PeerCode(k.peer, r));
-      m.cols[kColTag].Signed(k.tag);
-      m.cols[kColContext].Var(k.context);
-      m.cols[kColLen].Var(k.len);
-      m.cols[kColFlags].Var(k.flags);
-      m.cols[kColGroup].Var(k.group_size);
+      d.op.Var(k.op);
+      d.peer.Var(PeerCode(k.peer, r));
+      d.tag.Signed(k.tag);
+      d.context.Var(k.context);
+      d.len.Var(k.len);
+      d.flags.Var(k.flags);
+      d.group.Var(k.group_size);
     }
+    m.desc_bytes += d.size() - before;
   }
   m.descs += step.descs.size();
   ++m.steps;
@@ -307,19 +318,19 @@ void JobLogWriter::AddStep(const Step& step) {
 void JobLogWriter::AddCheckpoint(const CheckpointMark& mark) {
   Impl& m = *impl_;
   m.MarkGap();
-  ColumnWriter& c = m.cols[kColMarks];
+  ColumnWriter& c = m.marks;
   c.U8(kMarkCheckpoint);
   c.Var(mark.epoch);
   c.Var(mark.steps);
   c.Var(mark.strobe);
   c.Signed(mark.time_us);
-  ++m.marks;
+  ++m.nmarks;
 }
 
 void JobLogWriter::AddEnd(const End& end) {
   Impl& m = *impl_;
   m.MarkGap();
-  ColumnWriter& c = m.cols[kColMarks];
+  ColumnWriter& c = m.marks;
   c.U8(kMarkEnd);
   c.U8(static_cast<uint8_t>(end.kind));
   c.Signed(end.exit_code);
@@ -330,38 +341,77 @@ void JobLogWriter::AddEnd(const End& end) {
       std::string_view(end.message).substr(0, std::min(end.message.size(), kMaxEndMessage));
   c.Var(msg.size());
   c.Bytes(msg);
-  ++m.marks;
+  ++m.nmarks;
 }
 
 size_t JobLogWriter::pending_bytes() const {
-  size_t n = impl_->zero_run > 0 ? 1 : 0;
-  for (const ColumnWriter& c : impl_->cols) n += c.size();
-  return n;
+  const Impl& m = *impl_;
+  // A count is about a byte once written.
+  return m.strobe.size() + m.time.size() + m.marks.size() + m.counts.size() + m.desc_bytes;
 }
 
 uint64_t JobLogWriter::pending_steps() const { return impl_->steps; }
 
 std::string JobLogWriter::Flush(int zstd_level) {
   Impl& m = *impl_;
-  if (m.steps == 0 && m.marks == 0) return std::string();
-  m.PutZeroRun();
+  if (m.steps == 0 && m.nmarks == 0) return std::string();
+  // Counts, rank by rank: a token 2z is a run of z zeros (it may span ranks), 2(c-1)+1 one
+  // count c >= 1.
+  ColumnWriter counts;
+  uint64_t zero_run = 0;
+  for (uint32_t r = 0; r < m.world_size; ++r) {
+    for (uint64_t s = 0; s < m.steps; ++s) {
+      const uint32_t c = m.counts[s * m.world_size + r];
+      if (c == 0) {
+        ++zero_run;
+        continue;
+      }
+      if (zero_run > 0) counts.Var(zero_run << 1);
+      zero_run = 0;
+      counts.Var((static_cast<uint64_t>(c - 1) << 1) | 1);
+    }
+  }
+  if (zero_run > 0) counts.Var(zero_run << 1);
   ColumnWriter out;
   out.Var(m.world_size);
   out.Var(m.steps);
   out.Var(m.descs);
-  out.Var(m.marks);
-  for (ColumnWriter& c : m.cols) {
+  out.Var(m.nmarks);
+  auto column = [&](const ColumnWriter& c) {
     out.Var(c.size());
     out.Bytes(c.data());
-    c.Clear();
-  }
-  const uint64_t records = m.steps + m.marks;
+  };
+  // A descriptor column: every rank's part, ranks ascending.
+  auto desc_column = [&](ColumnWriter Impl::RankDescs::*field) {
+    size_t n = 0;
+    for (const auto& [r, d] : m.descs_of) n += (d.*field).size();
+    out.Var(n);
+    for (const auto& [r, d] : m.descs_of) out.Bytes((d.*field).data());
+  };
+  column(m.strobe);
+  column(m.time);
+  column(counts);
+  desc_column(&Impl::RankDescs::op);
+  desc_column(&Impl::RankDescs::peer);
+  desc_column(&Impl::RankDescs::tag);
+  desc_column(&Impl::RankDescs::context);
+  desc_column(&Impl::RankDescs::len);
+  desc_column(&Impl::RankDescs::flags);
+  desc_column(&Impl::RankDescs::group);
+  column(m.marks);
+  const uint64_t records = m.steps + m.nmarks;
   std::string seg = internal::MakeSegment(
       SegmentKind::kJob, static_cast<uint32_t>(std::min<uint64_t>(records, UINT32_MAX)), out.data(),
       zstd_level);
-  m.steps = m.descs = m.marks = m.marks_at = 0;
+  m.strobe.Clear();
+  m.time.Clear();
+  m.marks.Clear();
+  m.counts.clear();
+  m.descs_of.clear();
+  m.desc_bytes = 0;
+  m.steps = m.descs = m.nmarks = m.marks_at = 0;
   m.last_strobe = 0;
-  m.last_time = 0;
+  m.last_ms = 0;
   return seg;
 }
 
@@ -416,22 +466,25 @@ Status DecodeJobPayload(std::string_view payload, uint32_t count, bool first, Jo
   const size_t base = log.steps.size();
   log.steps.resize(base + steps);
   uint64_t strobe = 0;
-  int64_t time = 0;
+  int64_t ms = 0;
   for (uint64_t s = 0; s < steps; ++s) {
     int64_t ds, dt;
     if (!cols[kColStrobe].Signed(&ds)) return Bad("strobe", "truncated");
     if (!cols[kColTime].Signed(&dt)) return Bad("time", "truncated");
     strobe += static_cast<uint64_t>(ds);
-    time = static_cast<int64_t>(static_cast<uint64_t>(time) + static_cast<uint64_t>(dt));
+    ms = static_cast<int64_t>(static_cast<uint64_t>(ms) + static_cast<uint64_t>(dt));
+    if (ms > std::numeric_limits<int64_t>::max() / 1000 ||
+        ms < std::numeric_limits<int64_t>::min() / 1000) {
+      return Bad("time", "value out of range");
+    }
     log.steps[base + s].strobe = strobe;
-    log.steps[base + s].time_us = time;
+    log.steps[base + s].time_us = ms * 1000;
   }
-  // Counts: a token 2z is a run of z zeros (z >= 1); 2(c-1)+1 is one count c >= 1.
+  // Counts, rank by rank: a token 2z is a run of z zeros (z >= 1); 2(c-1)+1 is one count c >= 1.
+  for (uint64_t s = 0; s < steps; ++s) log.steps[base + s].counts.assign(world, 0);
   uint64_t zeros = 0, total = 0;
-  for (uint64_t s = 0; s < steps; ++s) {
-    std::vector<uint32_t>& counts = log.steps[base + s].counts;
-    counts.assign(world, 0);
-    for (uint64_t r = 0; r < world; ++r) {
+  for (uint64_t r = 0; r < world; ++r) {
+    for (uint64_t s = 0; s < steps; ++s) {
       if (zeros > 0) {
         --zeros;
         continue;
@@ -445,7 +498,7 @@ Status DecodeJobPayload(std::string_view payload, uint32_t count, bool first, Jo
       }
       const uint64_t c = (t >> 1) + 1;
       if (c > descs - total) return Bad("counts", "more descriptors than the segment holds");
-      counts[r] = static_cast<uint32_t>(c);
+      log.steps[base + s].counts[r] = static_cast<uint32_t>(c);
       total += c;
     }
   }
@@ -456,11 +509,16 @@ Status DecodeJobPayload(std::string_view payload, uint32_t count, bool first, Jo
   }
   for (uint64_t s = 0; s < steps; ++s) {
     Step& step = log.steps[base + s];
-    step.descs.resize(0);
     uint64_t n = 0;
     for (uint32_t c : step.counts) n += c;
+    step.descs.clear();
     step.descs.reserve(n);
-    for (uint32_t r = 0; r < world; ++r) {
+  }
+  // Descriptor columns hold rank 0's descriptors of every step, then rank 1's, ...: appending
+  // rank by rank leaves each step's descriptors in rank order.
+  for (uint32_t r = 0; r < world; ++r) {
+    for (uint64_t s = 0; s < steps; ++s) {
+      Step& step = log.steps[base + s];
       for (uint32_t j = 0; j < step.counts[r]; ++j) {
         DescKey k;
         uint64_t op, peer, context, len, flags, group;
@@ -577,7 +635,7 @@ StatusOr<std::string> DecodeBytesSegments(std::span<const std::string> segments)
 
 std::string EncodeTimelineSegment(std::span<const uint32_t> blocked_us, int zstd_level) {
   ColumnWriter w;
-  for (uint32_t v : blocked_us) w.Var(v);
+  for (uint32_t v : blocked_us) w.Var((static_cast<uint64_t>(v) + 500) / 1000);  // nearest ms
   return internal::MakeSegment(SegmentKind::kTimeline, static_cast<uint32_t>(blocked_us.size()),
                                w.data(), zstd_level);
 }
@@ -597,11 +655,11 @@ StatusOr<std::vector<uint32_t>> DecodeTimelineSegments(std::span<const std::stri
     out.reserve(out.size() + seg->count);
     for (uint32_t k = 0; k < seg->count; ++k) {
       uint64_t v;
-      if (!r.Var(&v) || v > UINT32_MAX) {
+      if (!r.Var(&v) || v > UINT32_MAX / 1000 + 1) {
         return DataLossError(SegmentWhere(i) + ": timeline entry " + std::to_string(k) +
                              " truncated or out of range");
       }
-      out.push_back(static_cast<uint32_t>(v));
+      out.push_back(static_cast<uint32_t>(std::min<uint64_t>(v * 1000, UINT32_MAX)));
     }
     if (!r.done()) return DataLossError(SegmentWhere(i) + ": trailing bytes after the entries");
   }

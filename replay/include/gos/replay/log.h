@@ -49,8 +49,10 @@ DescKey KeyOf(const bcs::Descriptor& d);
 std::string Describe(const DescKey& k);
 
 struct Step {
-  uint64_t strobe = 0;           // the recorded run's strobe number
-  int64_t time_us = 0;           // unix microseconds at which the recording node applied it
+  uint64_t strobe = 0;  // the recorded run's strobe number
+  // Unix microseconds at which the recording node applied it. Stored in whole milliseconds:
+  // a decoded step's time is a multiple of 1000 (the floor of the recorded one).
+  int64_t time_us = 0;
   std::vector<uint32_t> counts;  // per world rank: descriptors it posted that this step took
   std::vector<DescKey> descs;    // those descriptors: rank 0's in order, then rank 1's, ...
 };
@@ -127,7 +129,8 @@ StatusOr<JobLog> DecodeJobLog(std::span<const std::string> segments);
 std::string EncodeBytesSegment(std::string_view bytes, int zstd_level = 3);
 StatusOr<std::string> DecodeBytesSegments(std::span<const std::string> segments);
 
-// Segments of a TimelineStream: blocked microseconds per step.
+// Segments of a TimelineStream: blocked microseconds per step, stored to the nearest
+// millisecond (decoded values are multiples of 1000).
 std::string EncodeTimelineSegment(std::span<const uint32_t> blocked_us, int zstd_level = 3);
 StatusOr<std::vector<uint32_t>> DecodeTimelineSegments(std::span<const std::string> segments);
 
