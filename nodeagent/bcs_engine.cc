@@ -455,12 +455,14 @@ void BcsEngine::OnStrobe(uint64_t strobe, uint32_t row) {
     for (auto& [rank, list] : j->pending) any |= !list.empty();
     if (any) Publish(*j);
   }
-  // Completions become visible at the next strobe (the BCS rule). GOS_BCS_PUBLISH=slice (in
-  // the nodeagent's environment) publishes them at the end of the slice instead: one strobe
-  // less per blocking call, for measurements (docs/benchmarks.md).
+  // Completions of this slice's work become visible as soon as the slice's transfers are
+  // done (DESIGN.md: exchange, transfers, then visibility, then the confirmation), so a
+  // blocking call costs one strobe round, not two. GOS_BCS_PUBLISH=strobe (in the
+  // nodeagent's environment) keeps them until the next strobe instead, as in the BCS papers,
+  // for comparison (docs/benchmarks.md).
   static const bool publish_at_slice_end = [] {
     const char* v = getenv("GOS_BCS_PUBLISH");
-    return v != nullptr && std::strcmp(v, "slice") == 0;
+    return v == nullptr || std::strcmp(v, "strobe") != 0;
   }();
   for (auto& j : jobs) {
     if (j->spec.row != row || j->broken) continue;
