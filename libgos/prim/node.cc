@@ -239,7 +239,12 @@ class NodeImpl final : public Node {
 
   // Guards peers_ liveness, events_, caw_waiters_.
   mutable std::mutex mu_;
-  std::condition_variable cv_;
+  // One condition variable per event, and one for COMPARE-AND-WRITE callers: a signal wakes
+  // only the threads waiting for it (a daemon has several threads waiting on different
+  // events, and on 2 cores waking them all for every signal costs each hop tens of us).
+  std::unique_ptr<std::condition_variable[]> event_cv_ =
+      std::make_unique<std::condition_variable[]>(kMaxEvents);
+  std::condition_variable caw_cv_;
   std::vector<Peer> peers_;
   std::vector<std::deque<Status>> events_;
   std::map<uint32_t, std::shared_ptr<CawWaiter>> caw_waiters_;
@@ -491,11 +496,11 @@ StatusOr<bool> NodeImpl::TestEvent(EventId event, Deadline deadline) {
       return true;
     }
     if (deadline == Deadline::max()) {
-      cv_.wait(lock);
+      event_cv_[event].wait(lock);
     } else if (Clock::now() >= deadline) {
       return false;
     } else {
-      cv_.wait_until(lock, deadline);
+      event_cv_[event].wait_until(lock, deadline);
     }
   }
 }
@@ -542,7 +547,7 @@ StatusOr<bool> NodeImpl::CompareAndWrite(const NodeSet& nodes, uint64_t var, Com
     }
   });
   std::unique_lock<std::mutex> lock(mu_);
-  if (!cv_.wait_until(lock, deadline, [&] { return waiter->done; })) {
+  if (!caw_cv_.wait_until(lock, deadline, [&] { return waiter->done; })) {
     caw_waiters_.erase(req.seq);
     return DeadlineExceededError("COMPARE-AND-WRITE over " + nodes.ToString() + " (var " +
                                  std::to_string(var) + " " + CompareOpName(op) + " " +
@@ -603,7 +608,7 @@ void NodeImpl::Leave() {
     w->done = true;
     w->status = CancelledError("COMPARE-AND-WRITE: node left the group");
   }
-  cv_.notify_all();
+  caw_cv_.notify_all();
 }
 
 // ------------------------------------------------------------------ progress thread
@@ -910,7 +915,7 @@ void NodeImpl::Signal(EventId event, Status status) {
   if (event == kNoEvent) return;
   std::lock_guard<std::mutex> lock(mu_);
   events_[event].push_back(std::move(status));
-  cv_.notify_all();
+  event_cv_[event].notify_all();
 }
 
 void NodeImpl::MarkDown(NodeId id, const std::string& reason, bool left) {
@@ -1336,7 +1341,7 @@ void NodeImpl::CompleteWaiter(uint32_t seq, bool result, const Status& status) {
   it->second->result = result;
   it->second->status = status;
   caw_waiters_.erase(it);
-  cv_.notify_all();
+  caw_cv_.notify_all();
 }
 
 void NodeImpl::ApplyWrite(const ControlMsg& m) { Store(m.write_var, m.write_value); }
