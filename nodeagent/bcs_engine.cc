@@ -54,7 +54,11 @@ struct WireEntry {
 static_assert(sizeof(WireEntry) == 80);
 constexpr size_t kMaxEntries = (os::kBcsDescSlotBytes - sizeof(BlockHeader)) / sizeof(WireEntry);
 
-constexpr size_t kBounceBytes = 4u << 20;
+// Local copies go through the nodeagent's bounce buffer (process_vm_readv from the sender,
+// process_vm_writev to the receivers), a chunk at a time; copies of two chunks or more are
+// pipelined over two threads, one reading a chunk while the other writes the previous one.
+constexpr size_t kCopyChunk = 1u << 20;
+constexpr size_t kBounceBytes = 2 * kCopyChunk;
 // zstd level of the replay log's segments: they are small and few, so compress them well.
 constexpr int kLogLevel = 9;
 
@@ -64,6 +68,50 @@ constexpr int kLogLevel = 9;
 
 void FutexWake(std::atomic<uint32_t>* word) {
   syscall(SYS_futex, reinterpret_cast<uint32_t*>(word), FUTEX_WAKE, INT32_MAX, nullptr, nullptr, 0);
+}
+
+// Copies len bytes through bounce (kBounceBytes): read(off, dst, n) fills a chunk, write(off,
+// src, n) empties it. From two chunks on, a second thread reads chunk i+1 while this one
+// writes chunk i.
+template <typename Read, typename Write>
+void PipelinedCopy(uint64_t len, std::byte* bounce, Read read, Write write) {
+  if (len <= kCopyChunk) {
+    read(0, bounce, len);
+    write(0, bounce, len);
+    return;
+  }
+  const uint64_t chunks = (len + kCopyChunk - 1) / kCopyChunk;
+  auto size_of = [&](uint64_t i) { return std::min<uint64_t>(kCopyChunk, len - i * kCopyChunk); };
+  std::mutex mu;
+  std::condition_variable cv;
+  uint64_t filled = 0, emptied = 0;
+  std::thread reader([&] {
+    for (uint64_t i = 0; i < chunks; ++i) {
+      {
+        std::unique_lock<std::mutex> lock(mu);
+        cv.wait(lock, [&] { return i < emptied + 2; });
+      }
+      read(i * kCopyChunk, bounce + (i % 2) * kCopyChunk, size_of(i));
+      {
+        std::lock_guard<std::mutex> lock(mu);
+        filled = i + 1;
+      }
+      cv.notify_all();
+    }
+  });
+  for (uint64_t i = 0; i < chunks; ++i) {
+    {
+      std::unique_lock<std::mutex> lock(mu);
+      cv.wait(lock, [&] { return filled > i; });
+    }
+    write(i * kCopyChunk, bounce + (i % 2) * kCopyChunk, size_of(i));
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      emptied = i + 1;
+    }
+    cv.notify_all();
+  }
+  reader.join();
 }
 
 void Bump(std::atomic<uint32_t>* word) {
@@ -950,12 +998,17 @@ bool BcsEngine::MoveData(uint64_t strobe, Job& j) {
     const Transfer* t = j.scheduler.Find(m.transfer);
     if (t == nullptr) continue;
     if (m.dst_node == self) {
-      for (uint64_t done = 0; done < m.len;) {
-        uint64_t n = std::min<uint64_t>(m.len - done, kBounceBytes);
-        read_from(*t, m.offset + done, s_->bounce.data(), n);
-        write_to(*t, m.offset + done, s_->bounce.data(), n);
-        done += n;
+      // Resolve the pids first: the reader thread and this one then only read them.
+      if (j.by_rank.count(t->src_rank)) RankPid(*j.by_rank.at(t->src_rank));
+      for (const Transfer::Dest& d : t->dests) {
+        if (j.by_rank.count(d.rank)) RankPid(*j.by_rank.at(d.rank));
       }
+      PipelinedCopy(
+          m.len, s_->bounce.data(),
+          [&](uint64_t off, std::byte* dst, uint64_t n) { read_from(*t, m.offset + off, dst, n); },
+          [&](uint64_t off, const std::byte* src, uint64_t n) {
+            write_to(*t, m.offset + off, src, n);
+          });
     } else {
       read_from(*t, m.offset, outbox + m.outbox_offset, m.len);
     }
