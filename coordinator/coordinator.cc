@@ -1803,51 +1803,80 @@ Status CoordinatorImpl::ShipImages(uint64_t id) {
     return DataLossError(what + ": the manifest has " + std::to_string(m.ranks.size()) +
                          " ranks, the job " + std::to_string(rank_nodes.size()));
   }
-  uint64_t total = 0, sent = 0;
+  uint64_t total = 0;
   for (const auto& r : m.ranks) {
     for (const auto& f : r.files) total += f.size;
   }
+  // One sender per node, so that the nodes decompress, check and write their ranks' chunks
+  // at the same time; each node gets its ranks one after the other.
+  std::map<uint32_t, std::vector<const storage::EpochRank*>> by_node;
+  for (const auto& r : m.ranks) by_node[rank_nodes.at(r.rank)].push_back(&r);
+  std::atomic<uint64_t> sent{0};
+  std::atomic<bool> failed{false};
+  std::mutex progress_mu;
   auto last_progress = SteadyClock::now();
-  for (const auto& r : m.ranks) {
-    auto ch = chans.at(rank_nodes.at(r.rank));
-    os::RestoreRankEnd end;
-    end.job = id;
-    end.epoch = m.epoch;
-    end.rank = r.rank;
-    for (const auto& f : r.files) {
-      end.files.push_back(f.name);
-      uint64_t off = 0;
-      for (const auto& c : f.chunks) {
-        auto data = store()->GetCompressed(c.hash);
-        if (!data.ok()) {
-          return DataLossError(what + " rank " + std::to_string(r.rank) + ": file " + f.name +
-                               ": chunk " + storage::HashHex(c.hash) + ": " +
-                               data.status().message());
-        }
-        os::RestoreChunk rc;
-        rc.job = id;
-        rc.epoch = m.epoch;
-        rc.rank = r.rank;
-        rc.file = f.name;
-        rc.mode = f.mode;
-        rc.offset = off;
-        rc.hash = c.hash;
-        rc.raw_len = c.raw_len;
-        rc.data = std::move(*data);
-        GOS_RETURN_IF_ERROR(ch->Send(Frame::kRestoreChunk, os::Encode(rc)));
-        off += c.raw_len;
-        sent += c.raw_len;
-        if (client && SteadyClock::now() - last_progress > std::chrono::seconds(1)) {
-          last_progress = SteadyClock::now();
-          client
-              ->Send(Frame::kNotice, os::EncodeText("restoring " + what + ": " + Mib(sent) +
-                                                    " of " + Mib(total) + " sent"))
-              .IgnoreError();
+  auto ship_node = [&](uint32_t node, const std::vector<const storage::EpochRank*>& ranks) {
+    auto ch = chans.at(node);
+    for (const storage::EpochRank* r : ranks) {
+      os::RestoreRankEnd end;
+      end.job = id;
+      end.epoch = m.epoch;
+      end.rank = r->rank;
+      for (const auto& f : r->files) {
+        end.files.push_back(f.name);
+        uint64_t off = 0;
+        for (const auto& c : f.chunks) {
+          if (failed) return OkStatus();
+          auto data = store()->GetCompressed(c.hash);
+          if (!data.ok()) {
+            return DataLossError(what + " rank " + std::to_string(r->rank) + ": file " + f.name +
+                                 ": chunk " + storage::HashHex(c.hash) + ": " +
+                                 data.status().message());
+          }
+          os::RestoreChunk rc;
+          rc.job = id;
+          rc.epoch = m.epoch;
+          rc.rank = r->rank;
+          rc.file = f.name;
+          rc.mode = f.mode;
+          rc.offset = off;
+          rc.hash = c.hash;
+          rc.raw_len = c.raw_len;
+          rc.data = std::move(*data);
+          GOS_RETURN_IF_ERROR(ch->Send(Frame::kRestoreChunk, os::Encode(rc)));
+          off += c.raw_len;
+          const uint64_t now_sent = sent += c.raw_len;
+          if (client) {
+            std::lock_guard<std::mutex> lock(progress_mu);
+            if (SteadyClock::now() - last_progress > std::chrono::seconds(1)) {
+              last_progress = SteadyClock::now();
+              client
+                  ->Send(Frame::kNotice, os::EncodeText("restoring " + what + ": " +
+                                                        Mib(now_sent) + " of " + Mib(total) +
+                                                        " sent"))
+                  .IgnoreError();
+            }
+          }
         }
       }
+      GOS_RETURN_IF_ERROR(ch->Send(Frame::kRestoreRankEnd, os::Encode(end)));
     }
-    GOS_RETURN_IF_ERROR(ch->Send(Frame::kRestoreRankEnd, os::Encode(end)));
+    return OkStatus();
+  };
+  std::vector<Status> results(by_node.size());
+  {
+    std::vector<std::thread> senders;
+    size_t i = 0;
+    for (const auto& [node, ranks] : by_node) {
+      senders.emplace_back([&, node = node, ranks = &ranks, i] {
+        results[i] = ship_node(node, *ranks);
+        if (!results[i].ok()) failed = true;
+      });
+      ++i;
+    }
+    for (auto& t : senders) t.join();
   }
+  for (const Status& st : results) GOS_RETURN_IF_ERROR(st);
   // Each node checks every chunk against its hash and rebuilds the image dirs.
   std::unique_lock<std::mutex> lock(mu_);
   const auto deadline = SteadyClock::now() + std::chrono::minutes(5);
