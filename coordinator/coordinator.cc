@@ -1851,9 +1851,8 @@ Status CoordinatorImpl::ShipImages(uint64_t id) {
             if (SteadyClock::now() - last_progress > std::chrono::seconds(1)) {
               last_progress = SteadyClock::now();
               client
-                  ->Send(Frame::kNotice, os::EncodeText("restoring " + what + ": " +
-                                                        Mib(now_sent) + " of " + Mib(total) +
-                                                        " sent"))
+                  ->Send(Frame::kNotice, os::EncodeText("restoring " + what + ": " + Mib(now_sent) +
+                                                        " of " + Mib(total) + " sent"))
                   .IgnoreError();
             }
           }

@@ -429,6 +429,22 @@ Status NodeAgentImpl::Connect() {
     m.text = stop.text;
     if (auto c = channel()) c->Send(Frame::kReplayStop, os::Encode(m)).IgnoreError();
   };
+  bo.on_broken = [this](uint64_t job, const std::string& why) {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto jt = jobs_.find(job);
+    if (jt == jobs_.end()) return;
+    GOS_LOG(kWarn, "nodeagent") << "job " << job << ": " << why << "; killing its ranks here";
+    // Said on each local rank's stderr, so gos-run shows it with the job's failure.
+    for (const Rank& r : jt->second.ranks) {
+      if (r.exited || !ch_) continue;
+      os::OutputChunk out{job, r.rank, 2,
+                          "gos-nodeagent " + o_.name + " (node " + std::to_string(node_id_) +
+                              "): rank " + std::to_string(r.rank) +
+                              " cannot communicate any more: " + why + "; killing it\n"};
+      ch_->Send(Frame::kAgentOutput, os::Encode(out)).IgnoreError();
+    }
+    KillJob(jt->second);
+  };
   bcs_ = std::make_unique<BcsEngine>(node_.get(), bo);
   lost_ = false;
   strobe_thread_ = std::thread([this] { StrobeLoop(); });

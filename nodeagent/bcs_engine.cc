@@ -154,6 +154,8 @@ struct BcsEngine::Job {
   std::atomic<bool> work{false};  // pending completions or transfers (read by the bell thread)
   std::atomic<bool> held{false};  // Hold: invisible to OnStrobe and the bell thread
   bool broken = false;            // a peer failed us: no more exchanges
+  bool broken_reported = false;   // on_broken was called
+  std::string error;              // why it broke
   uint64_t last_strobe = 0;
 
   // Record (spec.record): the job stream is written by the job's first node only.
@@ -515,6 +517,19 @@ void BcsEngine::OnStrobe(uint64_t strobe, uint32_t row) {
   for (auto& j : jobs) {
     if (j->spec.row != row || j->broken) continue;
     Slice(strobe, *j);
+    if (j->broken && !j->broken_reported) {
+      j->broken_reported = true;
+      // A node that died fails the job at the coordinator, naming it. A live peer that failed
+      // us leaves the job unable to communicate: without this it would hang.
+      bool peer_down = false;
+      for (uint32_t n : j->nodes) peer_down |= !node_->node_info(n).alive;
+      if (!peer_down && o_.on_broken) {
+        o_.on_broken(j->spec.job, j->error.empty()
+                                      ? "the BCS exchange of strobe " + std::to_string(strobe) +
+                                            " with the job's other nodes failed"
+                                      : j->error);
+      }
+    }
     if (publish_at_slice_end) Publish(*j);
     bool any = !j->scheduler.idle();
     for (auto& [rank, list] : j->pending) any |= !list.empty();
@@ -892,8 +907,9 @@ bool BcsEngine::Exchange(uint64_t strobe, Job& j, std::vector<Posted>* all) {
     if (st.ok() && !*sent) st = DeadlineExceededError("descriptor block not delivered");
   }
   if (!st.ok()) {
-    GOS_LOG(kWarn, "bcs") << "job " << j.spec.job << " strobe " << strobe
-                          << ": descriptor exchange failed: " << st.ToString();
+    j.error =
+        "the descriptor exchange of strobe " + std::to_string(strobe) + " failed: " + st.ToString();
+    GOS_LOG(kWarn, "bcs") << "job " << j.spec.job << ": " << j.error;
     return false;
   }
   if (!WaitBlocks(strobe, j, os::kEventBcsDesc, offsets, kDescBlockMagic, from)) return false;
@@ -943,9 +959,17 @@ bool BcsEngine::WaitBlocks(uint64_t strobe, Job& j, uint32_t event,
       }
     }
     if (SteadyClock::now() >= deadline) {
-      GOS_LOG(kWarn, "bcs") << "job " << j.spec.job << " strobe " << strobe
-                            << ": peers' blocks did not arrive within " << o_.peer_timeout.count()
-                            << " ms";
+      std::string missing;
+      for (size_t i = 0; i < offsets.size(); ++i) {
+        BlockHeader h;
+        std::memcpy(&h, mem + offsets[i], sizeof h);
+        if (h.strobe == strobe && h.job == j.spec.job && h.node == from[i]) continue;
+        missing += (missing.empty() ? "" : ", ") + std::to_string(from[i]);
+      }
+      j.error = "the BCS blocks of strobe " + std::to_string(strobe) + " from node(s) " +
+                (missing.empty() ? std::string("?") : missing) + " did not arrive within " +
+                std::to_string(o_.peer_timeout.count()) + " ms";
+      GOS_LOG(kWarn, "bcs") << "job " << j.spec.job << ": " << j.error;
       return false;
     }
     auto got = node_->WaitEvent(event, std::chrono::milliseconds(50));
@@ -1038,7 +1062,10 @@ bool BcsEngine::MoveData(uint64_t strobe, Job& j) {
     if (st.ok()) ++sent;
   }
   bool ok = st.ok();
-  if (!ok) GOS_LOG(kWarn, "bcs") << "job " << j.spec.job << ": " << st.ToString();
+  if (!ok) {
+    j.error = "moving data at strobe " + std::to_string(strobe) + " failed: " + st.ToString();
+    GOS_LOG(kWarn, "bcs") << "job " << j.spec.job << ": " << j.error;
+  }
   // 3. Blocks for this node: into the local receivers.
   if (ok && !in_offsets.empty()) {
     ok = WaitBlocks(strobe, j, os::kEventBcsData, in_offsets, kDataBlockMagic, in_from);

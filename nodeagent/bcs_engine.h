@@ -76,6 +76,10 @@ struct BcsEngineOptions {
   std::chrono::milliseconds peer_timeout{1500};
   // Called (from the strobe or bell thread) when a replayed job must stop.
   std::function<void(const ReplayStop&)> on_replay_stop;
+  // Called (from the strobe thread, once per job) when the job's communication broke while
+  // every node of it is alive (a peer's blocks did not come in time, a transfer failed): the
+  // job can never communicate again, so the caller should fail it, saying why.
+  std::function<void(uint64_t job, const std::string& why)> on_broken;
 };
 
 // State to restore a job from a checkpoint (SaveMatcher / SaveChannel of the dumped job).

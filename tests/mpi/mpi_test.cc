@@ -468,6 +468,55 @@ TEST_F(MpiTest, TwoNetworkNamespaceHosts) {
 
 // The cluster still runs MPI jobs after the failures above (and after
 // everything else).
+// A nodeagent that stops answering for longer than the BCS peer timeout (1.5 s) but shorter
+// than the failure timeout is not declared down; its peers' exchange breaks off. The job
+// can never communicate again: it must fail, saying why, instead of hanging.
+TEST(MpiStall, StalledPeerFailsTheJobInsteadOfHanging) {
+  if (geteuid() != 0) GTEST_SKIP() << "needs root: nodeagents make PID namespaces and cgroups";
+  char tmpl[] = "/tmp/gos-mpi-stall-XXXXXX";
+  ASSERT_NE(mkdtemp(tmpl), nullptr);
+  const std::string state = tmpl;
+  ::chmod(state.c_str(), 0755);
+  const std::vector<std::string> env = {"GOS_STATE_DIR=" + state};
+  Result up = Execute({Bin("gos-cluster"), "up", "-N", "2", "--failure-timeout", "10s"}, env, 60s);
+  ASSERT_EQ(up.code, 0) << up.Describe();
+  auto job = Subprocess::Start(
+      {Bin("gos-run"), "-n", "2", "-N", "2", Example("jacobi"), "64", "100000000", "10"}, env);
+  ASSERT_TRUE(job.ok()) << job.status().ToString();
+  // The nodeagent of node 2, once the job's ranks run.
+  pid_t agent = -1;
+  ASSERT_TRUE(WaitUntil(
+      [&] {
+        for (const auto& [pid, what] : FindProcesses(state + "/nodes/n2 ")) {
+          if (what.find("gos-nodeagent") != std::string::npos) agent = pid;
+        }
+        return agent > 0 && !FindProcesses("jacobi").empty();
+      },
+      30s));
+  std::this_thread::sleep_for(1s);
+  ::kill(agent, SIGSTOP);
+  std::this_thread::sleep_for(3s);
+  ::kill(agent, SIGCONT);
+  std::optional<int> status = job->Wait(SteadyClock::now() + 60s);
+  const std::string out = job->output();
+  EXPECT_TRUE(status.has_value()) << "gos-run still running 60 s after the stall:\n" << out;
+  if (status) {
+    EXPECT_TRUE(WIFEXITED(*status) && WEXITSTATUS(*status) == 128 + SIGKILL)
+        << gos::testing::DescribeWaitStatus(*status) << "\n"
+        << out;
+  }
+  EXPECT_NE(out.find("cannot communicate any more"), std::string::npos) << out;
+  EXPECT_NE(out.find("did not arrive within"), std::string::npos) << out;
+  Result down = Execute({Bin("gos-cluster"), "down"}, env, 60s);
+  EXPECT_EQ(down.code, 0) << down.Describe();
+  std::map<pid_t, std::string> left;
+  EXPECT_TRUE(WaitUntil([&] { return (left = FindProcesses(state)).empty(); }, 15s))
+      << Describe(left);
+  for (const auto& [pid, what] : FindProcesses(state)) ::kill(pid, SIGKILL);
+  std::error_code ec;
+  std::filesystem::remove_all(state, ec);
+}
+
 TEST_F(MpiTest, ZzClusterStillRunsJobsAfterFailures) {
   Result r = cluster().GosRun(4, 2, Example("ring"), {"2"});
   EXPECT_EQ(r.code, 0) << r.Describe() << cluster().Logs();
