@@ -145,6 +145,8 @@ struct Job {
   uint64_t restore_epoch = 0;
   std::optional<storage::EpochManifest> restore;
   std::map<uint32_t, os::RestoreReady> restore_ready;
+  std::map<uint32_t, os::RestoreReady> local_ready;  // answers to kRestoreLocal, by rank
+  bool restore_from_store = false;  // gos-restart --from-store: no node's own copies
   bool held = false;  // restored, waiting for every node: a kResume is due once running
   // Record and replay (docs/specs/replay.md).
   bool record = false;            // the nodeagents record it
@@ -895,6 +897,15 @@ void CoordinatorImpl::OnAgentFrame(const std::shared_ptr<Agent>& a, os::FrameIn&
           e.ranks[r.rank] = std::move(r);
         }
       });
+      return;
+    }
+    case Frame::kRestoreLocalReply: {
+      auto m = os::DecodeRestoreReady(f.payload);
+      if (!m.ok()) return;
+      auto jt = jobs_.find(m->job);
+      if (jt == jobs_.end()) return;
+      jt->second.local_ready[m->rank] = *m;
+      restore_cv_.notify_all();
       return;
     }
     case Frame::kRestoreReady: {
@@ -1671,6 +1682,7 @@ void CoordinatorImpl::Restart(const std::shared_ptr<Client>& c, const os::Restar
   j.submit = SteadyClock::now();
   j.ckpt_interval_ms = req.checkpoint_ms;
   j.keep = o_.keep;
+  j.restore_from_store = req.from_store;
   SetRestore(j, std::move(**m), epochs->back().epoch);
   c->job = id;
   ever_had_job_ = true;
@@ -1803,14 +1815,71 @@ Status CoordinatorImpl::ShipImages(uint64_t id) {
     return DataLossError(what + ": the manifest has " + std::to_string(m.ranks.size()) +
                          " ranks, the job " + std::to_string(rank_nodes.size()));
   }
+  // First ask each rank's node whether it still has its own copy of the rank's dump (it
+  // does when the rank was dumped there and nothing newer replaced it): such a rank needs
+  // nothing from the store. The node checks its copy chunk by chunk against the manifest.
+  bool from_store;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto jt = jobs_.find(id);
+    if (jt == jobs_.end()) return CancelledError("job gone");
+    jt->second.local_ready.clear();
+    from_store = jt->second.restore_from_store;
+  }
+  for (const auto& r : m.ranks) {
+    if (from_store) break;
+    storage::EpochManifest one;
+    one.job = id;
+    one.epoch = m.epoch;
+    one.strobe = m.strobe;
+    one.ntasks = m.ntasks;
+    one.ranks = {r};
+    GOS_RETURN_IF_ERROR(
+        chans.at(rank_nodes.at(r.rank))->Send(Frame::kRestoreLocal, storage::EncodeManifest(one)));
+  }
+  std::set<uint32_t> local;
+  {
+    std::unique_lock<std::mutex> lock(mu_);
+    const auto deadline = SteadyClock::now() + std::chrono::minutes(5);
+    while (true) {
+      auto jt = jobs_.find(id);
+      if (jt == jobs_.end() || stop_) return CancelledError("job gone");
+      Job& j = jt->second;
+      if (j.kill_requested) return CancelledError("killed");
+      if (from_store || j.local_ready.size() == m.ranks.size()) {
+        for (const auto& [rank, ready] : j.local_ready) {
+          if (!ready.ok) continue;
+          local.insert(rank);
+          j.restore_ready[rank] = ready;  // its images are in place
+        }
+        break;
+      }
+      if (restore_cv_.wait_until(lock, deadline) == std::cv_status::timeout) {
+        return DeadlineExceededError(what +
+                                     ": the nodes did not answer whether they hold "
+                                     "their ranks' dumps within 5 minutes");
+      }
+    }
+  }
+  if (client && !local.empty()) {
+    client
+        ->Send(Frame::kNotice,
+               os::EncodeText("restoring " + what + ": " + std::to_string(local.size()) + " of " +
+                              std::to_string(m.ranks.size()) +
+                              " ranks from their nodes' own copies of the dump"))
+        .IgnoreError();
+  }
   uint64_t total = 0;
   for (const auto& r : m.ranks) {
+    if (local.count(r.rank)) continue;
     for (const auto& f : r.files) total += f.size;
   }
   // One sender per node, so that the nodes decompress, check and write their ranks' chunks
   // at the same time; each node gets its ranks one after the other.
   std::map<uint32_t, std::vector<const storage::EpochRank*>> by_node;
-  for (const auto& r : m.ranks) by_node[rank_nodes.at(r.rank)].push_back(&r);
+  for (const auto& r : m.ranks) {
+    if (!local.count(r.rank)) by_node[rank_nodes.at(r.rank)].push_back(&r);
+  }
   std::atomic<uint64_t> sent{0};
   std::atomic<bool> failed{false};
   std::mutex progress_mu;

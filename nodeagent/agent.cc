@@ -215,6 +215,16 @@ class NodeAgentImpl final : public NodeAgent {
                      std::string procs, uint32_t uid, uint32_t gid);
   void OnRestoreChunk(const os::RestoreChunk& m);
   void OnRestoreRankEnd(const os::RestoreRankEnd& m);
+  // kRestoreLocal: links the rank's files from this node's copy of its dump into the restore
+  // dir if every file is there and cuts into exactly the manifest's chunks.
+  void OnRestoreLocal(std::span<const uint8_t> payload);
+  // Where this node keeps its copy of a rank's last stored dump.
+  std::string CkptDir(uint64_t job, uint64_t epoch) const {
+    return o_.state_dir + "/ckpt/j" + std::to_string(job) + "-e" + std::to_string(epoch);
+  }
+  // Keeps the dump of (job, epoch) just stored: removes this node's older dumps of the job,
+  // and the dumps of all but the kKeptDumpJobs most recently stored jobs.
+  void KeepDump(uint64_t job, uint64_t epoch);
   std::string RestoreDir(uint64_t job, uint64_t epoch, uint32_t rank) const {
     return o_.state_dir + "/restore/j" + std::to_string(job) + "-e" + std::to_string(epoch) + "/r" +
            std::to_string(rank);
@@ -546,6 +556,10 @@ void NodeAgentImpl::OnChannel() {
     if (f.type == Frame::kRestoreRankEnd) {
       auto m = os::DecodeRestoreRankEnd(f.payload);
       if (m.ok()) OnRestoreRankEnd(*m);
+      continue;
+    }
+    if (f.type == Frame::kRestoreLocal) {
+      OnRestoreLocal(f.payload);
       continue;
     }
     if (f.type == Frame::kReplayData) {
@@ -1238,8 +1252,7 @@ void NodeAgentImpl::CheckpointWorker(uint64_t job, uint64_t epoch, uint64_t base
                                      std::map<uint32_t, std::string> channels) {
   const auto t0 = SteadyClock::now();
   const int64_t mark = EpochMark(job, epoch);
-  const std::string scratch =
-      o_.state_dir + "/ckpt/j" + std::to_string(job) + "-e" + std::to_string(epoch);
+  const std::string scratch = CkptDir(job, epoch);
   std::error_code ec;
   std::filesystem::remove_all(scratch, ec);
   auto fail = [&](const std::string& why) {
@@ -1351,9 +1364,89 @@ void NodeAgentImpl::CheckpointWorker(uint64_t job, uint64_t epoch, uint64_t base
     }
   }
   node_->Store(os::VarStored(slot), mark);
-  std::filesystem::remove_all(scratch, ec);
+  // The dump stays here: a restart that places its ranks on this node again restores them
+  // from it instead of receiving every chunk from the store.
+  KeepDump(job, epoch);
   GOS_LOG(kInfo, "nodeagent") << "job " << job << " epoch " << epoch << ": " << ranks.size()
                               << " ranks dumped in " << pause_ms << " ms and shipped";
+}
+
+void NodeAgentImpl::KeepDump(uint64_t job, uint64_t epoch) {
+  constexpr size_t kKeptDumpJobs = 4;
+  const std::string root = o_.state_dir + "/ckpt";
+  const std::string mine = "j" + std::to_string(job) + "-e";
+  const std::string keep = mine + std::to_string(epoch);
+  std::error_code ec;
+  // Newest first: (mtime, name) of every other job's kept dump.
+  std::vector<std::pair<std::filesystem::file_time_type, std::string>> others;
+  for (const auto& e : std::filesystem::directory_iterator(root, ec)) {
+    const std::string name = e.path().filename().string();
+    if (name == keep) continue;
+    if (name.rfind(mine, 0) == 0) {
+      std::filesystem::remove_all(e.path(), ec);  // an older epoch of this job
+      continue;
+    }
+    others.emplace_back(std::filesystem::last_write_time(e.path(), ec), name);
+  }
+  std::sort(others.rbegin(), others.rend());
+  for (size_t i = kKeptDumpJobs - 1; i < others.size(); ++i) {
+    std::filesystem::remove_all(root + "/" + others[i].second, ec);
+  }
+}
+
+void NodeAgentImpl::OnRestoreLocal(std::span<const uint8_t> payload) {
+  auto m = storage::DecodeManifest(payload);
+  if (!m.ok() || m->ranks.size() != 1) {
+    GOS_LOG(kWarn, "nodeagent") << "bad local restore request: "
+                                << (m.ok() ? "not one rank" : m.status().ToString());
+    return;
+  }
+  const storage::EpochRank& er = m->ranks[0];
+  os::RestoreReady reply;
+  reply.job = m->job;
+  reply.rank = er.rank;
+  const std::string src = CkptDir(m->job, m->epoch) + "/r" + std::to_string(er.rank);
+  const std::string dst = RestoreDir(m->job, m->epoch, er.rank);
+  std::error_code ec;
+  auto refuse = [&](const std::string& why) {
+    reply.ok = false;
+    reply.message = why;
+    std::filesystem::remove_all(dst, ec);
+  };
+  if (!std::filesystem::is_directory(src, ec)) {
+    refuse("no copy of this dump on node " + std::to_string(node_id_));
+  } else {
+    std::filesystem::remove_all(dst, ec);
+    for (const storage::FileEntry& want : er.files) {
+      storage::FileEntry got;
+      Status st = storage::ChunkFile(
+          src, want.name,
+          [](const storage::ChunkRef&, std::span<const uint8_t>) { return OkStatus(); }, &got);
+      if (!st.ok()) {
+        refuse(st.ToString());
+        break;
+      }
+      if (got.size != want.size || got.chunks != want.chunks) {
+        refuse("the local copy of " + want.name + " differs from the epoch's");
+        break;
+      }
+      const std::filesystem::path to = std::filesystem::path(dst) / want.name;
+      std::filesystem::create_directories(to.parent_path(), ec);
+      if (::link((src + "/" + want.name).c_str(), to.c_str()) != 0) {
+        refuse("link " + want.name + ": " + std::strerror(errno));
+        break;
+      }
+    }
+  }
+  if (reply.ok) {
+    GOS_LOG(kInfo, "nodeagent") << "job " << m->job << " epoch " << m->epoch << " rank " << er.rank
+                                << ": restoring from this node's copy of the dump";
+  } else {
+    GOS_LOG(kInfo, "nodeagent") << "job " << m->job << " epoch " << m->epoch << " rank " << er.rank
+                                << ": no usable local copy (" << reply.message
+                                << "): the coordinator ships it";
+  }
+  if (ch_) ch_->Send(Frame::kRestoreLocalReply, os::Encode(reply)).IgnoreError();
 }
 
 // IO thread: a chunk of a restore image. Verified against its hash before it is written.

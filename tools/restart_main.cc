@@ -14,7 +14,8 @@ namespace {
 constexpr const char* kUsage = R"(usage: gos-restart [options] JOB
 
 Restarts JOB from its newest checkpoint epoch (or --epoch E): the coordinator maps its ranks
-onto live nodes, ships each node its ranks' images (every chunk is checked against its hash),
+onto live nodes, ships each node its ranks' images (every chunk is checked against its hash;
+a node that still holds its own dump of a rank restores it from there, see --from-store),
 every rank is restored with CRIU into a fresh PID namespace, frozen, and the job resumes when
 all ranks are back. Its output continues here, as with gos-run, from the checkpoint on.
 A job still running must be killed first. Only the job's owner or root may restart it.
@@ -23,6 +24,9 @@ options:
       --epoch E           restart from epoch E (see gos-ckpt --list JOB)   (default newest)
       --exclude NODE      do not use this node id (repeatable, or a comma list)
       --checkpoint[=DUR]  keep checkpointing the restarted job every DUR     (default 60s)
+      --from-store        ship every rank's images from the store; by default a rank placed
+                          on a node that still holds its own dump of that epoch (checked
+                          chunk by chunk against the epoch) is restored from there
   -l, --label             prefix every output line with its rank ("3: ...")
   -h, --help              this text
 Exit code: the job's, as for gos-run; 2 when the restart is refused (no such job or epoch,
@@ -33,8 +37,9 @@ int Main(int argc, char** argv) {
   uint32_t epoch = 0;
   std::vector<std::string> exclude_args;
   std::string checkpoint_flag;
-  bool checkpoint = false, label = false;
+  bool checkpoint = false, label = false, from_store = false;
   os::Flags flags(argc, argv, kUsage);
+  flags.Bool("--from-store", &from_store);
   flags.U32("--epoch", &epoch);
   flags.Strings("--exclude", &exclude_args);
   flags.OptionalValue("--checkpoint", &checkpoint, &checkpoint_flag);
@@ -45,6 +50,7 @@ int Main(int argc, char** argv) {
   os::RestartRequest req;
   req.job = job;
   req.epoch = epoch;
+  req.from_store = from_store;
   for (const std::string& list : exclude_args) {
     size_t start = 0;
     while (start <= list.size()) {

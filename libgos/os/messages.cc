@@ -467,16 +467,19 @@ std::vector<uint8_t> Encode(const RestartRequest& m) {
   w.U64(m.epoch);
   Ids(w, m.exclude);
   w.I64(m.checkpoint_ms);
+  w.U8(m.from_store ? 1 : 0);
   return out;
 }
 
 StatusOr<RestartRequest> DecodeRestart(std::span<const uint8_t> b) {
   Reader r(b);
   RestartRequest m;
+  uint8_t from_store;
   if (!r.U64(&m.job) || !r.U64(&m.epoch) || !Ids(r, &m.exclude) || !r.I64(&m.checkpoint_ms) ||
-      m.checkpoint_ms < 0 || r.remaining() != 0) {
+      m.checkpoint_ms < 0 || !r.U8(&from_store) || from_store > 1 || r.remaining() != 0) {
     return Bad("restart request");
   }
+  m.from_store = from_store == 1;
   return m;
 }
 

@@ -139,6 +139,11 @@ enum class Frame : uint16_t {
   kReplayData = 56,      // coordinator -> agent: ReplaySegment of the log to impose
   kReplayDataEnd = 57,   // coordinator -> agent: ReplayDataEnd (then the agent answers
                          //   kRestoreReady, rank 0, ok or why not)
+  kRestoreLocal = 58,    // coordinator -> agent: storage::EncodeManifest of one rank of an
+                         //   epoch: restore it from this node's own copy of its dump if it
+                         //   has one that matches, chunk by chunk
+  kRestoreLocalReply = 59,  // agent -> coordinator: RestoreReady (ok: the rank's images are in
+                            //   place; not ok: ship them)
   // client -> coordinator (checkpoint tools)
   kCheckpointNow = 6,  // u64 job: take an epoch now; kPhase lines, then kOk or kError
   kListEpochs = 7,     // u64 job: kOk with the table of epochs
@@ -251,6 +256,8 @@ struct RestartRequest {
   uint64_t epoch = 0;  // 0 = the newest
   std::vector<uint32_t> exclude;
   int64_t checkpoint_ms = 0;  // checkpoint the restored job this often (0 = never)
+  bool from_store = false;    // ship every rank from the store, even where a node still has
+                              // its own copy of the rank's dump
 };
 
 struct SignalRequest {
