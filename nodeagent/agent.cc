@@ -1366,7 +1366,11 @@ void NodeAgentImpl::CheckpointWorker(uint64_t job, uint64_t epoch, uint64_t base
   node_->Store(os::VarStored(slot), mark);
   // The dump stays here: a restart that places its ranks on this node again restores them
   // from it instead of receiving every chunk from the store.
-  KeepDump(job, epoch);
+  if (const char* k = getenv("GOS_KEEP_DUMPS"); k != nullptr && std::strcmp(k, "0") == 0) {
+    std::filesystem::remove_all(scratch, ec);
+  } else {
+    KeepDump(job, epoch);
+  }
   GOS_LOG(kInfo, "nodeagent") << "job " << job << " epoch " << epoch << ": " << ranks.size()
                               << " ranks dumped in " << pause_ms << " ms and shipped";
 }
