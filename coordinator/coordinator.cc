@@ -535,6 +535,17 @@ void CoordinatorImpl::OnClientFrame(const std::shared_ptr<Client>& c, os::FrameI
       Job& j = jt->second;
       // Until the job is placed, its input waits here (an empty frame is EOF).
       j.stdin_early.emplace_back(f.payload.begin(), f.payload.end());
+      if (j.record) {
+        // Recorded with the job, so that a replay gets the same input.
+        const std::string piece = replay::EncodeStdinPiece(j.stdin_early.back());
+        Status st = tables_->replay()->Append(
+            j.rec.id, replay::kStdinStream,
+            {reinterpret_cast<const uint8_t*>(piece.data()), piece.size()});
+        if (!st.ok()) {
+          GOS_LOG(kWarn, "coordinator")
+              << "job " << j.rec.id << ": recording stdin: " << st.ToString();
+        }
+      }
       if (!j.rec.rank_nodes.empty()) ForwardStdin(j, after);
       return;
     }
@@ -689,6 +700,18 @@ void CoordinatorImpl::Submit(const std::shared_ptr<Client>& c, os::FrameIn& f, A
       }
       auto epochs = store()->ListEpochs(req->replay_of, false);
       SetRestore(j, std::move(**m), epochs.ok() && !epochs->empty() ? epochs->back().epoch : 0);
+    } else {
+      // Rank 0 reads what the recorded run read (from a checkpoint on, it gets nothing: how
+      // much of it had been read by then is not known).
+      auto segs = tables_->replay()->Read(req->replay_of, replay::kStdinStream);
+      auto pieces = segs.ok() ? replay::DecodeStdinPieces(*segs)
+                              : StatusOr<std::vector<std::string>>(segs.status());
+      if (!pieces.ok()) {
+        close_fds();
+        return fail("job " + std::to_string(req->replay_of) +
+                    ": its recorded input: " + pieces.status().message());
+      }
+      j.stdin_early = std::move(*pieces);
     }
   }
   JobRecord& r = j.rec;
@@ -899,22 +922,17 @@ void CoordinatorImpl::OnAgentFrame(const std::shared_ptr<Agent>& a, os::FrameIn&
       });
       return;
     }
-    case Frame::kRestoreLocalReply: {
-      auto m = os::DecodeRestoreReady(f.payload);
-      if (!m.ok()) return;
-      auto jt = jobs_.find(m->job);
-      if (jt == jobs_.end()) return;
-      jt->second.local_ready[m->rank] = *m;
-      restore_cv_.notify_all();
-      return;
-    }
+    case Frame::kRestoreLocalReply:
     case Frame::kRestoreReady: {
       auto m = os::DecodeRestoreReady(f.payload);
       if (!m.ok()) return;
       auto jt = jobs_.find(m->job);
       if (jt == jobs_.end()) return;
-      // A restore answers per rank, a replay's log per node (rank = node id).
-      jt->second.restore_ready[m->rank] = *m;
+      // A restore answers per rank, a replay's log per node (rank = node id); the answer to
+      // RESTORE_LOCAL says whether the node had the rank's dump.
+      auto& answers =
+          f.type == Frame::kRestoreLocalReply ? jt->second.local_ready : jt->second.restore_ready;
+      answers[m->rank] = *m;
       restore_cv_.notify_all();
       return;
     }
@@ -2120,7 +2138,7 @@ Status CoordinatorImpl::ShipReplayLog(uint64_t id) {
     std::vector<uint32_t> to;
     if (stream == replay::kJobStream) {
       to = nodes;
-    } else if (stream >= replay::RankStream(0) && stream < replay::TimelineStream(0)) {
+    } else if (replay::IsRankStream(stream)) {
       const uint32_t rank = stream - replay::RankStream(0);
       if (rank >= rank_nodes.size()) continue;
       to = {rank_nodes[rank]};

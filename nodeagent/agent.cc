@@ -1077,7 +1077,7 @@ void NodeAgentImpl::OnReplayDataEnd(const os::ReplayDataEnd& m) {
       }
     }
     for (auto& [stream, segs] : segments) {
-      if (stream < replay::RankStream(0) || stream >= replay::TimelineStream(0)) continue;
+      if (!replay::IsRankStream(stream)) continue;
       auto bytes = replay::DecodeBytesSegments(segs);
       if (!bytes.ok()) {
         ready.ok = false;

@@ -666,6 +666,28 @@ StatusOr<std::vector<uint32_t>> DecodeTimelineSegments(std::span<const std::stri
   return out;
 }
 
+std::string EncodeStdinPiece(std::string_view bytes) {
+  ColumnWriter w;
+  w.Var(bytes.size());
+  w.Bytes(bytes);
+  return EncodeBytesSegment(w.data());
+}
+
+StatusOr<std::vector<std::string>> DecodeStdinPieces(std::span<const std::string> segments) {
+  GOS_ASSIGN_OR_RETURN(std::string all, DecodeBytesSegments(segments));
+  std::vector<std::string> out;
+  ColumnReader r(all);
+  while (!r.done()) {
+    uint64_t len;
+    std::string_view piece;
+    if (!r.Var(&len) || len > r.remaining() || !r.Bytes(len, &piece)) {
+      return DataLossError("stdin stream: piece " + std::to_string(out.size()) + " truncated");
+    }
+    out.emplace_back(piece);
+  }
+  return out;
+}
+
 StatusOr<SegmentSize> SizeOfSegment(std::string_view segment) {
   GOS_ASSIGN_OR_RETURN(internal::Header h, internal::ParseHeader(segment));
   return SegmentSize{h.raw_len, segment.size()};

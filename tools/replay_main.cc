@@ -108,10 +108,13 @@ int PrintInfo(os::Channel* ch, uint64_t job) {
   }
   struct Sum {
     uint64_t segments = 0, raw = 0, stored = 0;
-  } kinds[3];
-  const char* names[3] = {"steps (matcher input)", "rank decisions", "timelines"};
+  } kinds[4];
+  const char* names[4] = {"steps (matcher input)", "rank decisions", "timelines", "stdin"};
   for (const auto& [stream, segs] : *streams) {
-    const int k = stream == replay::kJobStream ? 0 : stream < replay::TimelineStream(0) ? 1 : 2;
+    const int k = stream == replay::kJobStream     ? 0
+                  : replay::IsRankStream(stream)   ? 1
+                  : stream == replay::kStdinStream ? 3
+                                                   : 2;
     for (const auto& seg : segs) {
       auto size = replay::SizeOfSegment(seg);
       kinds[k].segments++;
@@ -129,8 +132,8 @@ int PrintInfo(os::Channel* ch, uint64_t job) {
   std::printf("descriptors %llu, of which sends (messages) %llu\n", (unsigned long long)descs,
               (unsigned long long)sends);
   uint64_t stored = 0;
-  for (int k = 0; k < 3; ++k) {
-    stored += kinds[k].stored;
+  for (int k = 0; k < 4; ++k) {
+    if (k < 3) stored += kinds[k].stored;  // the recorded input is the user's, not the log's
     std::printf("%-22s %6llu segments  %10llu bytes raw  %9llu bytes stored\n", names[k],
                 (unsigned long long)kinds[k].segments, (unsigned long long)kinds[k].raw,
                 (unsigned long long)kinds[k].stored);

@@ -386,6 +386,22 @@ TEST_F(ReplayTest, ReplayFromAMidRunCheckpointGivesTheRemainingOutput) {
   EXPECT_NE(rest.find("sum"), std::string::npos) << rest;
 }
 
+// gos-run's stdin goes into the recording: a replay's rank 0 reads the same input, whatever
+// gos-replay's own stdin is.
+TEST_F(ReplayTest, RecordedInputIsReplayed) {
+  RunResult run = gos::testing::Run(
+      {"/bin/sh", "-c",
+       "printf '5\\n7\\n30\\n' | " + GosBin("gos-run") + " -n 3 " + Program("stdin_sum")},
+      Env(), 120s);
+  ASSERT_EQ(run.code, 0) << run.Describe();
+  const std::string want = "stdin_sum: 3 lines, sum 42, scaled total 252";
+  ASSERT_NE(run.output.find(want), std::string::npos) << run.Describe();
+  const std::string job = std::to_string(LastJob());
+  RunResult replay = Gos("gos-replay", {job});  // its stdin is /dev/null
+  EXPECT_EQ(replay.code, 0) << replay.Describe();
+  EXPECT_NE(replay.output.find(want), std::string::npos) << replay.Describe();
+}
+
 TEST_F(ReplayTest, OnlyTheOwnerMayReplay) {
   RunResult run = Gos("gos-run", {"-n", "2", GosExample("ring")});
   ASSERT_EQ(run.code, 0) << run.Describe();

@@ -193,6 +193,25 @@ TEST(BytesAndTimeline, RoundTrip) {
   EXPECT_EQ(*tl, (std::vector<uint32_t>{0, 0, 1000, 1000, 127000, 4294967000u, 42000}));
 }
 
+TEST(StdinPieces, RoundTripAndTruncation) {
+  const std::string big(70000, 'x');
+  std::vector<std::string> segs = {EncodeStdinPiece("5\n7\n"), EncodeStdinPiece(big),
+                                   EncodeStdinPiece("")};
+  StatusOr<std::vector<std::string>> pieces = DecodeStdinPieces(segs);
+  ASSERT_TRUE(pieces.ok()) << pieces.status().ToString();
+  EXPECT_EQ(*pieces, (std::vector<std::string>{"5\n7\n", big, ""}));
+  EXPECT_TRUE(DecodeStdinPieces({}).ok());
+  // A piece that claims more bytes than its segment holds.
+  std::vector<std::string> bad = {
+      EncodeBytesSegment(std::string("\x05"
+                                     "ab",
+                                     3))};
+  EXPECT_EQ(DecodeStdinPieces(bad).status().code(), StatusCode::kDataLoss);
+  EXPECT_TRUE(IsRankStream(RankStream(0)) && IsRankStream(RankStream(kMaxWorldSize - 1)));
+  EXPECT_FALSE(IsRankStream(kJobStream) || IsRankStream(kStdinStream) ||
+               IsRankStream(TimelineStream(0)));
+}
+
 // Decodes a (possibly damaged) segment with each decoder; none may crash, and a damaged one
 // must not decode as a job log.
 void DecodeAll(const std::string& seg, int* ok) {

@@ -31,6 +31,17 @@ namespace gos::replay {
 inline constexpr uint32_t kJobStream = 0;
 inline constexpr uint32_t RankStream(uint32_t rank) { return 1 + rank; }
 inline constexpr uint32_t TimelineStream(uint32_t rank) { return 0x40000000u + rank; }
+// What gos-run forwarded to rank 0's stdin, in bytes segments (written by the coordinator).
+inline constexpr uint32_t kStdinStream = 0x20000000u;
+inline constexpr bool IsRankStream(uint32_t stream) {
+  return stream >= RankStream(0) && stream < kStdinStream;
+}
+
+// A kStdinStream segment's content: one piece of input (empty = end of input), as the
+// coordinator received it.
+std::string EncodeStdinPiece(std::string_view bytes);
+// The pieces of a kStdinStream, in order (the segments decoded and concatenated).
+StatusOr<std::vector<std::string>> DecodeStdinPieces(std::span<const std::string> segments);
 
 // The fields of a descriptor that matching depends on (not the request id or buffer address,
 // which differ between runs).
