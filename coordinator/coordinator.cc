@@ -199,7 +199,7 @@ class CoordinatorImpl final : public Coordinator {
   void StrobeLoop();
   bool RowBlocked();
   std::thread StrobeOnEvent(prim::EventId event, std::function<bool()> wanted);
-  void Strobe(uint64_t s, bool quantum_over);
+  void Strobe(uint64_t s, bool quantum_over, bool early);
   void CheckJobs(After& after);
   // Checkpoints (under mu_).
   void OrderEpoch(Job& j);
@@ -1242,28 +1242,31 @@ void CoordinatorImpl::StrobeLoop() {
   auto row_since = SteadyClock::now();
   auto last = SteadyClock::now();
   const auto slice = std::chrono::duration_cast<SteadyClock::duration>(o_.timeslice);
+  bool early = false;
   while (!stop_) {
     auto now = SteadyClock::now();
     bool quantum_over = now - row_since >= slice;
     if (quantum_over) row_since = now;
     last = now;
-    Strobe(++strobe_, quantum_over);
+    Strobe(++strobe_, quantum_over, early);
     std::unique_lock<std::mutex> lock(mu_);
     bool busy = !jobs_.empty() || !commands_.empty();
     auto period = busy ? slice : std::chrono::duration_cast<SteadyClock::duration>(o_.idle_strobe);
     // The next strobe is due one period after this one started, or earlier when woken.
     strobe_cv_.wait_until(lock, std::max(last + period, SteadyClock::now()),
                           [&] { return stop_ || strobe_now_; });
+    early = strobe_now_;
     strobe_now_ = false;
   }
 }
 
-void CoordinatorImpl::Strobe(uint64_t s, bool quantum_over) {
+void CoordinatorImpl::Strobe(uint64_t s, bool quantum_over, bool early) {
   os::Strobe strobe;
   NodeSet live;
   {
     std::lock_guard<std::mutex> lock(mu_);
     strobe.strobe = s;
+    strobe.early = early;
     // The row changes when its quantum is over, or at once when it has no job left.
     if (quantum_over || matrix_.JobsInRow(row_).empty()) row_ = matrix_.NextRow(row_);
     strobe.row = row_;

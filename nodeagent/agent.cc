@@ -769,7 +769,7 @@ void NodeAgentImpl::StrobeLoop() {
     if (!best) continue;
     ApplyStrobe(*best);
     StartCheckpoints();
-    if (bcs_) bcs_->OnStrobe(best->strobe, best->row);
+    if (bcs_) bcs_->OnStrobe(best->strobe, best->row, best->early);
     {
       std::lock_guard<std::mutex> lock(mu_);
       for (auto& [id, j] : jobs_) {

@@ -185,6 +185,7 @@ struct BcsEngine::State {
   std::atomic<uint64_t> strobe{0};   // being applied
   std::atomic<uint64_t> applied{0};  // slice work done (what blocked reports carry)
   std::atomic<uint32_t> row{0};
+  bool early = false;  // the current strobe came early (strobe thread only)
   std::thread bell;
   std::vector<std::byte> bounce;
 };
@@ -484,9 +485,10 @@ void BcsEngine::Publish(Job& j) {
   }
 }
 
-void BcsEngine::OnStrobe(uint64_t strobe, uint32_t row) {
+void BcsEngine::OnStrobe(uint64_t strobe, uint32_t row, bool early) {
   s_->strobe = strobe;
   s_->row = row;
+  s_->early = early;
   std::vector<std::shared_ptr<Job>> jobs;
   {
     std::lock_guard<std::mutex> lock(s_->mu);
@@ -642,6 +644,8 @@ void BcsEngine::Record(uint64_t strobe, Job& j, std::vector<Posted>& all) {
   });
   replay::Step step;
   step.strobe = strobe;
+  step.row = s_->row.load();
+  step.early = s_->early;
   step.time_us = UnixMicros();
   step.counts.assign(j.spec.rank_node.size(), 0);
   step.descs.reserve(all.size());

@@ -122,7 +122,7 @@ class BcsEngine {
   void RemoveJob(uint64_t job);
 
   // Strobe thread: see the file comment.
-  void OnStrobe(uint64_t strobe, uint32_t row);
+  void OnStrobe(uint64_t strobe, uint32_t row, bool early = false);
 
   // ---- Checkpoint support: strobe thread only, between OnStrobe calls. -----------------
   // True when no transfer of the job is queued (its Scheduler is idle). The scheduler is the

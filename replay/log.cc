@@ -209,6 +209,8 @@ namespace {
 enum Column : int {
   kColStrobe,
   kColTime,
+  kColRow,
+  kColEarly,
   kColCounts,
   kColOp,
   kColPeer,
@@ -220,8 +222,8 @@ enum Column : int {
   kColMarks,
   kNumColumns,
 };
-const char* const kColumnNames[kNumColumns] = {"strobe", "time",       "counts",  "op",
-                                               "peer",   "tag",        "context", "len",
+const char* const kColumnNames[kNumColumns] = {"strobe", "time",       "row",  "early",   "counts",
+                                               "op",     "peer",       "tag",  "context", "len",
                                                "flags",  "group_size", "marks"};
 
 enum MarkType : uint8_t { kMarkCheckpoint = 1, kMarkEnd = 2 };
@@ -244,7 +246,7 @@ struct JobLogWriter::Impl {
   // Columns written as steps arrive: strobe, time, marks. Counts and descriptors are kept
   // until Flush, which writes them rank by rank (each rank's part of a column is then the
   // same few descriptors over and over, whichever step took them).
-  ColumnWriter strobe, time, marks;
+  ColumnWriter strobe, time, row, early, marks;
   std::vector<uint32_t> counts;  // steps x world_size, step-major
   struct RankDescs {
     ColumnWriter op, peer, tag, context, len, flags, group;
@@ -292,6 +294,8 @@ void JobLogWriter::AddStep(const Step& step) {
   m.time.Signed(static_cast<int64_t>(static_cast<uint64_t>(ms) - static_cast<uint64_t>(m.last_ms)));
   m.last_strobe = step.strobe;
   m.last_ms = ms;
+  m.row.Var(step.row);
+  m.early.U8(step.early ? 1 : 0);
   m.counts.insert(m.counts.end(), step.counts.begin(), step.counts.end());
   size_t i = 0;
   for (uint32_t r = 0; r < m.world_size; ++r) {
@@ -347,7 +351,8 @@ void JobLogWriter::AddEnd(const End& end) {
 size_t JobLogWriter::pending_bytes() const {
   const Impl& m = *impl_;
   // A count is about a byte once written.
-  return m.strobe.size() + m.time.size() + m.marks.size() + m.counts.size() + m.desc_bytes;
+  return m.strobe.size() + m.time.size() + m.row.size() + m.early.size() + m.marks.size() +
+         m.counts.size() + m.desc_bytes;
 }
 
 uint64_t JobLogWriter::pending_steps() const { return impl_->steps; }
@@ -390,6 +395,8 @@ std::string JobLogWriter::Flush(int zstd_level) {
   };
   column(m.strobe);
   column(m.time);
+  column(m.row);
+  column(m.early);
   column(counts);
   desc_column(&Impl::RankDescs::op);
   desc_column(&Impl::RankDescs::peer);
@@ -405,6 +412,8 @@ std::string JobLogWriter::Flush(int zstd_level) {
       zstd_level);
   m.strobe.Clear();
   m.time.Clear();
+  m.row.Clear();
+  m.early.Clear();
   m.marks.Clear();
   m.counts.clear();
   m.descs_of.clear();
@@ -477,8 +486,14 @@ Status DecodeJobPayload(std::string_view payload, uint32_t count, bool first, Jo
         ms < std::numeric_limits<int64_t>::min() / 1000) {
       return Bad("time", "value out of range");
     }
+    uint64_t row;
+    uint8_t early;
+    if (!cols[kColRow].Var(&row) || row > UINT32_MAX) return Bad("row", "truncated or bad value");
+    if (!cols[kColEarly].U8(&early) || early > 1) return Bad("early", "truncated or bad value");
     log.steps[base + s].strobe = strobe;
     log.steps[base + s].time_us = ms * 1000;
+    log.steps[base + s].row = static_cast<uint32_t>(row);
+    log.steps[base + s].early = early == 1;
   }
   // Counts, rank by rank: a token 2z is a run of z zeros (z >= 1); 2(c-1)+1 is one count c >= 1.
   for (uint64_t s = 0; s < steps; ++s) log.steps[base + s].counts.assign(world, 0);

@@ -101,8 +101,9 @@ int PrintInfo(os::Channel* ch, uint64_t job) {
                  log.status().ToString().c_str());
     return 1;
   }
-  uint64_t descs = 0, sends = 0;
+  uint64_t descs = 0, sends = 0, early = 0;
   for (const auto& st : log->steps) {
+    early += st.early ? 1 : 0;
     descs += st.descs.size();
     for (const auto& d : st.descs) sends += d.op == static_cast<uint32_t>(bcs::Op::kSend);
   }
@@ -131,6 +132,8 @@ int PrintInfo(os::Channel* ch, uint64_t job) {
               log->checkpoints.size());
   std::printf("descriptors %llu, of which sends (messages) %llu\n", (unsigned long long)descs,
               (unsigned long long)sends);
+  std::printf("early strobes: %llu of the %zu steps\n", (unsigned long long)early,
+              log->steps.size());
   uint64_t stored = 0;
   for (int k = 0; k < 4; ++k) {
     if (k < 3) stored += kinds[k].stored;  // the recorded input is the user's, not the log's

@@ -91,6 +91,7 @@ std::vector<uint8_t> EncodeStrobe(const Strobe& s, std::span<const uint8_t> key)
   w.U16(kStrobeVersion);
   w.U64(s.strobe);
   w.U32(s.row);
+  w.U8(s.early ? 1 : 0);
   w.U32(static_cast<uint32_t>(s.commands.size()));
   for (const auto& c : s.commands) {
     w.U8(static_cast<uint8_t>(c.type));
@@ -134,7 +135,12 @@ StatusOr<Strobe> DecodeStrobe(std::span<const uint8_t> bytes, std::span<const ui
     return InvalidArgumentError("strobe version " + std::to_string(version) + ", expected " +
                                 std::to_string(kStrobeVersion));
   }
-  if (!r.U64(&s.strobe) || !r.U32(&s.row) || !r.U32(&n) || n > kMaxCommands) return Bad("strobe");
+  uint8_t early;
+  if (!r.U64(&s.strobe) || !r.U32(&s.row) || !r.U8(&early) || early > 1 || !r.U32(&n) ||
+      n > kMaxCommands) {
+    return Bad("strobe");
+  }
+  s.early = early == 1;
   s.commands.resize(n);
   for (auto& c : s.commands) {
     uint8_t type;

@@ -38,6 +38,8 @@ void ExpectSameLog(const JobLog& a, const JobLog& b) {
     SCOPED_TRACE("step " + std::to_string(i));
     EXPECT_EQ(a.steps[i].strobe, b.steps[i].strobe);
     EXPECT_EQ(Ms(a.steps[i].time_us), Ms(b.steps[i].time_us));
+    EXPECT_EQ(a.steps[i].row, b.steps[i].row);
+    EXPECT_EQ(a.steps[i].early, b.steps[i].early);
     EXPECT_EQ(a.steps[i].counts, b.steps[i].counts);
     EXPECT_EQ(a.steps[i].descs, b.steps[i].descs);
   }
@@ -78,9 +80,9 @@ JobLog VariedLog() {
   barrier.op = static_cast<uint32_t>(bcs::Op::kBarrier);
   barrier.tag = 3;
   barrier.group_size = 3;
-  Step s1{101, 1700000000000900, {0, 0, 0}, {}};
-  Step s2{105, 1700000000000100, {1, 2, 1}, {odd, barrier, Send(2, 1, 5), barrier}};
-  Step s3{7, -5, {0, 0, 0}, {}};  // a restarted strobe counter, a time before the epoch
+  Step s1{101, 1700000000000900, {0, 0, 0}, {}, 1, true};
+  Step s2{105, 1700000000000100, {1, 2, 1}, {odd, barrier, Send(2, 1, 5), barrier}, ~0u, true};
+  Step s3{7, -5, {0, 0, 0}, {}, 3, false};  // a restarted strobe counter, a time before the epoch
   log.steps = {s0, s1, s2, s3};
   log.checkpoints = {{1, 2, 103, 1700000000000050}};
   log.end = End{EndKind::kFailed, 134, 2, 4, 1700000000009999, "rank 2: \"SIGABRT\"\n\xff"};

@@ -17,7 +17,7 @@
 
 namespace gos::os {
 
-inline constexpr uint16_t kStrobeVersion = 4;
+inline constexpr uint16_t kStrobeVersion = 5;
 inline constexpr size_t kMaxArgs = 4096;
 inline constexpr size_t kMaxStringBytes = 32u << 10;
 
@@ -79,6 +79,9 @@ struct StrobeCommand {
 struct Strobe {
   uint64_t strobe = 0;
   uint32_t row = 0;  // gang-matrix row to run during this slice
+  // Sent before the quantum was over: the running row was all blocked in communication, or
+  // a job exited (the record of a run keeps it).
+  bool early = false;
   std::vector<StrobeCommand> commands;
 };
 

@@ -66,6 +66,8 @@ struct Step {
   int64_t time_us = 0;
   std::vector<uint32_t> counts;  // per world rank: descriptors it posted that this step took
   std::vector<DescKey> descs;    // those descriptors: rank 0's in order, then rank 1's, ...
+  uint32_t row = 0;              // the gang-matrix row the strobe ran
+  bool early = false;            // the strobe came before its quantum was over
 };
 
 struct CheckpointMark {
