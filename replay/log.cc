@@ -8,6 +8,7 @@
 #include <cstring>
 #include <limits>
 #include <map>
+#include <memory>
 
 #include "gos/log.h"
 #include "replay/codec.h"
@@ -67,8 +68,12 @@ std::string MakeSegment(SegmentKind kind, uint32_t count, std::string_view paylo
   }
   std::string out(kSegmentHeaderBytes, '\0');
   out.resize(kSegmentHeaderBytes + ZSTD_compressBound(payload.size()));
-  const size_t n = ZSTD_compress(out.data() + kSegmentHeaderBytes, out.size() - kSegmentHeaderBytes,
-                                 payload.data(), payload.size(), level);
+  // One context per thread: making one per segment costs more than compressing a small one.
+  thread_local std::unique_ptr<ZSTD_CCtx, size_t (*)(ZSTD_CCtx*)> cctx(ZSTD_createCCtx(),
+                                                                       ZSTD_freeCCtx);
+  const size_t n =
+      ZSTD_compressCCtx(cctx.get(), out.data() + kSegmentHeaderBytes,
+                        out.size() - kSegmentHeaderBytes, payload.data(), payload.size(), level);
   if (ZSTD_isError(n)) {
     // Only a bad level or a destination below the bound can fail; both are bugs here.
     GOS_LOG(kError, "replay") << "zstd: " << ZSTD_getErrorName(n);
@@ -151,7 +156,10 @@ StatusOr<OpenedSegment> OpenSegment(std::string_view seg, SegmentKind want) {
   OpenedSegment out;
   out.count = h.count;
   out.payload.resize(h.raw_len);
-  const size_t n = ZSTD_decompress(out.payload.data(), out.payload.size(), frame, h.frame_len);
+  thread_local std::unique_ptr<ZSTD_DCtx, size_t (*)(ZSTD_DCtx*)> dctx(ZSTD_createDCtx(),
+                                                                       ZSTD_freeDCtx);
+  const size_t n =
+      ZSTD_decompressDCtx(dctx.get(), out.payload.data(), out.payload.size(), frame, h.frame_len);
   if (ZSTD_isError(n)) {
     return DataLossError(std::string("segment's zstd frame: ") + ZSTD_getErrorName(n));
   }
