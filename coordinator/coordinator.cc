@@ -222,6 +222,11 @@ class CoordinatorImpl final : public Coordinator {
   Status Stage(uint64_t id, bool* bcs);
   // Restart: sends every rank's image files to its new node and waits until each has them.
   Status ShipImages(uint64_t id);
+  // Waits (on restore_cv_, taking mu_) until done(job) says the nodes' answers are complete
+  // (OK) or wrong (that error); done returns UNAVAILABLE to keep waiting. CANCELLED when the
+  // job goes or is killed, DEADLINE_EXCEEDED saying timeout_what after timeout.
+  Status WaitForAnswers(uint64_t id, std::chrono::minutes timeout, const std::string& timeout_what,
+                        const std::function<Status(Job&)>& done);
   // Replay: sends the recorded log to the job's nodes and waits until each has decoded it.
   Status ShipReplayLog(uint64_t id);
   storage::CheckpointStore* store() { return tables_->checkpoints(); }
@@ -1859,29 +1864,18 @@ Status CoordinatorImpl::ShipImages(uint64_t id) {
         chans.at(rank_nodes.at(r.rank))->Send(Frame::kRestoreLocal, storage::EncodeManifest(one)));
   }
   std::set<uint32_t> local;
-  {
-    std::unique_lock<std::mutex> lock(mu_);
-    const auto deadline = SteadyClock::now() + std::chrono::minutes(5);
-    while (true) {
-      auto jt = jobs_.find(id);
-      if (jt == jobs_.end() || stop_) return CancelledError("job gone");
-      Job& j = jt->second;
-      if (j.kill_requested) return CancelledError("killed");
-      if (from_store || j.local_ready.size() == m.ranks.size()) {
+  GOS_RETURN_IF_ERROR(WaitForAnswers(
+      id, std::chrono::minutes(5),
+      what + ": the nodes did not answer whether they hold their ranks' dumps within 5 minutes",
+      [&](Job& j) {
+        if (!from_store && j.local_ready.size() < m.ranks.size()) return UnavailableError("");
         for (const auto& [rank, ready] : j.local_ready) {
           if (!ready.ok) continue;
           local.insert(rank);
           j.restore_ready[rank] = ready;  // its images are in place
         }
-        break;
-      }
-      if (restore_cv_.wait_until(lock, deadline) == std::cv_status::timeout) {
-        return DeadlineExceededError(what +
-                                     ": the nodes did not answer whether they hold "
-                                     "their ranks' dumps within 5 minutes");
-      }
-    }
-  }
+        return OkStatus();
+      }));
   if (client && !local.empty()) {
     client
         ->Send(Frame::kNotice,
@@ -1967,22 +1961,32 @@ Status CoordinatorImpl::ShipImages(uint64_t id) {
   }
   for (const Status& st : results) GOS_RETURN_IF_ERROR(st);
   // Each node checks every chunk against its hash and rebuilds the image dirs.
+  return WaitForAnswers(
+      id, std::chrono::minutes(5), what + ": the nodes did not confirm the images in 5 minutes",
+      [&](Job& j) {
+        for (const auto& [rank, ready] : j.restore_ready) {
+          if (!ready.ok) {
+            return DataLossError("rank " + std::to_string(rank) + " on node " +
+                                 std::to_string(rank_nodes.at(rank)) + ": " + ready.message);
+          }
+        }
+        return j.restore_ready.size() == m.ranks.size() ? OkStatus() : UnavailableError("");
+      });
+}
+
+Status CoordinatorImpl::WaitForAnswers(uint64_t id, std::chrono::minutes timeout,
+                                       const std::string& timeout_what,
+                                       const std::function<Status(Job&)>& done) {
   std::unique_lock<std::mutex> lock(mu_);
-  const auto deadline = SteadyClock::now() + std::chrono::minutes(5);
+  const auto deadline = SteadyClock::now() + timeout;
   while (true) {
     auto jt = jobs_.find(id);
     if (jt == jobs_.end() || stop_) return CancelledError("job gone");
-    Job& j = jt->second;
-    if (j.kill_requested) return CancelledError("killed");
-    for (const auto& [rank, ready] : j.restore_ready) {
-      if (!ready.ok) {
-        return DataLossError("rank " + std::to_string(rank) + " on node " +
-                             std::to_string(rank_nodes.at(rank)) + ": " + ready.message);
-      }
-    }
-    if (j.restore_ready.size() == m.ranks.size()) return OkStatus();
+    if (jt->second.kill_requested) return CancelledError("killed");
+    Status st = done(jt->second);
+    if (st.code() != StatusCode::kUnavailable) return st;
     if (restore_cv_.wait_until(lock, deadline) == std::cv_status::timeout) {
-      return DeadlineExceededError(what + ": the nodes did not confirm the images in 5 minutes");
+      return DeadlineExceededError(timeout_what);
     }
   }
 }
@@ -2156,22 +2160,17 @@ Status CoordinatorImpl::ShipReplayLog(uint64_t id) {
     }
   }
   for (auto& [n, ch] : chans) GOS_RETURN_IF_ERROR(ch->Send(Frame::kReplayDataEnd, os::Encode(end)));
-  std::unique_lock<std::mutex> lock(mu_);
-  const auto deadline = SteadyClock::now() + std::chrono::minutes(2);
-  while (true) {
-    auto jt = jobs_.find(id);
-    if (jt == jobs_.end() || stop_) return CancelledError("job gone");
-    Job& j = jt->second;
-    if (j.kill_requested) return CancelledError("killed");
-    for (const auto& [node, ready] : j.restore_ready) {
-      if (!ready.ok)
-        return DataLossError("the replay log of job " + std::to_string(of) + ": " + ready.message);
-    }
-    if (j.restore_ready.size() == chans.size()) return OkStatus();
-    if (restore_cv_.wait_until(lock, deadline) == std::cv_status::timeout) {
-      return DeadlineExceededError("the nodes did not take the replay log in 2 minutes");
-    }
-  }
+  return WaitForAnswers(id, std::chrono::minutes(2),
+                        "the nodes did not take the replay log in 2 minutes", [&](Job& j) {
+                          for (const auto& [node, ready] : j.restore_ready) {
+                            if (!ready.ok) {
+                              return DataLossError("the replay log of job " + std::to_string(of) +
+                                                   ": " + ready.message);
+                            }
+                          }
+                          return j.restore_ready.size() == chans.size() ? OkStatus()
+                                                                        : UnavailableError("");
+                        });
 }
 
 // ---- Staging thread ------------------------------------------------------------------
