@@ -1808,9 +1808,12 @@ void CoordinatorImpl::StoreOp(const std::shared_ptr<Client>& c, const std::strin
   }
   // Outside mu_: verify reads every chunk.
   after.push_back([this, ch, op] {
-    std::string text = RunStoreOp(store(), op, [&](const std::string& line) {
-      ch->Send(Frame::kPhase, os::EncodeText(line)).IgnoreError();
-    });
+    std::string text = RunStoreOp(
+        store(), op,
+        [&](const std::string& line) {
+          ch->Send(Frame::kPhase, os::EncodeText(line)).IgnoreError();
+        },
+        tables_->replay());
     bool ok = text.rfind("error:", 0) != 0;
     ch->Send(ok ? Frame::kOk : Frame::kError, os::EncodeText(text)).IgnoreError();
   });

@@ -15,7 +15,8 @@ std::string Size(uint64_t bytes) {
 }  // namespace
 
 std::string RunStoreOp(storage::CheckpointStore* store, const std::string& op,
-                       const std::function<void(const std::string&)>& progress) {
+                       const std::function<void(const std::string&)>& progress,
+                       storage::ReplayStore* replay) {
   if (op == "stats") {
     auto st = store->Stats();
     if (!st.ok()) return "error: " + st.status().ToString();
@@ -29,12 +30,21 @@ std::string RunStoreOp(storage::CheckpointStore* store, const std::string& op,
       std::snprintf(dedup, sizeof dedup, "%.2fx",
                     static_cast<double>(st->logical_bytes) / static_cast<double>(st->raw_bytes));
     }
+    std::string logs;
+    if (replay != nullptr) {
+      auto jobs = replay->Jobs();
+      if (!jobs.ok()) return "error: " + jobs.status().ToString();
+      uint64_t bytes = 0;
+      for (const auto& [job, b] : *jobs) bytes += b;
+      logs = "replay logs            " + std::to_string(jobs->size()) + " jobs, " + Size(bytes) +
+             " stored\n";
+    }
     return "jobs with checkpoints  " + std::to_string(st->jobs) + "\n" + "epochs                 " +
            std::to_string(st->epochs) + "\n" + "logical bytes          " + Size(st->logical_bytes) +
            "\n" + "chunks                 " + std::to_string(st->chunks) + " (" +
            std::to_string(st->unreferenced) + " unreferenced)\n" + "chunk bytes, raw       " +
            Size(st->raw_bytes) + "  (deduplication " + dedup + ")\n" + "chunk bytes, stored    " +
-           Size(st->stored_bytes) + "  (compression " + ratio + ")\n";
+           Size(st->stored_bytes) + "  (compression " + ratio + ")\n" + logs;
   }
   if (op == "gc") {
     auto gc = store->Gc();

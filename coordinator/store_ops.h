@@ -7,13 +7,16 @@
 #include <string>
 
 #include "gos/storage/checkpoints.h"
+#include "gos/storage/replay.h"
 
 namespace gos::coordinator {
 
 // op: "stats", "verify" or "gc". progress gets a line now and then during verify. Returns the
 // report; a report that starts with "error:" means the operation failed or found problems.
+// stats also counts the replay logs when replay is given.
 std::string RunStoreOp(storage::CheckpointStore* store, const std::string& op,
-                       const std::function<void(const std::string&)>& progress);
+                       const std::function<void(const std::string&)>& progress,
+                       storage::ReplayStore* replay = nullptr);
 
 }  // namespace gos::coordinator
 

@@ -16,7 +16,7 @@ constexpr const char* kUsage = R"(usage: gos-store [--db DIR] stats|verify|gc
 
 The checkpoint store: content-addressed, zstd-compressed chunks and per-epoch manifests in
 the coordinator's RocksDB database.
-  stats    epochs, chunks, logical / deduplicated / compressed sizes
+  stats    epochs, chunks, logical / deduplicated / compressed sizes; replay logs (jobs, bytes)
   verify   read every chunk every epoch names, check it against its hash and check the
            reference counts; lists each problem with job, epoch, rank, file and chunk
   gc       remove chunks no epoch references (the coordinator also does this after each
@@ -81,9 +81,10 @@ int Main(int argc, char** argv) {
     std::fprintf(stderr, "gos-store: %s\n", tables.status().ToString().c_str());
     return 1;
   }
-  std::string out = coordinator::RunStoreOp((*tables)->checkpoints(), op, [](const std::string& l) {
-    std::fprintf(stderr, "gos-store: %s\n", l.c_str());
-  });
+  std::string out = coordinator::RunStoreOp(
+      (*tables)->checkpoints(), op,
+      [](const std::string& l) { std::fprintf(stderr, "gos-store: %s\n", l.c_str()); },
+      (*tables)->replay());
   if (out.rfind("error: ", 0) == 0) {
     std::fputs(out.c_str() + 7, stderr);
     return 1;

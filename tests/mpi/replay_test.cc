@@ -402,6 +402,21 @@ TEST_F(ReplayTest, RecordedInputIsReplayed) {
   EXPECT_NE(replay.output.find(want), std::string::npos) << replay.Describe();
 }
 
+// gos-store stats counts the replay logs with the checkpoints.
+TEST_F(ReplayTest, StoreStatsCountReplayLogs) {
+  RunResult run = Gos("gos-run", {"-n", "2", GosExample("ring")});
+  ASSERT_EQ(run.code, 0) << run.Describe();
+  RunResult stats = Gos("gos-store", {"stats"});
+  ASSERT_EQ(stats.code, 0) << stats.Describe();
+  const size_t at = stats.output.find("replay logs ");
+  ASSERT_NE(at, std::string::npos) << stats.Describe();
+  std::istringstream line(stats.output.substr(at + 12));
+  uint64_t jobs = 0;
+  line >> jobs;
+  EXPECT_GE(jobs, 1u) << stats.Describe();
+  EXPECT_NE(stats.output.find(" MiB stored", at), std::string::npos) << stats.Describe();
+}
+
 TEST_F(ReplayTest, OnlyTheOwnerMayReplay) {
   RunResult run = Gos("gos-run", {"-n", "2", GosExample("ring")});
   ASSERT_EQ(run.code, 0) << run.Describe();
