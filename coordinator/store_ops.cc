@@ -36,8 +36,9 @@ std::string RunStoreOp(storage::CheckpointStore* store, const std::string& op,
       if (!jobs.ok()) return "error: " + jobs.status().ToString();
       uint64_t bytes = 0;
       for (const auto& [job, b] : *jobs) bytes += b;
-      logs = "replay logs            " + std::to_string(jobs->size()) + " jobs, " + Size(bytes) +
-             " stored\n";
+      logs = "replay logs            " + std::to_string(jobs->size()) +
+             (jobs->size() == 1 ? " job, " : " jobs, ") + std::to_string(bytes) +
+             " bytes stored (" + Size(bytes) + ")\n";
     }
     return "jobs with checkpoints  " + std::to_string(st->jobs) + "\n" + "epochs                 " +
            std::to_string(st->epochs) + "\n" + "logical bytes          " + Size(st->logical_bytes) +

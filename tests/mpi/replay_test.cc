@@ -414,7 +414,7 @@ TEST_F(ReplayTest, StoreStatsCountReplayLogs) {
   uint64_t jobs = 0;
   line >> jobs;
   EXPECT_GE(jobs, 1u) << stats.Describe();
-  EXPECT_NE(stats.output.find(" MiB stored", at), std::string::npos) << stats.Describe();
+  EXPECT_NE(stats.output.find(" bytes stored (", at), std::string::npos) << stats.Describe();
 }
 
 TEST_F(ReplayTest, OnlyTheOwnerMayReplay) {
