@@ -978,7 +978,9 @@ bool BcsEngine::WaitBlocks(uint64_t strobe, Job& j, uint32_t event,
     }
     auto got = node_->WaitEvent(event, std::chrono::milliseconds(50));
     if (!got.ok()) {
-      GOS_LOG(kWarn, "bcs") << "job " << j.spec.job << ": " << got.status().ToString();
+      j.error = "waiting for the BCS blocks of strobe " + std::to_string(strobe) + ": " +
+                got.status().ToString();
+      GOS_LOG(kWarn, "bcs") << "job " << j.spec.job << ": " << j.error;
       return false;
     }
     if (*got) ++events;
@@ -1086,6 +1088,12 @@ bool BcsEngine::MoveData(uint64_t strobe, Job& j) {
   for (int i = 0; i < sent && ok; ++i) {
     auto got = node_->TestEvent(os::kEventBcsSent, deadline);
     ok = got.ok() && *got;
+    if (!ok && j.error.empty()) {
+      j.error = "the data blocks of strobe " + std::to_string(strobe) +
+                (got.ok() ? " were not delivered within " +
+                                std::to_string(o_.peer_timeout.count()) + " ms"
+                          : " were not delivered: " + got.status().ToString());
+    }
   }
   if (!ok) return false;
   for (const RankCompletion& c : j.scheduler.Finish(plan)) {

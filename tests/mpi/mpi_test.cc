@@ -480,8 +480,9 @@ TEST(MpiStall, StalledPeerFailsTheJobInsteadOfHanging) {
   const std::vector<std::string> env = {"GOS_STATE_DIR=" + state};
   Result up = Execute({Bin("gos-cluster"), "up", "-N", "2", "--failure-timeout", "10s"}, env, 60s);
   ASSERT_EQ(up.code, 0) << up.Describe();
+  // 256 x 256 converges only after minutes: the job is still running when it is stalled.
   auto job = Subprocess::Start(
-      {Bin("gos-run"), "-n", "2", "-N", "2", Example("jacobi"), "64", "100000000", "10"}, env);
+      {Bin("gos-run"), "-n", "2", "-N", "2", Example("jacobi"), "256", "100000000", "10"}, env);
   ASSERT_TRUE(job.ok()) << job.status().ToString();
   // The nodeagent of node 2, once the job's ranks run.
   pid_t agent = -1;
@@ -493,11 +494,18 @@ TEST(MpiStall, StalledPeerFailsTheJobInsteadOfHanging) {
         return agent > 0 && !FindProcesses("jacobi").empty();
       },
       30s));
-  std::this_thread::sleep_for(1s);
-  ::kill(agent, SIGSTOP);
-  std::this_thread::sleep_for(3s);
-  ::kill(agent, SIGCONT);
-  std::optional<int> status = job->Wait(SteadyClock::now() + 60s);
+  // A stall breaks the exchange when a strobe reaches node 1 while node 2 is stopped. If node
+  // 2 stops before it confirmed the current strobe, the coordinator waits for it and sends
+  // none: then the stall passes unnoticed, and the next one is tried.
+  std::optional<int> status;
+  for (int attempt = 0; attempt < 8 && !status; ++attempt) {
+    std::this_thread::sleep_for(1s);
+    ::kill(agent, SIGSTOP);
+    std::this_thread::sleep_for(3s);
+    ::kill(agent, SIGCONT);
+    status = job->Wait(SteadyClock::now() + 5s);
+  }
+  if (!status) status = job->Wait(SteadyClock::now() + 60s);
   const std::string out = job->output();
   EXPECT_TRUE(status.has_value()) << "gos-run still running 60 s after the stall:\n" << out;
   if (status) {
@@ -505,8 +513,8 @@ TEST(MpiStall, StalledPeerFailsTheJobInsteadOfHanging) {
         << gos::testing::DescribeWaitStatus(*status) << "\n"
         << out;
   }
-  EXPECT_NE(out.find("cannot communicate any more"), std::string::npos) << out;
-  EXPECT_NE(out.find("did not arrive within"), std::string::npos) << out;
+  // Which of the exchange's steps broke depends on where the stall fell; the cause follows.
+  EXPECT_NE(out.find("cannot communicate any more: "), std::string::npos) << out;
   Result down = Execute({Bin("gos-cluster"), "down"}, env, 60s);
   EXPECT_EQ(down.code, 0) << down.Describe();
   std::map<pid_t, std::string> left;
