@@ -525,7 +525,15 @@ void BcsEngine::OnStrobe(uint64_t strobe, uint32_t row, bool early) {
       // us leaves the job unable to communicate: without this it would hang.
       bool peer_down = false;
       for (uint32_t n : j->nodes) peer_down |= !node_->node_info(n).alive;
-      if (!peer_down && o_.on_broken) {
+      // Only for the job's current incarnation: one removed meanwhile (the job failed) may
+      // have been replaced by its restart under the same id.
+      bool current = false;
+      {
+        std::lock_guard<std::mutex> lock(s_->mu);
+        auto it = s_->jobs.find(j->spec.job);
+        current = it != s_->jobs.end() && it->second == j;
+      }
+      if (!peer_down && current && o_.on_broken) {
         o_.on_broken(j->spec.job, j->error.empty()
                                       ? "the BCS exchange of strobe " + std::to_string(strobe) +
                                             " with the job's other nodes failed"
@@ -593,6 +601,13 @@ void BcsEngine::Hold(uint64_t job, bool hold) {
   if (j == nullptr) return;
   j->held = hold;
   Ring();  // the bell thread re-reads which job it watches
+}
+
+bool BcsEngine::PeersAlive(const Job& j) const {
+  for (uint32_t n : j.nodes) {
+    if (!node_->node_info(n).alive) return false;
+  }
+  return true;
 }
 
 void BcsEngine::Slice(uint64_t strobe, Job& j) {
@@ -906,9 +921,15 @@ bool BcsEngine::Exchange(uint64_t strobe, Job& j, std::vector<Posted>* all) {
   Status st = node_->XferAndSignal(others, block.data(), block.size(), os::BcsDescSlot(j.position),
                                    os::kEventBcsDesc, os::kEventBcsSent);
   if (st.ok()) {
-    auto sent = node_->WaitEvent(os::kEventBcsSent, o_.peer_timeout);
-    if (!sent.ok()) st = sent.status();
-    if (st.ok() && !*sent) st = DeadlineExceededError("descriptor block not delivered");
+    const auto deadline = SteadyClock::now() + o_.peer_timeout;
+    while (true) {
+      auto sent = node_->TestEvent(os::kEventBcsSent, deadline);
+      // An error while every node of this job is up belongs to a job that broke off earlier.
+      if (!sent.ok() && PeersAlive(j)) continue;
+      if (!sent.ok()) st = sent.status();
+      if (st.ok() && !*sent) st = DeadlineExceededError("descriptor block not delivered");
+      break;
+    }
   }
   if (!st.ok()) {
     j.error =
@@ -1087,6 +1108,12 @@ bool BcsEngine::MoveData(uint64_t strobe, Job& j) {
   auto deadline = SteadyClock::now() + o_.peer_timeout;
   for (int i = 0; i < sent && ok; ++i) {
     auto got = node_->TestEvent(os::kEventBcsSent, deadline);
+    if (!got.ok() && PeersAlive(j)) {
+      // The error of a transfer of a job that broke off earlier (to a node that has died
+      // since): not ours, every node of this job is up.
+      --i;
+      continue;
+    }
     ok = got.ok() && *got;
     if (!ok && j.error.empty()) {
       j.error = "the data blocks of strobe " + std::to_string(strobe) +

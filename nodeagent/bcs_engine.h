@@ -154,6 +154,8 @@ class BcsEngine {
   struct Rank;
   void BellLoop();
   void Ring();
+  // Every node of the job is up (as the primitives know it).
+  bool PeersAlive(const Job& j) const;
   void Slice(uint64_t strobe, Job& j);
   bool Exchange(uint64_t strobe, Job& j, std::vector<Posted>* all);
   void Record(uint64_t strobe, Job& j, std::vector<Posted>& all);

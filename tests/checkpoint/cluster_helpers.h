@@ -190,8 +190,12 @@ class TestCluster {
     pid_t agent = AgentPid(i);
     std::vector<pid_t> criu = CriuDumpChildren(agent);
     const std::string dir = AgentCgroup(i);
-    ::kill(agent, SIGKILL);
+    // criu first, and gone before the agent: the agent holds this machine's CRIU dump lock
+    // (one dump at a time per machine), and another node's criu must not start while this
+    // one still runs, as it could not on a real host that died.
     for (pid_t pid : criu) ::kill(pid, SIGKILL);
+    WaitUntil([&] { return CriuDumpChildren(agent).empty(); }, std::chrono::seconds(10));
+    ::kill(agent, SIGKILL);
     std::error_code ec;
     for (const auto& e : std::filesystem::directory_iterator(dir, ec)) {
       if (!e.is_directory()) continue;
