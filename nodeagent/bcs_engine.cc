@@ -523,8 +523,6 @@ void BcsEngine::OnStrobe(uint64_t strobe, uint32_t row, bool early) {
       j->broken_reported = true;
       // A node that died fails the job at the coordinator, naming it. A live peer that failed
       // us leaves the job unable to communicate: without this it would hang.
-      bool peer_down = false;
-      for (uint32_t n : j->nodes) peer_down |= !node_->node_info(n).alive;
       // Only for the job's current incarnation: one removed meanwhile (the job failed) may
       // have been replaced by its restart under the same id.
       bool current = false;
@@ -533,7 +531,7 @@ void BcsEngine::OnStrobe(uint64_t strobe, uint32_t row, bool early) {
         auto it = s_->jobs.find(j->spec.job);
         current = it != s_->jobs.end() && it->second == j;
       }
-      if (!peer_down && current && o_.on_broken) {
+      if (PeersAlive(*j) && current && o_.on_broken) {
         o_.on_broken(j->spec.job, j->error.empty()
                                       ? "the BCS exchange of strobe " + std::to_string(strobe) +
                                             " with the job's other nodes failed"
@@ -608,6 +606,15 @@ bool BcsEngine::PeersAlive(const Job& j) const {
     if (!node_->node_info(n).alive) return false;
   }
   return true;
+}
+
+StatusOr<bool> BcsEngine::WaitSent(const Job& j, SteadyClock::time_point deadline) {
+  while (true) {
+    auto sent = node_->TestEvent(os::kEventBcsSent, deadline);
+    // An error while every node of this job is up is the late error of a transfer of a job
+    // that broke off earlier (to a node that has died since): not this job's.
+    if (sent.ok() || !PeersAlive(j)) return sent;
+  }
 }
 
 void BcsEngine::Slice(uint64_t strobe, Job& j) {
@@ -921,15 +928,9 @@ bool BcsEngine::Exchange(uint64_t strobe, Job& j, std::vector<Posted>* all) {
   Status st = node_->XferAndSignal(others, block.data(), block.size(), os::BcsDescSlot(j.position),
                                    os::kEventBcsDesc, os::kEventBcsSent);
   if (st.ok()) {
-    const auto deadline = SteadyClock::now() + o_.peer_timeout;
-    while (true) {
-      auto sent = node_->TestEvent(os::kEventBcsSent, deadline);
-      // An error while every node of this job is up belongs to a job that broke off earlier.
-      if (!sent.ok() && PeersAlive(j)) continue;
-      if (!sent.ok()) st = sent.status();
-      if (st.ok() && !*sent) st = DeadlineExceededError("descriptor block not delivered");
-      break;
-    }
+    auto sent = WaitSent(j, SteadyClock::now() + o_.peer_timeout);
+    if (!sent.ok()) st = sent.status();
+    if (st.ok() && !*sent) st = DeadlineExceededError("descriptor block not delivered");
   }
   if (!st.ok()) {
     j.error =
@@ -1107,13 +1108,7 @@ bool BcsEngine::MoveData(uint64_t strobe, Job& j) {
   // 4. Our blocks must be delivered before the slice is over (the boundary is quiescent).
   auto deadline = SteadyClock::now() + o_.peer_timeout;
   for (int i = 0; i < sent && ok; ++i) {
-    auto got = node_->TestEvent(os::kEventBcsSent, deadline);
-    if (!got.ok() && PeersAlive(j)) {
-      // The error of a transfer of a job that broke off earlier (to a node that has died
-      // since): not ours, every node of this job is up.
-      --i;
-      continue;
-    }
+    auto got = WaitSent(j, deadline);
     ok = got.ok() && *got;
     if (!ok && j.error.empty()) {
       j.error = "the data blocks of strobe " + std::to_string(strobe) +

@@ -156,6 +156,8 @@ class BcsEngine {
   void Ring();
   // Every node of the job is up (as the primitives know it).
   bool PeersAlive(const Job& j) const;
+  // TEST-EVENT on kEventBcsSent until deadline, passing over errors that are not j's.
+  StatusOr<bool> WaitSent(const Job& j, std::chrono::steady_clock::time_point deadline);
   void Slice(uint64_t strobe, Job& j);
   bool Exchange(uint64_t strobe, Job& j, std::vector<Posted>* all);
   void Record(uint64_t strobe, Job& j, std::vector<Posted>& all);
