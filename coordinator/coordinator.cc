@@ -133,6 +133,7 @@ struct Job {
   std::string kill_message;
   int32_t exit_code = 0, failed_rank = -1, failed_node = -1;
   SteadyClock::time_point submit, placed, staged, launched, started, exited;
+  uint64_t launch_strobe = 0;  // the strobe that first carried its LAUNCH or RESTORE
   // Checkpointing.
   int64_t ckpt_interval_ms = 0;
   uint32_t keep = 0;
@@ -277,6 +278,9 @@ class CoordinatorImpl final : public Coordinator {
   JobQueue queue_;
   std::deque<uint64_t> to_stage_;
   std::vector<os::StrobeCommand> commands_;
+  // Commands of strobes not confirmed by every live node (delivery failed, or the
+  // confirmation broke off): they go out again with the next strobe (strobe thread only).
+  std::vector<os::StrobeCommand> unconfirmed_;
   std::set<uint32_t> free_slots_;
   uint32_t row_ = 0;
   uint64_t strobe_ = 0;
@@ -1255,7 +1259,7 @@ void CoordinatorImpl::StrobeLoop() {
     last = now;
     Strobe(++strobe_, quantum_over, early);
     std::unique_lock<std::mutex> lock(mu_);
-    bool busy = !jobs_.empty() || !commands_.empty();
+    bool busy = !jobs_.empty() || !commands_.empty() || !unconfirmed_.empty();
     auto period = busy ? slice : std::chrono::duration_cast<SteadyClock::duration>(o_.idle_strobe);
     // The next strobe is due one period after this one started, or earlier when woken.
     strobe_cv_.wait_until(lock, std::max(last + period, SteadyClock::now()),
@@ -1275,13 +1279,20 @@ void CoordinatorImpl::Strobe(uint64_t s, bool quantum_over, bool early) {
     // The row changes when its quantum is over, or at once when it has no job left.
     if (quantum_over || matrix_.JobsInRow(row_).empty()) row_ = matrix_.NextRow(row_);
     strobe.row = row_;
-    strobe.commands.swap(commands_);
-    for (auto& c : strobe.commands) {
+    // Older commands first, in their order: a node applies each once (by its origin).
+    strobe.commands.swap(unconfirmed_);
+    for (auto& c : commands_) {
+      c.origin = s;
       if (c.type == os::CommandType::kLaunch || c.type == os::CommandType::kRestore) {
         auto jt = jobs_.find(c.job);
-        if (jt != jobs_.end()) jt->second.launched = SteadyClock::now();
+        if (jt != jobs_.end()) {
+          jt->second.launched = SteadyClock::now();
+          jt->second.launch_strobe = s;
+        }
       }
+      strobe.commands.push_back(std::move(c));
     }
+    commands_.clear();
     live = LiveAgents();
   }
   if (live.empty()) return;
@@ -1296,6 +1307,9 @@ void CoordinatorImpl::Strobe(uint64_t s, bool quantum_over, bool early) {
     else if (!*got)
       st = DeadlineExceededError("strobe not delivered");
   }
+  // A strobe that did not reach every live node, or whose confirmation broke off (a node
+  // died meanwhile), may have been missed by nodes that are still up: its commands go again.
+  bool confirmed = false;
   if (!st.ok()) {
     std::lock_guard<std::mutex> lock(mu_);
     CheckDownNodes(after);
@@ -1306,7 +1320,10 @@ void CoordinatorImpl::Strobe(uint64_t s, bool quantum_over, bool early) {
   while (st.ok() && !stop_) {
     auto ok = node_->CompareAndWrite(live, os::kVarApplied, prim::CompareOp::kGe,
                                      static_cast<int64_t>(s), prim::Node::kNoWrite, 0, deadline);
-    if (ok.ok() && *ok) break;
+    if (ok.ok() && *ok) {
+      confirmed = true;
+      break;
+    }
     if (!ok.ok() && ok.status().code() != StatusCode::kDeadlineExceeded) {
       std::lock_guard<std::mutex> lock(mu_);
       CheckDownNodes(after);
@@ -1326,11 +1343,13 @@ void CoordinatorImpl::Strobe(uint64_t s, bool quantum_over, bool early) {
                    after);
         }
       }
+      confirmed = true;  // by every node still up
       break;
     }
     std::this_thread::sleep_for(backoff);
     backoff = std::min(backoff * 2, std::chrono::microseconds(500));
   }
+  if (!confirmed) unconfirmed_ = std::move(strobe.commands);
   {
     std::lock_guard<std::mutex> lock(mu_);
     CheckJobs(after);
@@ -1389,7 +1408,7 @@ void CoordinatorImpl::CheckJobs(After& after) {
       for (uint32_t n : j.nodes) {
         os::ExitRecord rec;
         std::memcpy(&rec, node_->global_memory().data() + os::ExitSlot(j.slot, n), sizeof rec);
-        if (rec.job != id) {
+        if (rec.job != id || rec.launch != j.launch_strobe) {
           all = false;
           break;
         }

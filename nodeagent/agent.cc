@@ -56,9 +56,18 @@ struct Rank {
   int wait_status = 0;
 };
 
+// A checkpoint worker's job was killed or forgotten: it stops storing the epoch, and says
+// nothing more about it (a restarted incarnation of the job may reuse the epoch's number).
+struct CkptCancel {
+  std::mutex mu;  // held while the worker reports; taken to cancel
+  std::atomic<bool> cancelled{false};
+};
+
 struct LocalJob {
   uint64_t id = 0;
   uint32_t slot = 0, row = 0;
+  uint64_t launch = 0;  // the strobe whose LAUNCH or RESTORE made this incarnation
+  bool killed = false;  // the coordinator killed it (SIGKILL, FORGET)
   std::string dir;
   std::unique_ptr<FreezerCgroup> cgroup;
   std::vector<Rank> ranks;
@@ -77,7 +86,8 @@ struct LocalJob {
   // which the job has no BCS transfer in flight.
   uint64_t ckpt_epoch = 0, ckpt_base = 0;
   int ckpt_level = 1;
-  std::string restored_dir;  // a job dir recreated at its dumped path by a restore
+  std::shared_ptr<CkptCancel> ckpt_cancel;  // of the checkpoint worker running, if any
+  std::string restored_dir;                 // a job dir recreated at its dumped path by a restore
   // Record and replay (docs/specs/replay.md).
   bool record = false;
   bool replay = false;
@@ -191,7 +201,8 @@ class NodeAgentImpl final : public NodeAgent {
   void CheckpointWorker(uint64_t job, uint64_t epoch, uint64_t base, uint32_t slot, int level,
                         std::vector<std::pair<uint32_t, pid_t>> ranks, std::string cgroup,
                         std::string job_dir, std::string program, std::string matcher,
-                        std::map<uint32_t, std::string> channels);
+                        std::map<uint32_t, std::string> channels,
+                        std::shared_ptr<CkptCancel> cancel);
   void Restore(const os::StrobeCommand& c);
   // Record and replay (docs/specs/replay.md).
   // Sends the job's recorded segments to the coordinator: when enough has piled up or a
@@ -252,6 +263,10 @@ class NodeAgentImpl final : public NodeAgent {
   std::map<int, std::pair<uint64_t, uint32_t>> pipes_;            // fd -> (job, index of rank)
   std::map<uint64_t, std::pair<std::string, bool>> early_stdin_;  // job -> (bytes, EOF)
   uint64_t last_strobe_ = 0;
+  // Strobes applied lately, to apply each command once: the coordinator sends a command again
+  // until a strobe carrying it is confirmed everywhere (under mu_).
+  std::deque<uint64_t> applied_strobes_;
+  uint64_t command_origin_ = 0;  // origin of the LAUNCH or RESTORE being applied (under mu_)
   uint64_t last_stage_seq_ = 0;
   uint32_t current_row_ = 0;
 
@@ -677,7 +692,11 @@ void NodeAgentImpl::Reap() {
 void NodeAgentImpl::CheckRankFailure(LocalJob& j, const Rank& r) {
   auto [state, abort_code] = bcs_ ? bcs_->RankState(j.id, r.rank) : std::pair<uint32_t, int32_t>{};
   if (bcs_) bcs_->RankExited(j.id, r.rank);
-  if (j.rank_failed || state == bcs::kStateNone || state == bcs::kStateFinalized) return;
+  // Ranks the coordinator killed did not fail on their own (and a restarted incarnation of
+  // the job may already be on its way, under the same id).
+  if (j.killed || j.rank_failed || state == bcs::kStateNone || state == bcs::kStateFinalized) {
+    return;
+  }
   j.rank_failed = true;
   int st = r.wait_status;
   os::JobExit e;
@@ -713,6 +732,7 @@ void NodeAgentImpl::MaybeReport(LocalJob& j) {
   j.reported = true;
   os::ExitRecord rec;
   rec.job = j.id;
+  rec.launch = j.launch;
   rec.ranks = static_cast<uint32_t>(j.ranks.size());
   for (const Rank& r : j.ranks) {
     int code = WIFEXITED(r.wait_status)     ? WEXITSTATUS(r.wait_status)
@@ -785,6 +805,11 @@ void NodeAgentImpl::ApplyStrobe(const os::Strobe& s) {
   std::lock_guard<std::mutex> lock(mu_);
   current_row_ = s.row;
   for (const auto& c : s.commands) {
+    if (c.origin != s.strobe && std::find(applied_strobes_.begin(), applied_strobes_.end(),
+                                          c.origin) != applied_strobes_.end()) {
+      continue;  // applied with its first strobe
+    }
+    command_origin_ = c.origin;
     switch (c.type) {
       case os::CommandType::kLaunch:
         Launch(c.launch, s.row);
@@ -847,6 +872,8 @@ void NodeAgentImpl::ApplyStrobe(const os::Strobe& s) {
       j.frozen = false;
     }
   }
+  applied_strobes_.push_back(s.strobe);
+  if (applied_strobes_.size() > 1024) applied_strobes_.pop_front();
 }
 
 LocalJob* NodeAgentImpl::NewLocalJob(const os::LaunchCommand& l, bool frozen,
@@ -858,6 +885,7 @@ LocalJob* NodeAgentImpl::NewLocalJob(const os::LaunchCommand& l, bool frozen,
   if (mine->empty() || jobs_.count(l.job)) return nullptr;
   LocalJob& j = jobs_[l.job];
   j.id = l.job;
+  j.launch = command_origin_;
   j.slot = l.slot;
   j.row = l.row;
   j.program = l.program;
@@ -984,6 +1012,12 @@ void NodeAgentImpl::Launch(const os::LaunchCommand& l, uint32_t current_row) {
 }
 
 void NodeAgentImpl::KillJob(LocalJob& j) {
+  j.killed = true;
+  if (j.ckpt_cancel) {
+    // Waits for a report the worker is sending; it sends nothing after this.
+    std::lock_guard<std::mutex> cl(j.ckpt_cancel->mu);
+    j.ckpt_cancel->cancelled = true;
+  }
   if (j.cgroup) {
     // Kills every process of the job on this node (thawing first so SIGKILL is delivered).
     for (const Rank& r : j.ranks) {
@@ -1233,33 +1267,49 @@ void NodeAgentImpl::StartCheckpoints() {
       }
       bcs_->Hold(id, true);
     }
+    j.ckpt_cancel = std::make_shared<CkptCancel>();
     std::lock_guard<std::mutex> wl(work_mu_);
-    workers_.emplace_back([this, id, epoch, base = j.ckpt_base, slot = j.slot, level = j.ckpt_level,
-                           ranks = std::move(ranks), cgroup = j.cgroup->path(),
-                           dir = j.restored_dir.empty() ? j.dir : j.restored_dir,
-                           program = j.program, matcher = std::move(matcher),
-                           channels = std::move(channels)]() mutable {
-      CheckpointWorker(id, epoch, base, slot, level, std::move(ranks), std::move(cgroup),
-                       std::move(dir), std::move(program), std::move(matcher), std::move(channels));
-    });
+    workers_.emplace_back(
+        [this, id, epoch, base = j.ckpt_base, slot = j.slot, level = j.ckpt_level,
+         cancel = j.ckpt_cancel, ranks = std::move(ranks), cgroup = j.cgroup->path(),
+         dir = j.restored_dir.empty() ? j.dir : j.restored_dir, program = j.program,
+         matcher = std::move(matcher), channels = std::move(channels)]() mutable {
+          CheckpointWorker(id, epoch, base, slot, level, std::move(ranks), std::move(cgroup),
+                           std::move(dir), std::move(program), std::move(matcher),
+                           std::move(channels), std::move(cancel));
+        });
   }
 }
 
 void NodeAgentImpl::CheckpointWorker(uint64_t job, uint64_t epoch, uint64_t base, uint32_t slot,
                                      int level, std::vector<std::pair<uint32_t, pid_t>> ranks,
                                      std::string cgroup, std::string job_dir, std::string program,
-                                     std::string matcher,
-                                     std::map<uint32_t, std::string> channels) {
+                                     std::string matcher, std::map<uint32_t, std::string> channels,
+                                     std::shared_ptr<CkptCancel> cancel) {
   const auto t0 = SteadyClock::now();
   const int64_t mark = EpochMark(job, epoch);
   const std::string scratch = CkptDir(job, epoch);
   std::error_code ec;
   std::filesystem::remove_all(scratch, ec);
+  // Runs what tells the coordinator about the epoch, unless the job was killed or forgotten:
+  // then the epoch is dropped here and false returned. (KillJob holds mu_ when it cancels:
+  // `tell` must not take it.)
+  auto report = [&](const std::function<void()>& tell) {
+    std::lock_guard<std::mutex> cl(cancel->mu);
+    if (cancel->cancelled) {
+      std::filesystem::remove_all(scratch, ec);
+      return false;
+    }
+    tell();
+    return true;
+  };
   auto fail = [&](const std::string& why) {
-    std::string msg = "node " + std::to_string(node_id_) + " (" + o_.name + "): " + why;
-    GOS_LOG(kWarn, "nodeagent") << "job " << job << " epoch " << epoch << ": " << msg;
-    if (auto ch = channel())
-      ch->Send(Frame::kCkptFailed, os::EncodeJobBytes(job, msg)).IgnoreError();
+    auto ch = channel();
+    report([&] {
+      std::string msg = "node " + std::to_string(node_id_) + " (" + o_.name + "): " + why;
+      GOS_LOG(kWarn, "nodeagent") << "job " << job << " epoch " << epoch << ": " << msg;
+      if (ch) ch->Send(Frame::kCkptFailed, os::EncodeJobBytes(job, msg)).IgnoreError();
+    });
     std::filesystem::remove_all(scratch, ec);
   };
   // 1. Dump every local rank (the job is frozen and held).
@@ -1300,10 +1350,10 @@ void NodeAgentImpl::CheckpointWorker(uint64_t job, uint64_t epoch, uint64_t base
       std::chrono::duration_cast<std::chrono::milliseconds>(SteadyClock::now() - t0).count();
   if (!st.ok()) {
     fail(st.ToString());
-    node_->Store(os::VarDumped(slot), mark);
+    report([&] { node_->Store(os::VarDumped(slot), mark); });
     return;
   }
-  node_->Store(os::VarDumped(slot), mark);
+  if (!report([&] { node_->Store(os::VarDumped(slot), mark); })) return;
   // 3. Cut, hash, compress and ship what the store does not hold yet, while the job runs.
   std::set<storage::ChunkHash> known, referenced;
   {
@@ -1328,6 +1378,7 @@ void NodeAgentImpl::CheckpointWorker(uint64_t job, uint64_t epoch, uint64_t base
       st = storage::ChunkFile(
           dir, name,
           [&](const storage::ChunkRef& ref, std::span<const uint8_t> raw) -> Status {
+            if (cancel->cancelled) return CancelledError("the job was killed");
             referenced.insert(ref.hash);
             if (known.count(ref.hash)) return OkStatus();
             os::CkptChunk c;
@@ -1351,8 +1402,11 @@ void NodeAgentImpl::CheckpointWorker(uint64_t job, uint64_t epoch, uint64_t base
     std::vector<uint8_t> bytes = storage::EncodeManifest(part);
     auto ch = channel();
     if (!ch) return;
-    ch->Send(Frame::kCkptRank, os::EncodeJobBytes(job, std::string(bytes.begin(), bytes.end())))
-        .IgnoreError();
+    bool told = report([&] {
+      ch->Send(Frame::kCkptRank, os::EncodeJobBytes(job, std::string(bytes.begin(), bytes.end())))
+          .IgnoreError();
+    });
+    if (!told) return;
   }
   {
     std::lock_guard<std::mutex> wl(work_mu_);
@@ -1363,7 +1417,7 @@ void NodeAgentImpl::CheckpointWorker(uint64_t job, uint64_t epoch, uint64_t base
       it = it->first != base && it->first != epoch ? per_job.erase(it) : std::next(it);
     }
   }
-  node_->Store(os::VarStored(slot), mark);
+  if (!report([&] { node_->Store(os::VarStored(slot), mark); })) return;
   // The dump stays here: a restart that places its ranks on this node again restores them
   // from it instead of receiving every chunk from the store.
   if (const char* k = getenv("GOS_KEEP_DUMPS"); k != nullptr && std::strcmp(k, "0") == 0) {

@@ -95,6 +95,7 @@ std::vector<uint8_t> EncodeStrobe(const Strobe& s, std::span<const uint8_t> key)
   w.U32(static_cast<uint32_t>(s.commands.size()));
   for (const auto& c : s.commands) {
     w.U8(static_cast<uint8_t>(c.type));
+    w.U64(c.origin);
     w.U64(c.job);
     w.I32(c.signal);
     w.U64(c.epoch);
@@ -144,8 +145,8 @@ StatusOr<Strobe> DecodeStrobe(std::span<const uint8_t> bytes, std::span<const ui
   s.commands.resize(n);
   for (auto& c : s.commands) {
     uint8_t type;
-    if (!r.U8(&type) || type < 1 || type > 7 || !r.U64(&c.job) || !r.I32(&c.signal) ||
-        !r.U64(&c.epoch) || !r.U64(&c.base)) {
+    if (!r.U8(&type) || type < 1 || type > 7 || !r.U64(&c.origin) || !r.U64(&c.job) ||
+        !r.I32(&c.signal) || !r.U64(&c.epoch) || !r.U64(&c.base)) {
       return Bad("strobe command");
     }
     c.type = static_cast<CommandType>(type);

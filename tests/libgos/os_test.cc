@@ -27,6 +27,7 @@ Strobe SampleStrobe() {
   s.row = 1;
   StrobeCommand launch;
   launch.type = CommandType::kLaunch;
+  launch.origin = 40;  // sent again: strobe 40 was not confirmed everywhere
   launch.job = 7;
   launch.launch = {7,
                    3,
@@ -42,6 +43,7 @@ Strobe SampleStrobe() {
                    "/tmp"};
   StrobeCommand sig;
   sig.type = CommandType::kSignal;
+  sig.origin = 42;
   sig.job = 9;
   sig.signal = 2;
   s.commands = {launch, sig};
@@ -66,6 +68,8 @@ TEST(StrobeCodec, RoundTrip) {
   EXPECT_EQ(l.argv, (std::vector<std::string>{"./hello", "x"}));
   EXPECT_EQ(l.env[1], "PATH=/bin");
   EXPECT_EQ(l.cwd, "/tmp");
+  EXPECT_EQ(s->commands[0].origin, 40u);
+  EXPECT_EQ(s->commands[1].origin, 42u);
   EXPECT_EQ(s->commands[1].type, CommandType::kSignal);
   EXPECT_EQ(s->commands[1].signal, 2);
 }

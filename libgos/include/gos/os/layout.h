@@ -55,7 +55,10 @@ struct ExitRecord {
   int32_t rank = -1;      // rank that gave it
   int32_t signal = 0;     // signal that killed that rank, 0 if it exited
   uint32_t ranks = 0;     // local ranks
-  uint64_t reserved = 0;
+  // The strobe whose LAUNCH or RESTORE started this incarnation of the job: a restarted job
+  // keeps its id (and may get its slot again), and a record its killed predecessor wrote
+  // late must not end it.
+  uint64_t launch = 0;
 };
 static_assert(sizeof(ExitRecord) == 32);
 inline constexpr uint64_t kExitTableBase = 0x30000;

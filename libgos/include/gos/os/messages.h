@@ -17,7 +17,7 @@
 
 namespace gos::os {
 
-inline constexpr uint16_t kStrobeVersion = 5;
+inline constexpr uint16_t kStrobeVersion = 6;
 inline constexpr size_t kMaxArgs = 4096;
 inline constexpr size_t kMaxStringBytes = 32u << 10;
 
@@ -68,6 +68,9 @@ enum class CommandType : uint8_t {
 
 struct StrobeCommand {
   CommandType type = CommandType::kSignal;
+  // The strobe that first carried it. A command goes out again in every strobe until a strobe
+  // that carries it is confirmed by every live node; an agent applies it once.
+  uint64_t origin = 0;
   uint64_t job = 0;
   int32_t signal = 0;    // kSignal; kCheckpoint: zstd level
   uint64_t epoch = 0;    // kCheckpoint, kRestore
