@@ -242,6 +242,9 @@ class CoordinatorImpl final : public Coordinator {
   void ForwardStdin(Job& j, After& after);
   void Finalize(Job& j, JobState state, After& after);
   void PersistJob(const Job& j);
+  // Jobs whose replay logs must stay: every job here but `except` (recording, or about to be
+  // restarted), and every job a replay here replays (under mu_).
+  std::set<uint64_t> LogsInUse(uint64_t except) const;
   void PersistNode(const NodeRecord& n);
   NodeSet LiveAgents() const;
   NodeSet JobNodes(const Job& j) const;
@@ -1049,7 +1052,21 @@ void CoordinatorImpl::Finalize(Job& j, JobState state, After& after) {
   for (int fd : j.fds) ::close(fd);
   j.fds.clear();
   PersistJob(j);
-  if (j.record) tables_->replay()->Sync().IgnoreError();
+  if (j.record) {
+    tables_->replay()->Sync().IgnoreError();
+    if (o_.keep_logs > 0) {
+      after.push_back([this, in_use = LogsInUse(j.rec.id)] {
+        auto pruned = storage::PruneLogs(tables_->replay(), o_.keep_logs, in_use);
+        if (!pruned.ok()) {
+          GOS_LOG(kWarn, "coordinator") << "pruning replay logs: " << pruned.status().ToString();
+        } else if (!pruned->jobs.empty()) {
+          GOS_LOG(kInfo, "coordinator")
+              << "removed the replay logs of " << pruned->jobs.size() << " old job(s), "
+              << pruned->bytes << " bytes (--keep-logs " << o_.keep_logs << ")";
+        }
+      });
+    }
+  }
   GOS_LOG(kInfo, "coordinator") << "job " << j.rec.id << " " << storage::JobStateName(state)
                                 << " with exit code " << j.exit_code
                                 << (j.rec.message.empty() ? "" : ": " + j.rec.message);
@@ -1074,6 +1091,15 @@ void CoordinatorImpl::Finalize(Job& j, JobState state, After& after) {
   uint64_t id = j.rec.id;
   jobs_.erase(id);
   Schedule(after);
+}
+
+std::set<uint64_t> CoordinatorImpl::LogsInUse(uint64_t except) const {
+  std::set<uint64_t> in_use;
+  for (const auto& [id, j] : jobs_) {
+    if (id != except) in_use.insert(id);
+    if (j.replay_of != 0) in_use.insert(j.replay_of);
+  }
+  return in_use;
 }
 
 void CoordinatorImpl::ReleaseSlot(Job& j) {
@@ -1819,20 +1845,21 @@ void CoordinatorImpl::StoreOp(const std::shared_ptr<Client>& c, const std::strin
     after.push_back([ch, type, text] { ch->Send(type, os::EncodeText(text)).IgnoreError(); });
   };
   if (c->creds.uid != 0) return reply(Frame::kError, "gos-store is for root");
-  if (op == "gc" && AnyEpochInFlight()) {
-    return reply(Frame::kError, "a checkpoint is being taken; try gc again when it is stored");
-  }
-  if (op != "stats" && op != "verify" && op != "gc") {
+  StoreRequest request;
+  if (!ParseStoreRequest(op, &request)) {
     return reply(Frame::kError, "unknown store operation " + op);
   }
+  if (request.op == "gc" && AnyEpochInFlight()) {
+    return reply(Frame::kError, "a checkpoint is being taken; try gc again when it is stored");
+  }
   // Outside mu_: verify reads every chunk.
-  after.push_back([this, ch, op] {
+  after.push_back([this, ch, request, in_use = LogsInUse(0)] {
     std::string text = RunStoreOp(
-        store(), op,
+        store(), request,
         [&](const std::string& line) {
           ch->Send(Frame::kPhase, os::EncodeText(line)).IgnoreError();
         },
-        tables_->replay());
+        tables_->replay(), in_use);
     bool ok = text.rfind("error:", 0) != 0;
     ch->Send(ok ? Frame::kOk : Frame::kError, os::EncodeText(text)).IgnoreError();
   });
@@ -2091,7 +2118,8 @@ Status CoordinatorImpl::SetUpReplay(const os::PeerCreds& who, uint64_t of, Job& 
   if (std::find(streams.begin(), streams.end(), replay::kJobStream) == streams.end()) {
     return FailedPreconditionError(name +
                                    " has no replay log (it never communicated, or its log "
-                                   "was deleted)");
+                                   "was removed: only the logs of the most recent jobs are "
+                                   "kept, gos-coordinator --keep-logs)");
   }
   j.replay_of = of;
   j.rec.ntasks = rec->ntasks;

@@ -52,6 +52,10 @@ struct CoordinatorOptions {
   uint32_t keep = 2;
   // zstd level the nodeagents compress chunks with (1..19). Default: 1.
   int32_t ckpt_level = 1;
+  // Replay logs kept: when a recorded job ends, the logs of all but the keep_logs most
+  // recent jobs go (never one still recording or being replayed). 0 = keep every log.
+  // Default: 1000.
+  uint32_t keep_logs = 1000;
 };
 
 class Coordinator {

@@ -32,6 +32,7 @@ options:
   --exit-when-idle        exit once a job ran and no job or client is left
   --keep N                checkpoint epochs kept per job                  (default 2)
   --ckpt-level L          zstd level of checkpoint chunks, 1..19          (default 1)
+  --keep-logs N           replay logs kept, of the most recent jobs; 0 = all (default 1000)
   -h, --help              this text
 )";
 
@@ -61,6 +62,7 @@ int main(int argc, char** argv) {
   uint32_t level = 1;
   flags.U32("--keep", &o.keep);
   flags.U32("--ckpt-level", &level);
+  flags.U32("--keep-logs", &o.keep_logs);
   if (int rc = flags.Parse(); rc >= 0) return rc;
   o.ckpt_level = static_cast<int32_t>(level);
   if (o.keep == 0 || level < 1 || level > 19) {

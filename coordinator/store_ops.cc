@@ -14,9 +14,31 @@ std::string Size(uint64_t bytes) {
 
 }  // namespace
 
-std::string RunStoreOp(storage::CheckpointStore* store, const std::string& op,
+std::string EncodeStoreRequest(const StoreRequest& r) {
+  return r.op == "gc" && r.keep_logs > 0 ? "gc keep-logs=" + std::to_string(r.keep_logs) : r.op;
+}
+
+bool ParseStoreRequest(const std::string& text, StoreRequest* r) {
+  *r = StoreRequest{};
+  if (text == "stats" || text == "verify" || text == "gc") {
+    r->op = text;
+    return true;
+  }
+  const std::string prefix = "gc keep-logs=";
+  if (text.rfind(prefix, 0) != 0 || text.size() == prefix.size() || text.size() > prefix.size() + 9)
+    return false;
+  for (size_t i = prefix.size(); i < text.size(); ++i) {
+    if (text[i] < '0' || text[i] > '9') return false;
+  }
+  r->op = "gc";
+  r->keep_logs = std::stoull(text.substr(prefix.size()));
+  return r->keep_logs > 0;
+}
+
+std::string RunStoreOp(storage::CheckpointStore* store, const StoreRequest& request,
                        const std::function<void(const std::string&)>& progress,
-                       storage::ReplayStore* replay) {
+                       storage::ReplayStore* replay, const std::set<uint64_t>& logs_in_use) {
+  const std::string& op = request.op;
   if (op == "stats") {
     auto st = store->Stats();
     if (!st.ok()) return "error: " + st.status().ToString();
@@ -50,8 +72,16 @@ std::string RunStoreOp(storage::CheckpointStore* store, const std::string& op,
   if (op == "gc") {
     auto gc = store->Gc();
     if (!gc.ok()) return "error: " + gc.status().ToString();
-    return "removed " + std::to_string(gc->chunks_removed) + " unreferenced chunks (" +
-           Size(gc->bytes_removed) + ")\n";
+    std::string out = "removed " + std::to_string(gc->chunks_removed) + " unreferenced chunks (" +
+                      Size(gc->bytes_removed) + ")\n";
+    if (request.keep_logs > 0 && replay != nullptr) {
+      auto pruned = storage::PruneLogs(replay, request.keep_logs, logs_in_use);
+      if (!pruned.ok()) return "error: " + out + pruned.status().ToString();
+      out += "removed the replay logs of " + std::to_string(pruned->jobs.size()) +
+             (pruned->jobs.size() == 1 ? " job (" : " jobs (") + Size(pruned->bytes) +
+             "), keeping the " + std::to_string(request.keep_logs) + " most recent\n";
+    }
+    return out;
   }
   if (op == "verify") {
     auto last = std::chrono::steady_clock::now();

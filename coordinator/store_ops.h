@@ -3,7 +3,9 @@
 #ifndef GOS_COORDINATOR_STORE_OPS_H_
 #define GOS_COORDINATOR_STORE_OPS_H_
 
+#include <cstdint>
 #include <functional>
+#include <set>
 #include <string>
 
 #include "gos/storage/checkpoints.h"
@@ -11,12 +13,23 @@
 
 namespace gos::coordinator {
 
-// op: "stats", "verify" or "gc". progress gets a line now and then during verify. Returns the
-// report; a report that starts with "error:" means the operation failed or found problems.
-// stats also counts the replay logs when replay is given.
-std::string RunStoreOp(storage::CheckpointStore* store, const std::string& op,
+// A gos-store request as it travels to the coordinator: "stats", "verify", "gc", or
+// "gc keep-logs=N" (also remove the replay logs of all but the N most recent jobs).
+struct StoreRequest {
+  std::string op;
+  uint64_t keep_logs = 0;  // gc: 0 = leave the replay logs alone
+};
+std::string EncodeStoreRequest(const StoreRequest& r);
+// False for anything else.
+bool ParseStoreRequest(const std::string& text, StoreRequest* r);
+
+// progress gets a line now and then during verify. Returns the report; a report that starts
+// with "error:" means the operation failed or found problems. stats also counts the replay
+// logs when replay is given; gc with keep_logs prunes them (never those of logs_in_use).
+std::string RunStoreOp(storage::CheckpointStore* store, const StoreRequest& request,
                        const std::function<void(const std::string&)>& progress,
-                       storage::ReplayStore* replay = nullptr);
+                       storage::ReplayStore* replay = nullptr,
+                       const std::set<uint64_t>& logs_in_use = {});
 
 }  // namespace gos::coordinator
 

@@ -1040,7 +1040,9 @@ void NodeAgentImpl::ForgetJob(uint64_t id) {
   }
   LocalJob& j = jt->second;
   KillJob(j);
-  ShipRecord(j, true);
+  // A job that ended shipped its whole record when it reported (what the engine noted for it
+  // since are strobes after its end); a killed one ships what it has now.
+  if (!j.reported) ShipRecord(j, true);
   if (j.bcs && bcs_) bcs_->RemoveJob(id);
   for (Rank& r : j.ranks) {
     for (int* fd : {&r.out_fd, &r.err_fd, &r.status_fd, &r.stdin_fd}) {

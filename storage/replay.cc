@@ -5,6 +5,7 @@
 #include <rocksdb/iterator.h>
 #include <rocksdb/options.h>
 
+#include <algorithm>
 #include <limits>
 #include <mutex>
 #include <optional>
@@ -143,6 +144,20 @@ class RocksReplayStore final : public ReplayStore {
     return out;
   }
 
+  StatusOr<std::vector<uint64_t>> JobIds() override {
+    std::vector<uint64_t> out;
+    std::unique_ptr<rocksdb::Iterator> it(db_->NewIterator(rocksdb::ReadOptions(), cf_));
+    it->Seek(std::string());
+    while (it->Valid()) {
+      GOS_ASSIGN_OR_RETURN(Key k, Parse(it->key()));
+      out.push_back(k.job);
+      if (k.job == std::numeric_limits<uint64_t>::max()) break;
+      it->Seek(JobPrefix(k.job + 1));  // past the job's other segments
+    }
+    GOS_RETURN_IF_ERROR(FromRocks(it->status(), "storage " + dir_ + ": listing the replay logs"));
+    return out;
+  }
+
   Status DeleteJob(uint64_t job) override {
     std::lock_guard<std::mutex> lock(mu_);
     GOS_RETURN_IF_ERROR(FromRocks(db_->DeleteRange(SyncedWrite(), cf_, JobPrefix(job), JobEnd(job)),
@@ -205,6 +220,26 @@ class RocksReplayStore final : public ReplayStore {
 };
 
 }  // namespace
+
+StatusOr<PrunedLogs> PruneLogs(ReplayStore* store, size_t keep, const std::set<uint64_t>& in_use) {
+  PrunedLogs out;
+  if (keep == 0) return out;
+  GOS_ASSIGN_OR_RETURN(std::vector<uint64_t> jobs, store->JobIds());
+  size_t kept = 0;
+  for (auto it = jobs.rbegin(); it != jobs.rend(); ++it) {  // newest first
+    if (in_use.count(*it)) continue;
+    if (kept < keep) {
+      ++kept;
+      continue;
+    }
+    GOS_ASSIGN_OR_RETURN(auto stats, store->Stats(*it));
+    for (const auto& [stream, s] : stats) out.bytes += s.bytes;
+    GOS_RETURN_IF_ERROR(store->DeleteJob(*it));
+    out.jobs.push_back(*it);
+  }
+  std::reverse(out.jobs.begin(), out.jobs.end());
+  return out;
+}
 
 std::unique_ptr<ReplayStore> NewReplayStore(std::string dir, rocksdb::DB* db,
                                             rocksdb::ColumnFamilyHandle* replay) {

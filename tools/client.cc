@@ -97,6 +97,7 @@ StatusOr<std::unique_ptr<LocalCluster>> LocalCluster::Start(const LocalClusterOp
   if (!o.timeslice.empty()) argv.insert(argv.end(), {"--timeslice", o.timeslice});
   if (!o.mpl.empty()) argv.insert(argv.end(), {"--mpl", o.mpl});
   if (!o.failure_timeout.empty()) argv.insert(argv.end(), {"--failure-timeout", o.failure_timeout});
+  if (!o.keep_logs.empty()) argv.insert(argv.end(), {"--keep-logs", o.keep_logs});
   if (!o.provider.empty()) argv.insert(argv.end(), {"--provider", o.provider});
   if (!o.listen.empty()) argv.insert(argv.end(), {"--listen", o.listen});
   if (o.embedded) argv.push_back("--exit-when-idle");

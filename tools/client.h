@@ -34,6 +34,7 @@ struct LocalClusterOptions {
   std::string timeslice;           // e.g. "10ms"; "" = default
   std::string mpl;                 // "" = default
   std::string failure_timeout;     // "" = default
+  std::string keep_logs;           // gos-coordinator --keep-logs; "" = default
   std::string provider;            // "" = default
   bool embedded = true;            // exit when idle (gos-run) vs. persistent (gos-cluster)
   bool detach = false;             // new session, survives the caller (gos-cluster up)

@@ -25,17 +25,19 @@ options for up:
       --timeslice DUR     strobe quantum                                (default 10ms)
       --mpl M             multiprogramming level                           (default 2)
       --failure-timeout DUR                                              (default 2s)
+      --keep-logs N       replay logs kept, of the most recent jobs; 0 = all (default 1000)
   -h, --help              this text
 )";
 
 int Main(int argc, char** argv) {
   uint32_t nodes = 4;
-  std::string timeslice, mpl, failure_timeout;
+  std::string timeslice, mpl, failure_timeout, keep_logs;
   os::Flags flags(argc, argv, kUsage);
   flags.U32("-N|--nodes", &nodes);
   flags.String("--timeslice", &timeslice);
   flags.String("--mpl", &mpl);
   flags.String("--failure-timeout", &failure_timeout);
+  flags.String("--keep-logs", &keep_logs);
   if (int rc = flags.Parse(); rc >= 0) return rc;
   if (flags.positional().size() != 1) {
     std::fprintf(stderr, "gos-cluster: say up, down or status (see --help)\n");
@@ -54,6 +56,7 @@ int Main(int argc, char** argv) {
     o.timeslice = timeslice;
     o.mpl = mpl;
     o.failure_timeout = failure_timeout;
+    o.keep_logs = keep_logs;
     o.embedded = false;
     o.detach = true;
     auto c = LocalCluster::Start(o);

@@ -417,6 +417,68 @@ TEST_F(ReplayTest, StoreStatsCountReplayLogs) {
   EXPECT_NE(stats.output.find(" bytes stored (", at), std::string::npos) << stats.Describe();
 }
 
+// gos-store gc --keep-logs N: the logs of all but the N most recent jobs go; replaying a job
+// whose log went is refused, and the newest ones still replay.
+TEST_F(ReplayTest, StoreGcKeepsTheNewestLogs) {
+  std::vector<uint64_t> jobs;
+  for (int i = 0; i < 3; ++i) {
+    RunResult run = Gos("gos-run", {"-n", "2", GosExample("ring")});
+    ASSERT_EQ(run.code, 0) << run.Describe();
+    jobs.push_back(LastJob());
+  }
+  RunResult bad = Gos("gos-store", {"stats", "--keep-logs", "2"});
+  EXPECT_EQ(bad.code, 2) << bad.Describe();
+  RunResult gc = Gos("gos-store", {"gc", "--keep-logs", "2"});
+  ASSERT_EQ(gc.code, 0) << gc.Describe();
+  EXPECT_NE(gc.output.find("removed the replay logs of "), std::string::npos) << gc.output;
+  EXPECT_NE(gc.output.find("keeping the 2 most recent"), std::string::npos) << gc.output;
+  RunResult stats = Gos("gos-store", {"stats"});
+  ASSERT_EQ(stats.code, 0) << stats.Describe();
+  EXPECT_NE(stats.output.find("replay logs            2 jobs"), std::string::npos) << stats.output;
+  RunResult gone = Gos("gos-replay", {std::to_string(jobs[0])});
+  EXPECT_NE(gone.code, 0) << gone.Describe();
+  EXPECT_NE(gone.output.find("has no replay log"), std::string::npos) << gone.output;
+  for (uint64_t job : {jobs[1], jobs[2]}) {
+    RunResult info = Gos("gos-replay", {"--info", std::to_string(job)});
+    EXPECT_EQ(info.code, 0) << info.Describe();
+  }
+  RunResult replay = Gos("gos-replay", {std::to_string(jobs[2])});
+  EXPECT_EQ(replay.code, 0) << replay.Describe();
+}
+
+// gos-coordinator --keep-logs N (here through gos-cluster): each recorded job's end prunes the
+// logs of all but the N most recent jobs. A cluster of its own, so that the shared one keeps
+// its logs.
+TEST_F(ReplayTest, CoordinatorKeepsTheNewestLogs) {
+  char tmpl[] = "/tmp/gos-replay-keep-XXXXXX";
+  ASSERT_NE(mkdtemp(tmpl), nullptr);
+  const std::string state = tmpl;
+  const std::vector<std::string> env = {"GOS_STATE_DIR=" + state};
+  auto gos = [&](const std::string& tool, std::vector<std::string> args) {
+    args.insert(args.begin(), GosBin(tool));
+    return gos::testing::Run(args, env, 120s);
+  };
+  RunResult up = gos("gos-cluster", {"up", "-N", "2", "--timeslice", "5ms", "--keep-logs", "2"});
+  ASSERT_EQ(up.code, 0) << up.Describe();
+  for (int i = 0; i < 4; ++i) {
+    RunResult run = gos("gos-run", {"-n", "2", GosExample("ring")});
+    EXPECT_EQ(run.code, 0) << run.Describe();
+  }
+  RunResult stats = gos("gos-store", {"stats"});
+  EXPECT_NE(stats.output.find("replay logs            2 jobs"), std::string::npos)
+      << stats.Describe();
+  RunResult gone = gos("gos-replay", {"1"});
+  EXPECT_NE(gone.output.find("has no replay log"), std::string::npos) << gone.Describe();
+  RunResult replay = gos("gos-replay", {"4"});
+  EXPECT_EQ(replay.code, 0) << replay.Describe();
+  RunResult down = gos("gos-cluster", {"down"});
+  EXPECT_EQ(down.code, 0) << down.Describe();
+  EXPECT_TRUE(WaitUntil([&] { return FindProcesses(state).empty(); }, 15s));
+  for (const auto& [pid, what] : FindProcesses(state)) ::kill(pid, SIGKILL);
+  std::error_code ec;
+  std::filesystem::remove_all(state, ec);
+}
+
 TEST_F(ReplayTest, OnlyTheOwnerMayReplay) {
   RunResult run = Gos("gos-run", {"-n", "2", GosExample("ring")});
   ASSERT_EQ(run.code, 0) << run.Describe();

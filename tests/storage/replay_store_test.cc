@@ -116,6 +116,44 @@ TEST(ReplayStore, DeleteJobRemovesOnlyThatJobAndRestartsItsNumbering) {
   EXPECT_EQ(ReadOrDie(s, 2, 0), (std::vector<std::string>{"new"}));
 }
 
+TEST(ReplayStore, PruneKeepsTheNewestLogsAndThoseInUse) {
+  TempDir dir;
+  std::unique_ptr<Tables> t = OpenTables(dir);
+  ASSERT_NE(t, nullptr);
+  ReplayStore* s = t->replay();
+  // Jobs 1..6 (job 3 has two streams and several segments), and the largest id.
+  for (uint64_t job : {1, 2, 3, 4, 5, 6}) {
+    ASSERT_TRUE(s->Append(job, 0, B("j" + std::to_string(job))).ok());
+  }
+  ASSERT_TRUE(s->Append(3, 0, B("more")).ok());
+  ASSERT_TRUE(s->Append(3, 0x20000000, B("stdin")).ok());
+  StatusOr<std::vector<uint64_t>> ids = s->JobIds();
+  ASSERT_TRUE(ids.ok()) << ids.status().ToString();
+  EXPECT_EQ(*ids, (std::vector<uint64_t>{1, 2, 3, 4, 5, 6}));
+
+  // Keep 2 besides job 2 (in use): 6 and 5 stay, 4, 3 and 1 go.
+  StatusOr<PrunedLogs> p = PruneLogs(s, 2, {2});
+  ASSERT_TRUE(p.ok()) << p.status().ToString();
+  EXPECT_EQ(p->jobs, (std::vector<uint64_t>{1, 3, 4}));
+  EXPECT_EQ(p->bytes, 2u + 2 + 4 + 5 + 2);  // "j1", "j3" "more" "stdin", "j4"
+  ids = s->JobIds();
+  ASSERT_TRUE(ids.ok());
+  EXPECT_EQ(*ids, (std::vector<uint64_t>{2, 5, 6}));
+  EXPECT_EQ(ReadOrDie(s, 6, 0), (std::vector<std::string>{"j6"}));
+
+  // keep 0 keeps everything; keeping more than there are removes nothing.
+  p = PruneLogs(s, 0, {});
+  ASSERT_TRUE(p.ok());
+  EXPECT_TRUE(p->jobs.empty());
+  p = PruneLogs(s, 5, {});
+  ASSERT_TRUE(p.ok());
+  EXPECT_TRUE(p->jobs.empty());
+  ASSERT_TRUE(s->Append(~uint64_t{0}, 0, B("last")).ok());
+  ids = s->JobIds();
+  ASSERT_TRUE(ids.ok());
+  EXPECT_EQ(*ids, (std::vector<uint64_t>{2, 5, 6, ~uint64_t{0}}));
+}
+
 TEST(ReplayStore, ReopenContinuesAfterTheLastSegment) {
   TempDir dir;
   {

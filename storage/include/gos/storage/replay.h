@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <functional>
 #include <map>
+#include <set>
 #include <span>
 #include <string>
 #include <string_view>
@@ -36,9 +37,21 @@ class ReplayStore {
   virtual StatusOr<std::map<uint32_t, ReplayStreamStats>> Stats(uint64_t job) = 0;
   // All jobs with a log: job -> total stored bytes.
   virtual StatusOr<std::map<uint64_t, uint64_t>> Jobs() = 0;
+  // The jobs with a log, ascending: one seek per job, no segment read.
+  virtual StatusOr<std::vector<uint64_t>> JobIds() = 0;
   // Removes the job's whole log (synced).
   virtual Status DeleteJob(uint64_t job) = 0;
 };
+
+struct PrunedLogs {
+  std::vector<uint64_t> jobs;  // whose logs were removed, ascending
+  uint64_t bytes = 0;          // their stored bytes
+};
+
+// Retention: removes the logs of all but the `keep` most recent jobs (job ids grow with
+// time), never the log of a job in `in_use` (still recording, or being replayed).
+// keep == 0 keeps everything.
+StatusOr<PrunedLogs> PruneLogs(ReplayStore* store, size_t keep, const std::set<uint64_t>& in_use);
 
 }  // namespace gos::storage
 
