@@ -1768,6 +1768,11 @@ void CoordinatorImpl::Restart(const std::shared_ptr<Client>& c, const os::Restar
 }
 
 void CoordinatorImpl::SetRestore(Job& j, storage::EpochManifest m, uint64_t newest) {
+  // Each rank is best placed where it was dumped: that node may still hold the dump.
+  j.req.rank_home.assign(j.rec.ntasks, 0);
+  for (const auto& r : m.ranks) {
+    if (r.rank < j.req.rank_home.size()) j.req.rank_home[r.rank] = r.node;
+  }
   j.restore_epoch = m.epoch;
   j.restore = std::move(m);
   j.restore_ready.clear();

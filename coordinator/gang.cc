@@ -31,6 +31,29 @@ std::vector<NodeId> RankNodes(const JobRequest& r, const std::vector<NodeId>& no
   return out;
 }
 
+// Moves ranks onto their home nodes where the block distribution's per-node counts allow; the
+// other ranks take the places left, in rank order and ascending node order.
+std::vector<NodeId> HomeRanks(std::vector<NodeId> block, const std::vector<NodeId>& home) {
+  if (home.size() != block.size()) return block;
+  std::map<NodeId, uint32_t> room;
+  for (NodeId n : block) ++room[n];
+  std::vector<NodeId> out(block.size(), 0);
+  for (size_t r = 0; r < home.size(); ++r) {
+    auto it = room.find(home[r]);
+    if (home[r] == 0 || it == room.end() || it->second == 0) continue;
+    out[r] = home[r];
+    --it->second;
+  }
+  auto next = room.begin();
+  for (NodeId& n : out) {
+    if (n != 0) continue;
+    while (next->second == 0) ++next;
+    n = next->first;
+    --next->second;
+  }
+  return out;
+}
+
 }  // namespace
 
 GangMatrix::GangMatrix(uint32_t mpl) : rows_(std::max<uint32_t>(mpl, 1)), row_jobs_(rows_.size()) {}
@@ -106,21 +129,33 @@ std::optional<Placement> GangMatrix::TryPlace(const JobRequest& r, const Reserva
   for (uint32_t row = 0; row < rows_.size(); ++row) {
     const auto& cells = rows_[row];
     const bool avoiding = avoid != nullptr && avoid->row == row;
+    auto usable = [&](NodeId node) {
+      auto it = up_.find(node);
+      if (it == up_.end() || !it->second || cells.contains(node)) return false;
+      if (std::binary_search(r.exclude.begin(), r.exclude.end(), node)) return false;
+      return !avoiding || !std::binary_search(avoid->nodes.begin(), avoid->nodes.end(), node);
+    };
+    // Home nodes first (in the order of their ranks), then the others in ascending order.
     std::vector<NodeId> picked;
-    for (const auto& [node, up] : up_) {
-      if (!up || cells.contains(node)) continue;
-      if (std::binary_search(r.exclude.begin(), r.exclude.end(), node)) continue;
-      if (avoiding && std::binary_search(avoid->nodes.begin(), avoid->nodes.end(), node)) {
-        continue;
-      }
-      picked.push_back(node);
+    for (NodeId node : r.rank_home) {
       if (picked.size() == *n) break;
+      if (node != 0 && usable(node) &&
+          std::find(picked.begin(), picked.end(), node) == picked.end()) {
+        picked.push_back(node);
+      }
+    }
+    for (const auto& [node, up] : up_) {
+      if (picked.size() == *n) break;
+      if (usable(node) && std::find(picked.begin(), picked.end(), node) == picked.end()) {
+        picked.push_back(node);
+      }
     }
     if (picked.size() < *n) continue;
+    std::sort(picked.begin(), picked.end());
     Placement p;
     p.job = r.job;
     p.row = row;
-    p.rank_nodes = RankNodes(r, picked);
+    p.rank_nodes = HomeRanks(RankNodes(r, picked), r.rank_home);
     p.nodes = std::move(picked);
     Insert(p);
     return p;

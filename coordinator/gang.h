@@ -35,6 +35,10 @@ struct JobRequest {
   int64_t time_limit_ms = 0;    // 0 = none (unknown runtime). Used by backfill, which relies on
                                 //   the coordinator killing a job at its limit.
   std::vector<NodeId> exclude;  // nodes the job must not use (gos-restart --exclude); ascending
+  // Where each rank would rather be (empty, or size ntasks; 0 = anywhere): a restart's ranks
+  // restore fastest on the node that dumped them. Their nodes are taken first, and a rank goes
+  // to its node when that node's share of the block distribution has room.
+  std::vector<NodeId> rank_home;
 };
 
 struct Placement {
@@ -45,7 +49,9 @@ struct Placement {
                                    // consecutive ranks share a node, nodes[0] first. With
                                    // ranks_per_node k each node gets k ranks, the last one the
                                    // rest; with 0 the first ntasks % N nodes get ceil(ntasks / N)
-                                   // ranks and the others floor(ntasks / N).
+                                   // ranks and the others floor(ntasks / N). With rank_home,
+                                   // each node keeps its number of ranks but homed ranks are
+                                   // moved to their nodes (the rest fill up in rank order).
 
   friend bool operator==(const Placement&, const Placement&) = default;
 };

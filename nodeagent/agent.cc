@@ -233,8 +233,9 @@ class NodeAgentImpl final : public NodeAgent {
   std::string CkptDir(uint64_t job, uint64_t epoch) const {
     return o_.state_dir + "/ckpt/j" + std::to_string(job) + "-e" + std::to_string(epoch);
   }
-  // Keeps the dump of (job, epoch) just stored: removes this node's older dumps of the job,
-  // and the dumps of all but the kKeptDumpJobs most recently stored jobs.
+  // Keeps the dump of (job, epoch) just stored and the newest older one of the job (the
+  // newest committed epoch until this one commits); removes the job's other dumps, and the
+  // dumps of all but the kKeptDumpJobs most recently stored jobs.
   void KeepDump(uint64_t job, uint64_t epoch);
   std::string RestoreDir(uint64_t job, uint64_t epoch, uint32_t rank) const {
     return o_.state_dir + "/restore/j" + std::to_string(job) + "-e" + std::to_string(epoch) + "/r" +
@@ -1439,14 +1440,24 @@ void NodeAgentImpl::KeepDump(uint64_t job, uint64_t epoch) {
   std::error_code ec;
   // Newest first: (mtime, name) of every other job's kept dump.
   std::vector<std::pair<std::filesystem::file_time_type, std::string>> others;
+  // This job's other epochs: the newest older one stays too (this epoch is stored here but
+  // not committed yet; if it never is, a restart wants the one before).
+  std::map<uint64_t, std::filesystem::path> older;
   for (const auto& e : std::filesystem::directory_iterator(root, ec)) {
     const std::string name = e.path().filename().string();
     if (name == keep) continue;
     if (name.rfind(mine, 0) == 0) {
-      std::filesystem::remove_all(e.path(), ec);  // an older epoch of this job
+      older[std::strtoull(name.c_str() + mine.size(), nullptr, 10)] = e.path();
       continue;
     }
     others.emplace_back(std::filesystem::last_write_time(e.path(), ec), name);
+  }
+  for (auto it = older.begin(); it != older.end(); ++it) {
+    if (it->first < epoch && std::next(it) != older.end() && std::next(it)->first < epoch) {
+      std::filesystem::remove_all(it->second, ec);
+    } else if (it->first > epoch) {
+      std::filesystem::remove_all(it->second, ec);  // left by an earlier incarnation
+    }
   }
   std::sort(others.rbegin(), others.rend());
   for (size_t i = kKeptDumpJobs - 1; i < others.size(); ++i) {

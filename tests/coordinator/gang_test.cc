@@ -227,6 +227,41 @@ TEST(GangMatrixTest, RankNodesAreBlockDistributed) {
   EXPECT_EQ(p->rank_nodes, (Nodes{7}));
 }
 
+// A restart's ranks go back to the nodes that dumped them where the block distribution leaves
+// room (those nodes may still hold the dumps); the others fill the places left.
+TEST(GangMatrixTest, RankHomesArePreferred) {
+  GangMatrix m(2);
+  for (NodeId n = 1; n <= 4; ++n) m.SetNode(n, true);
+  // Was n1: r0 r1, n2: r2, n3: r3; node 1 died.
+  m.SetNode(1, false);
+  JobRequest r = Job(7, 4);
+  r.rank_home = {1, 1, 2, 3};
+  auto p = m.TryPlace(r);
+  ASSERT_TRUE(p);
+  EXPECT_EQ(p->nodes, (Nodes{2, 3, 4}));
+  // Block counts 2, 1, 1 over nodes 2, 3, 4: r2 and r3 stay home, r0 and r1 fill up.
+  EXPECT_EQ(p->rank_nodes, (Nodes{2, 4, 2, 3}));
+
+  // All up: a 2-rank job that ran on 3 and 4 goes back there, not to the lowest nodes.
+  JobRequest q = Job(8, 2);
+  q.nodes = 2;
+  q.rank_home = {4, 3};
+  auto pq = m.TryPlace(q);
+  ASSERT_TRUE(pq);
+  EXPECT_EQ(pq->row, 1u);  // row 0 is job 7's on nodes 2-4
+  EXPECT_EQ(pq->nodes, (Nodes{3, 4}));
+  EXPECT_EQ(pq->rank_nodes, (Nodes{4, 3}));
+
+  // A home that is taken in every row, or excluded, is passed over.
+  JobRequest s = Job(9, 2);
+  s.nodes = 1;
+  s.rank_home = {3, 3};
+  auto ps = m.TryPlace(s);
+  ASSERT_TRUE(ps);
+  EXPECT_EQ(ps->nodes, (Nodes{2}));  // row 1: 3 and 4 taken by job 8
+  EXPECT_EQ(ps->rank_nodes, (Nodes{2, 2}));
+}
+
 TEST(GangMatrixTest, RemoveFreesCells) {
   GangMatrix m = Cluster(4, 1);
   ASSERT_TRUE(m.TryPlace(Job(1, 4)));
