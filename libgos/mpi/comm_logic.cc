@@ -1,6 +1,7 @@
 #include "libgos/mpi/comm_logic.h"
 
 #include <algorithm>
+#include <functional>
 
 namespace gos::mpi {
 namespace {
@@ -30,6 +31,80 @@ std::vector<int> SplitMembers(std::span<const SplitEntry> entries, int my_rank, 
     return entries[static_cast<size_t>(a)].key < entries[static_cast<size_t>(b)].key;
   });
   return members;
+}
+
+bool DimsCreate(int nnodes, std::span<int> dims) {
+  if (nnodes < 1) return false;
+  int fixed = 1, free = 0;
+  for (int d : dims) {
+    if (d < 0) return false;
+    if (d == 0) {
+      ++free;
+    } else {
+      fixed *= d;
+    }
+  }
+  if (nnodes % fixed != 0) return false;
+  int rest = nnodes / fixed;
+  if (free == 0) return rest == 1;
+  // Prime factors of rest, largest first, each given to the free entry with the smallest
+  // product so far: balanced, then sorted non-increasing.
+  std::vector<int> factors;
+  for (int p = 2; p * p <= rest; ++p) {
+    while (rest % p == 0) {
+      factors.push_back(p);
+      rest /= p;
+    }
+  }
+  if (rest > 1) factors.push_back(rest);
+  std::vector<int> got(static_cast<size_t>(free), 1);
+  for (auto it = factors.rbegin(); it != factors.rend(); ++it) {
+    *std::min_element(got.begin(), got.end()) *= *it;
+  }
+  std::sort(got.begin(), got.end(), std::greater<int>());
+  size_t k = 0;
+  for (int& d : dims) {
+    if (d == 0) d = got[k++];
+  }
+  return true;
+}
+
+int Cart::Size() const {
+  int n = 1;
+  for (int d : dims) n *= d;
+  return n;
+}
+
+int CartRank(const Cart& cart, std::span<const int> coords) {
+  if (coords.size() != cart.dims.size()) return -1;
+  int rank = 0;
+  for (size_t i = 0; i < coords.size(); ++i) {
+    const int d = cart.dims[i];
+    int c = coords[i];
+    if (c < 0 || c >= d) {
+      if (!cart.periods[i]) return -1;
+      c = ((c % d) + d) % d;
+    }
+    rank = rank * d + c;
+  }
+  return rank;
+}
+
+std::vector<int> CartCoords(const Cart& cart, int rank) {
+  std::vector<int> coords(cart.dims.size());
+  for (size_t i = cart.dims.size(); i-- > 0;) {
+    coords[i] = rank % cart.dims[i];
+    rank /= cart.dims[i];
+  }
+  return coords;
+}
+
+std::pair<int, int> CartShift(const Cart& cart, int rank, int direction, int disp) {
+  std::vector<int> at = CartCoords(cart, rank);
+  std::vector<int> to = at, from = at;
+  to[static_cast<size_t>(direction)] += disp;
+  from[static_cast<size_t>(direction)] -= disp;
+  return {CartRank(cart, from), CartRank(cart, to)};
 }
 
 uint64_t DeriveContext(uint64_t parent, uint64_t serial, uint64_t salt) {

@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <span>
+#include <utility>
 #include <vector>
 
 namespace gos::mpi {
@@ -28,6 +29,27 @@ inline constexpr uint64_t kDupSalt = uint64_t{1} << 40;
 // split color `salt` (or kDupSalt for a dup). A 64-bit mix of the three, with the collective
 // bit (bit 63) cleared and never one of the reserved ids 0, 1 (world), 2 (self).
 uint64_t DeriveContext(uint64_t parent, uint64_t serial, uint64_t salt);
+
+// MPI_Dims_create: fills the zero entries of dims (size ndims) so that the product of all
+// entries is nnodes, as close to each other as possible, in non-increasing order; entries
+// given (> 0) stay. False when it cannot be done (a negative entry, or nnodes not divisible
+// by the product of the given ones).
+bool DimsCreate(int nnodes, std::span<int> dims);
+
+// Cartesian topology (row-major: the last dimension varies fastest).
+struct Cart {
+  std::vector<int> dims;
+  std::vector<bool> periods;
+  int Size() const;
+};
+// The rank at coords; coordinates out of range wrap in periodic dimensions. -1 when one is
+// out of range in a non-periodic dimension.
+int CartRank(const Cart& cart, std::span<const int> coords);
+// The coordinates of rank (0 <= rank < Size()).
+std::vector<int> CartCoords(const Cart& cart, int rank);
+// MPI_Cart_shift for `rank` along `direction` by `disp`: {source, dest}, each -1 when it
+// falls off a non-periodic dimension.
+std::pair<int, int> CartShift(const Cart& cart, int rank, int direction, int disp);
 
 }  // namespace gos::mpi
 

@@ -10,6 +10,8 @@
 #include <cstring>
 #include <deque>
 #include <memory>
+#include <optional>
+#include <span>
 #include <vector>
 
 #include "gos/gos.h"
@@ -44,6 +46,7 @@ struct Comm {
   uint64_t children = 0;           // dup/split calls on this communicator, for DeriveContext
   uint32_t coll_seq = 0;           // collectives done by this library on it
   MPI_Errhandler errhandler = MPI_ERRORS_ARE_FATAL;
+  std::optional<gos::mpi::Cart> cart;  // MPI_Cart_create's topology (kept by MPI_Comm_dup)
 
   int WorldRank(int r) const { return g.world != nullptr ? g.world[r] : r; }
   gos_comm_t Collective() const {
@@ -123,6 +126,10 @@ const char* ErrorText(int code) {
       return "pending request";
     case MPI_ERR_REQUEST:
       return "invalid request";
+    case MPI_ERR_TOPOLOGY:
+      return "invalid topology (not a Cartesian communicator)";
+    case MPI_ERR_DIMS:
+      return "invalid dimensions";
     default:
       return nullptr;
   }
@@ -617,9 +624,12 @@ int MPI_Init(int* /*argc*/, char*** /*argv*/) {
   return MPI_SUCCESS;
 }
 
+static int g_thread_level = MPI_THREAD_SINGLE;  // what MPI_Init_thread provided
+
 int MPI_Init_thread(int* argc, char*** argv, int required, int* provided) {
   int err = MPI_Init(argc, argv);
-  if (provided != nullptr) *provided = std::min(required, MPI_THREAD_FUNNELED);
+  g_thread_level = std::clamp(required, MPI_THREAD_SINGLE, MPI_THREAD_FUNNELED);
+  if (provided != nullptr) *provided = g_thread_level;
   return err;
 }
 
@@ -663,6 +673,7 @@ int MPI_Comm_dup(MPI_Comm comm, MPI_Comm* newcomm) {
   std::vector<int> members(static_cast<size_t>(c->g.size));
   for (int i = 0; i < c->g.size; ++i) members[static_cast<size_t>(i)] = i;
   *newcomm = MakeChild(*c, members, gos::mpi::kDupSalt);
+  if (Comm* n = FindComm(*newcomm)) n->cart = c->cart;
   ++c->children;
   return MPI_SUCCESS;
 }
@@ -1106,6 +1117,179 @@ int MPI_Allreduce(const void* sendbuf, void* recvbuf, int count, MPI_Datatype da
   return MPI_SUCCESS;
 }
 
+}  // extern "C"
+
+namespace {
+
+// MPI_Scan (inclusive) and MPI_Exscan: every rank's contribution is gathered, and each rank
+// reduces the ones before it (and its own, inclusive) in rank order.
+int ScanImpl(const char* fn, const void* sendbuf, void* recvbuf, int count, MPI_Datatype dt,
+             MPI_Op op, MPI_Comm comm, bool inclusive) {
+  GOS_MPI_COMM(c, comm, fn);
+  GOS_MPI_CHECK(comm, fn, ReduceArgs(dt, op, count));
+  const size_t bytes = static_cast<size_t>(count) * gos::mpi::BasicTypeSize(dt - 1);
+  const void* in = sendbuf == MPI_IN_PLACE ? recvbuf : sendbuf;
+  std::vector<char> all(bytes * static_cast<size_t>(c->g.size));
+  if (int e = MPI_Allgather(in, count, dt, all.data(), count, dt, comm)) return e;
+  const int last = inclusive ? c->g.rank : c->g.rank - 1;
+  if (last < 0) return MPI_SUCCESS;  // Exscan on rank 0: recvbuf is undefined
+  std::vector<char> acc(all.begin(), all.begin() + static_cast<std::ptrdiff_t>(bytes));
+  for (int r = 1; r <= last; ++r) {
+    GOS_MPI_CHECK(
+        comm, fn,
+        FromGos(gos_reduce_local(all.data() + bytes * static_cast<size_t>(r), acc.data(),
+                                 static_cast<size_t>(count), static_cast<gos_type_t>(dt - 1),
+                                 static_cast<gos_op_t>(op - 1))));
+  }
+  if (bytes > 0) std::memcpy(recvbuf, acc.data(), bytes);
+  return MPI_SUCCESS;
+}
+
+// The communicator if it has a Cartesian topology, else nullptr (and the error applied).
+Comm* CartComm(MPI_Comm comm, const char* fn, int* err) {
+  Comm* c = FindComm(comm);
+  if (c == nullptr) {
+    *err = Fail(comm, fn, MPI_ERR_COMM);
+    return nullptr;
+  }
+  if (!c->cart) {
+    *err = Fail(comm, fn, MPI_ERR_TOPOLOGY);
+    return nullptr;
+  }
+  return c;
+}
+
+}  // namespace
+
+extern "C" {
+
+int MPI_Scan(const void* sendbuf, void* recvbuf, int count, MPI_Datatype datatype, MPI_Op op,
+             MPI_Comm comm) {
+  return ScanImpl("MPI_Scan", sendbuf, recvbuf, count, datatype, op, comm, /*inclusive=*/true);
+}
+
+int MPI_Exscan(const void* sendbuf, void* recvbuf, int count, MPI_Datatype datatype, MPI_Op op,
+               MPI_Comm comm) {
+  return ScanImpl("MPI_Exscan", sendbuf, recvbuf, count, datatype, op, comm, /*inclusive=*/false);
+}
+
+int MPI_Sendrecv_replace(void* buf, int count, MPI_Datatype datatype, int dest, int sendtag,
+                         int source, int recvtag, MPI_Comm comm, MPI_Status* status) {
+  static const char* const kFn = "MPI_Sendrecv_replace";
+  GOS_MPI_CHECK(comm, kFn, CheckCount(count));
+  TypePtr t = FindType(datatype);
+  if (t == nullptr) return Fail(comm, kFn, MPI_ERR_TYPE);
+  // The outgoing data is packed aside first, so the receive may overwrite buf.
+  std::vector<char> out(gos::mpi::PackedSize(static_cast<size_t>(count), *t));
+  gos::mpi::Pack(buf, static_cast<size_t>(count), *t, out.data());
+  return MPI_Sendrecv(out.data(), static_cast<int>(out.size()), MPI_BYTE, dest, sendtag, buf, count,
+                      datatype, source, recvtag, comm, status);
+}
+
+int MPI_Dims_create(int nnodes, int ndims, int dims[]) {
+  if (ndims < 0 || (ndims > 0 && dims == nullptr)) {
+    return Fail(MPI_COMM_WORLD, "MPI_Dims_create", MPI_ERR_ARG);
+  }
+  if (!gos::mpi::DimsCreate(nnodes, std::span<int>(dims, static_cast<size_t>(ndims)))) {
+    return Fail(MPI_COMM_WORLD, "MPI_Dims_create", MPI_ERR_DIMS);
+  }
+  return MPI_SUCCESS;
+}
+
+int MPI_Cart_create(MPI_Comm comm_old, int ndims, const int dims[], const int periods[],
+                    int /*reorder*/, MPI_Comm* comm_cart) {
+  static const char* const kFn = "MPI_Cart_create";
+  GOS_MPI_COMM(c, comm_old, kFn);
+  if (ndims < 1 || dims == nullptr || periods == nullptr || comm_cart == nullptr) {
+    return Fail(comm_old, kFn, MPI_ERR_ARG);
+  }
+  gos::mpi::Cart cart;
+  int64_t product = 1;
+  for (int i = 0; i < ndims; ++i) {
+    if (dims[i] <= 0) return Fail(comm_old, kFn, MPI_ERR_DIMS);
+    product *= dims[i];
+    if (product > c->g.size) return Fail(comm_old, kFn, MPI_ERR_DIMS);
+    cart.dims.push_back(dims[i]);
+    cart.periods.push_back(periods[i] != 0);
+  }
+  // Ranks beyond the grid get MPI_COMM_NULL; the others keep their order.
+  const int rank = c->g.rank;
+  if (int e = MPI_Comm_split(comm_old, rank < product ? 0 : MPI_UNDEFINED, rank, comm_cart)) {
+    return e;
+  }
+  if (Comm* n = FindComm(*comm_cart)) n->cart = std::move(cart);
+  return MPI_SUCCESS;
+}
+
+int MPI_Topo_test(MPI_Comm comm, int* status) {
+  GOS_MPI_COMM(c, comm, "MPI_Topo_test");
+  *status = c->cart ? MPI_CART : MPI_UNDEFINED;
+  return MPI_SUCCESS;
+}
+
+int MPI_Cartdim_get(MPI_Comm comm, int* ndims) {
+  int err = MPI_SUCCESS;
+  Comm* cc = CartComm(comm, "MPI_Cartdim_get", &err);
+  if (cc == nullptr) return err;
+  const gos::mpi::Cart* cart = &*cc->cart;
+  *ndims = static_cast<int>(cart->dims.size());
+  return MPI_SUCCESS;
+}
+
+int MPI_Cart_get(MPI_Comm comm, int maxdims, int dims[], int periods[], int coords[]) {
+  int err = MPI_SUCCESS;
+  Comm* cc = CartComm(comm, "MPI_Cart_get", &err);
+  if (cc == nullptr) return err;
+  const gos::mpi::Cart* cart = &*cc->cart;
+  std::vector<int> mine = gos::mpi::CartCoords(*cart, cc->g.rank);
+  const size_t n = std::min(static_cast<size_t>(std::max(maxdims, 0)), cart->dims.size());
+  for (size_t i = 0; i < n; ++i) {
+    dims[i] = cart->dims[i];
+    periods[i] = cart->periods[i] ? 1 : 0;
+    coords[i] = mine[i];
+  }
+  return MPI_SUCCESS;
+}
+
+int MPI_Cart_rank(MPI_Comm comm, const int coords[], int* rank) {
+  int err = MPI_SUCCESS;
+  Comm* cc = CartComm(comm, "MPI_Cart_rank", &err);
+  if (cc == nullptr) return err;
+  const gos::mpi::Cart* cart = &*cc->cart;
+  int r = gos::mpi::CartRank(*cart, std::span<const int>(coords, cart->dims.size()));
+  if (r < 0) return Fail(comm, "MPI_Cart_rank", MPI_ERR_ARG);
+  *rank = r;
+  return MPI_SUCCESS;
+}
+
+int MPI_Cart_coords(MPI_Comm comm, int rank, int maxdims, int coords[]) {
+  int err = MPI_SUCCESS;
+  Comm* cc = CartComm(comm, "MPI_Cart_coords", &err);
+  if (cc == nullptr) return err;
+  const gos::mpi::Cart* cart = &*cc->cart;
+  if (rank < 0 || rank >= cart->Size()) return Fail(comm, "MPI_Cart_coords", MPI_ERR_RANK);
+  if (maxdims < static_cast<int>(cart->dims.size())) {
+    return Fail(comm, "MPI_Cart_coords", MPI_ERR_ARG);
+  }
+  std::vector<int> c = gos::mpi::CartCoords(*cart, rank);
+  std::copy(c.begin(), c.end(), coords);
+  return MPI_SUCCESS;
+}
+
+int MPI_Cart_shift(MPI_Comm comm, int direction, int disp, int* rank_source, int* rank_dest) {
+  int err = MPI_SUCCESS;
+  Comm* cc = CartComm(comm, "MPI_Cart_shift", &err);
+  if (cc == nullptr) return err;
+  const gos::mpi::Cart* cart = &*cc->cart;
+  if (direction < 0 || direction >= static_cast<int>(cart->dims.size())) {
+    return Fail(comm, "MPI_Cart_shift", MPI_ERR_ARG);
+  }
+  auto [from, to] = gos::mpi::CartShift(*cart, cc->g.rank, direction, disp);
+  *rank_source = from < 0 ? MPI_PROC_NULL : from;
+  *rank_dest = to < 0 ? MPI_PROC_NULL : to;
+  return MPI_SUCCESS;
+}
+
 int MPI_Gather(const void* sendbuf, int sendcount, MPI_Datatype sendtype, void* recvbuf,
                int recvcount, MPI_Datatype recvtype, int root, MPI_Comm comm) {
   GOS_MPI_COMM(c, comm, "MPI_Gather");
@@ -1254,6 +1438,14 @@ int MPI_Type_commit(MPI_Datatype* datatype) {
   return MPI_SUCCESS;
 }
 
+int MPI_Type_size(MPI_Datatype datatype, int* size) {
+  TypePtr t = FindType(datatype, /*for_transfer=*/false);
+  if (t == nullptr) return Fail(MPI_COMM_WORLD, "MPI_Type_size", MPI_ERR_TYPE);
+  if (size == nullptr) return Fail(MPI_COMM_WORLD, "MPI_Type_size", MPI_ERR_ARG);
+  *size = static_cast<int>(gos::mpi::PackedSize(1, *t));
+  return MPI_SUCCESS;
+}
+
 int MPI_Type_free(MPI_Datatype* datatype) {
   if (datatype == nullptr || *datatype < kFirstDerivedType ||
       FindType(*datatype, /*for_transfer=*/false) == nullptr) {
@@ -1279,6 +1471,19 @@ int MPI_Get_processor_name(char* name, int* resultlen) {
   *resultlen = static_cast<int>(std::strlen(name));
   return MPI_SUCCESS;
 }
+
+int MPI_Get_version(int* version, int* subversion) {
+  *version = MPI_VERSION;
+  *subversion = MPI_SUBVERSION;
+  return MPI_SUCCESS;
+}
+
+int MPI_Query_thread(int* provided) {
+  *provided = g_thread_level;
+  return MPI_SUCCESS;
+}
+
+int MPI_Pcontrol(const int /*level*/, ...) { return MPI_SUCCESS; }
 
 int MPI_Error_string(int errorcode, char* string, int* resultlen) {
   const char* text = ErrorText(errorcode);

@@ -223,6 +223,45 @@ TEST(MpiCommSplit, AllSameKeyKeepsParentOrder) {
   EXPECT_EQ(SplitMembers(e, 3, MPI_UNDEFINED), want);
 }
 
+TEST(MpiTopology, DimsCreateIsBalancedNonIncreasingAndKeepsGivenEntries) {
+  auto dims = [](int n, std::vector<int> d) { return DimsCreate(n, d) ? d : std::vector<int>{-1}; };
+  EXPECT_EQ(dims(6, {0, 0}), (std::vector<int>{3, 2}));
+  EXPECT_EQ(dims(12, {0, 0}), (std::vector<int>{4, 3}));
+  EXPECT_EQ(dims(16, {0, 0}), (std::vector<int>{4, 4}));
+  EXPECT_EQ(dims(7, {0, 0}), (std::vector<int>{7, 1}));
+  EXPECT_EQ(dims(24, {0, 0, 0}), (std::vector<int>{4, 3, 2}));
+  EXPECT_EQ(dims(16, {0, 2, 0}), (std::vector<int>{4, 2, 2}));
+  EXPECT_EQ(dims(1, {0, 0, 0}), (std::vector<int>{1, 1, 1}));
+  EXPECT_EQ(dims(6, {3, 2}), (std::vector<int>{3, 2}));
+  EXPECT_EQ(dims(7, {0, 2}), (std::vector<int>{-1}));  // 7 is not a multiple of 2
+  EXPECT_EQ(dims(6, {4, 0}), (std::vector<int>{-1}));
+  EXPECT_EQ(dims(6, {3, 3}), (std::vector<int>{-1}));  // all given, product 9
+  EXPECT_EQ(dims(6, {-1, 0}), (std::vector<int>{-1}));
+  EXPECT_EQ(dims(0, {0}), (std::vector<int>{-1}));
+}
+
+TEST(MpiTopology, CartRanksCoordsAndShiftsAreRowMajorWithPeriodicWrap) {
+  Cart c{{3, 4}, {true, false}};  // 12 ranks: rank = x * 4 + y
+  EXPECT_EQ(c.Size(), 12);
+  for (int r = 0; r < 12; ++r) {
+    std::vector<int> xy = CartCoords(c, r);
+    EXPECT_EQ(xy, (std::vector<int>{r / 4, r % 4}));
+    EXPECT_EQ(CartRank(c, xy), r);
+  }
+  EXPECT_EQ(CartRank(c, std::vector<int>{-1, 2}), 2 * 4 + 2);  // x wraps
+  EXPECT_EQ(CartRank(c, std::vector<int>{4, 0}), 4);
+  EXPECT_EQ(CartRank(c, std::vector<int>{0, 4}), -1);  // y does not
+  EXPECT_EQ(CartRank(c, std::vector<int>{0, -1}), -1);
+  EXPECT_EQ(CartRank(c, std::vector<int>{0}), -1);  // wrong number of coordinates
+  // Rank 5 = (1, 1).
+  EXPECT_EQ(CartShift(c, 5, 0, 1), (std::pair<int, int>{1, 9}));
+  EXPECT_EQ(CartShift(c, 5, 0, 2), (std::pair<int, int>{9, 1}));  // (-1+3)%3 = 2, (1+2)%3 = 0
+  EXPECT_EQ(CartShift(c, 5, 1, 1), (std::pair<int, int>{4, 6}));
+  EXPECT_EQ(CartShift(c, 4, 1, 1), (std::pair<int, int>{-1, 5}));  // the left edge
+  EXPECT_EQ(CartShift(c, 7, 1, 1), (std::pair<int, int>{6, -1}));  // the right edge
+  EXPECT_EQ(CartShift(c, 5, 1, -1), (std::pair<int, int>{6, 4}));
+}
+
 TEST(MpiContext, DeterministicReservedFreeAndDistinct) {
   const uint64_t a = DeriveContext(GOS_CTX_WORLD, 0, kDupSalt);
   EXPECT_EQ(a, DeriveContext(GOS_CTX_WORLD, 0, kDupSalt));

@@ -58,6 +58,8 @@ typedef struct MPI_Status {
 #define MPI_ERR_IN_STATUS 17
 #define MPI_ERR_PENDING 18
 #define MPI_ERR_REQUEST 19
+#define MPI_ERR_TOPOLOGY 10
+#define MPI_ERR_DIMS 11
 #define MPI_ERR_LASTCODE 0x3fffffff
 
 #define MPI_MAX_PROCESSOR_NAME 256
@@ -70,6 +72,10 @@ typedef struct MPI_Status {
 
 #define MPI_UNDEFINED (-32766)
 #define MPI_PROC_NULL (-1)
+/* MPI_Topo_test. */
+#define MPI_GRAPH 1
+#define MPI_CART 2
+#define MPI_DIST_GRAPH 3
 #define MPI_ANY_SOURCE (-2)
 #define MPI_ANY_TAG (-1)
 
@@ -170,6 +176,8 @@ int MPI_Sendrecv(const void* sendbuf, int sendcount, MPI_Datatype sendtype, int 
 int MPI_Probe(int source, int tag, MPI_Comm comm, MPI_Status* status);
 int MPI_Iprobe(int source, int tag, MPI_Comm comm, int* flag, MPI_Status* status);
 int MPI_Get_count(const MPI_Status* status, MPI_Datatype datatype, int* count);
+int MPI_Sendrecv_replace(void* buf, int count, MPI_Datatype datatype, int dest, int sendtag,
+                         int source, int recvtag, MPI_Comm comm, MPI_Status* status);
 
 /* Completion. */
 int MPI_Wait(MPI_Request* request, MPI_Status* status);
@@ -201,6 +209,10 @@ int MPI_Scatterv(const void* sendbuf, const int sendcounts[], const int displs[]
                  int root, MPI_Comm comm);
 int MPI_Allgather(const void* sendbuf, int sendcount, MPI_Datatype sendtype, void* recvbuf,
                   int recvcount, MPI_Datatype recvtype, MPI_Comm comm);
+int MPI_Scan(const void* sendbuf, void* recvbuf, int count, MPI_Datatype datatype, MPI_Op op,
+             MPI_Comm comm);
+int MPI_Exscan(const void* sendbuf, void* recvbuf, int count, MPI_Datatype datatype, MPI_Op op,
+               MPI_Comm comm);
 int MPI_Allgatherv(const void* sendbuf, int sendcount, MPI_Datatype sendtype, void* recvbuf,
                    const int recvcounts[], const int displs[], MPI_Datatype recvtype,
                    MPI_Comm comm);
@@ -216,12 +228,27 @@ int MPI_Type_vector(int count, int blocklength, int stride, MPI_Datatype oldtype
                     MPI_Datatype* newtype);
 int MPI_Type_commit(MPI_Datatype* datatype);
 int MPI_Type_free(MPI_Datatype* datatype);
+int MPI_Type_size(MPI_Datatype datatype, int* size);
+
+/* Cartesian topologies (row-major ranks; reorder is ignored: ranks keep their order). */
+int MPI_Dims_create(int nnodes, int ndims, int dims[]);
+int MPI_Cart_create(MPI_Comm comm_old, int ndims, const int dims[], const int periods[],
+                    int reorder, MPI_Comm* comm_cart);
+int MPI_Cartdim_get(MPI_Comm comm, int* ndims);
+int MPI_Cart_get(MPI_Comm comm, int maxdims, int dims[], int periods[], int coords[]);
+int MPI_Cart_rank(MPI_Comm comm, const int coords[], int* rank);
+int MPI_Cart_coords(MPI_Comm comm, int rank, int maxdims, int coords[]);
+int MPI_Cart_shift(MPI_Comm comm, int direction, int disp, int* rank_source, int* rank_dest);
+int MPI_Topo_test(MPI_Comm comm, int* status);
 
 /* Environment. */
 double MPI_Wtime(void);
 double MPI_Wtick(void);
 int MPI_Get_processor_name(char* name, int* resultlen);
 int MPI_Error_string(int errorcode, char* string, int* resultlen);
+int MPI_Get_version(int* version, int* subversion);
+int MPI_Query_thread(int* provided);
+int MPI_Pcontrol(const int level, ...);
 
 #ifdef __cplusplus
 }
