@@ -34,6 +34,7 @@ static_assert(MPI_SUM - 1 == GOS_SUM && MPI_BXOR - 1 == GOS_BXOR && MPI_MAXLOC -
 static_assert(MPI_MAXLOC == GOS_OP_COUNT);
 
 constexpr MPI_Datatype kFirstDerivedType = 64;
+constexpr MPI_Op kFirstUserOp = 64;  // MPI_Op_create's handles: kFirstUserOp + index
 // Tags of the library's own point-to-point collectives (on the collective context), apart
 // from the tags gos.h's reductions use internally.
 constexpr int kCollTagBase = 0x40000000;
@@ -78,6 +79,7 @@ struct State {
   std::vector<std::unique_ptr<Comm>> comms;  // index = MPI_Comm; 0 = MPI_COMM_NULL
   std::vector<TypePtr> types;                // index = MPI_Datatype - kFirstDerivedType
   std::vector<bool> committed;
+  std::vector<MPI_User_function*> user_ops;  // index = MPI_Op - kFirstUserOp; nullptr = freed
   std::deque<Request> reqs;  // index + 1 = MPI_Request; a deque keeps Request* valid
   std::vector<int> free_reqs;
   int detached = 0;  // requests freed by the program that are still in flight
@@ -608,6 +610,70 @@ int InitState() {
   return MPI_SUCCESS;
 }
 
+MPI_User_function* FindUserOp(MPI_Op op) {
+  State& s = S();
+  if (op < kFirstUserOp || static_cast<size_t>(op - kFirstUserOp) >= s.user_ops.size()) {
+    return nullptr;
+  }
+  return s.user_ops[static_cast<size_t>(op - kFirstUserOp)];
+}
+
+// Which ranks' contributions a gathered reduction combines.
+enum class Span {
+  kAll,        // all ranks, for every rank (Allreduce) or the root (Reduce)
+  kInclusive,  // ranks 0..me (Scan)
+  kExclusive,  // ranks 0..me-1 (Exscan; rank 0 gets nothing)
+};
+
+// Reductions by gathering: every contribution goes to every rank (MPI_Allgather), which
+// combines the ones it needs in rank order — x0 op (x1 op (... op xk)) — with a predefined op
+// on a basic type, or a user op on any committed type. `root` >= 0: only it stores the result
+// (MPI_Reduce). Serves the scans, and every reduction with a user op.
+int GatheredReduce(const char* fn, const void* sendbuf, void* recvbuf, int count, MPI_Datatype dt,
+                   MPI_Op op, MPI_Comm comm, Span span, int root) {
+  GOS_MPI_COMM(c, comm, fn);
+  MPI_User_function* user = FindUserOp(op);
+  if (user == nullptr) GOS_MPI_CHECK(comm, fn, ReduceArgs(dt, op, count));
+  if (count < 0) return Fail(comm, fn, MPI_ERR_COUNT);
+  TypePtr t = FindType(dt);
+  if (t == nullptr) return Fail(comm, fn, MPI_ERR_TYPE);
+  if (root >= c->g.size) return Fail(comm, fn, MPI_ERR_ROOT);
+  const bool store = root < 0 || c->g.rank == root;
+  if (sendbuf == MPI_IN_PLACE && !store) return Fail(comm, fn, MPI_ERR_BUFFER);
+  const void* in = sendbuf == MPI_IN_PLACE ? recvbuf : sendbuf;
+  // Elements in their memory layout, as the user function sees them; a block per rank.
+  const size_t n = static_cast<size_t>(count);
+  const size_t block = n * static_cast<size_t>(std::max<ptrdiff_t>(t->extent(), 0));
+  const size_t base = static_cast<size_t>(-std::min<ptrdiff_t>(t->lb, 0));  // below a negative lb
+  std::vector<char> all(block * static_cast<size_t>(c->g.size) + base);
+  if (int e = MPI_Allgather(in, count, dt, all.data() + base, count, dt, comm)) return e;
+  const int first = 0;
+  int last = c->g.size - 1;
+  if (span == Span::kInclusive) last = c->g.rank;
+  if (span == Span::kExclusive) last = c->g.rank - 1;
+  if (!store || last < first) return MPI_SUCCESS;  // Exscan's rank 0: recvbuf is undefined
+  auto at = [&](int r) { return all.data() + base + block * static_cast<size_t>(r); };
+  std::vector<char> acc(block + base);
+  std::memcpy(acc.data(), at(last) - base, block + base);
+  char* a = acc.data() + base;
+  for (int r = last - 1; r >= first; --r) {
+    if (user != nullptr) {
+      int len = count;
+      MPI_Datatype type = dt;
+      user(at(r), a, &len, &type);
+    } else {
+      GOS_MPI_CHECK(comm, fn,
+                    FromGos(gos_reduce_local(at(r), a, n, static_cast<gos_type_t>(dt - 1),
+                                             static_cast<gos_op_t>(op - 1))));
+    }
+  }
+  // Only the type's data goes to recvbuf, not the gaps between its blocks.
+  std::vector<char> packed(gos::mpi::PackedSize(n, *t));
+  gos::mpi::Pack(a, n, *t, packed.data());
+  gos::mpi::Unpack(packed.data(), packed.size(), n, *t, recvbuf);
+  return MPI_SUCCESS;
+}
+
 }  // namespace
 
 extern "C" {
@@ -1084,6 +1150,10 @@ int MPI_Bcast(void* buffer, int count, MPI_Datatype datatype, int root, MPI_Comm
 int MPI_Reduce(const void* sendbuf, void* recvbuf, int count, MPI_Datatype datatype, MPI_Op op,
                int root, MPI_Comm comm) {
   static const char* const kFn = "MPI_Reduce";
+  if (FindUserOp(op) != nullptr) {
+    if (root < 0) return Fail(comm, kFn, MPI_ERR_ROOT);
+    return GatheredReduce(kFn, sendbuf, recvbuf, count, datatype, op, comm, Span::kAll, root);
+  }
   GOS_MPI_COMM(c, comm, kFn);
   GOS_MPI_CHECK(comm, kFn, ReduceArgs(datatype, op, count));
   if (root < 0 || root >= c->g.size) return Fail(comm, kFn, MPI_ERR_ROOT);
@@ -1107,6 +1177,9 @@ int MPI_Reduce(const void* sendbuf, void* recvbuf, int count, MPI_Datatype datat
 int MPI_Allreduce(const void* sendbuf, void* recvbuf, int count, MPI_Datatype datatype, MPI_Op op,
                   MPI_Comm comm) {
   static const char* const kFn = "MPI_Allreduce";
+  if (FindUserOp(op) != nullptr) {
+    return GatheredReduce(kFn, sendbuf, recvbuf, count, datatype, op, comm, Span::kAll, -1);
+  }
   GOS_MPI_COMM(c, comm, kFn);
   GOS_MPI_CHECK(comm, kFn, ReduceArgs(datatype, op, count));
   const void* in = sendbuf == MPI_IN_PLACE ? recvbuf : sendbuf;
@@ -1120,30 +1193,6 @@ int MPI_Allreduce(const void* sendbuf, void* recvbuf, int count, MPI_Datatype da
 }  // extern "C"
 
 namespace {
-
-// MPI_Scan (inclusive) and MPI_Exscan: every rank's contribution is gathered, and each rank
-// reduces the ones before it (and its own, inclusive) in rank order.
-int ScanImpl(const char* fn, const void* sendbuf, void* recvbuf, int count, MPI_Datatype dt,
-             MPI_Op op, MPI_Comm comm, bool inclusive) {
-  GOS_MPI_COMM(c, comm, fn);
-  GOS_MPI_CHECK(comm, fn, ReduceArgs(dt, op, count));
-  const size_t bytes = static_cast<size_t>(count) * gos::mpi::BasicTypeSize(dt - 1);
-  const void* in = sendbuf == MPI_IN_PLACE ? recvbuf : sendbuf;
-  std::vector<char> all(bytes * static_cast<size_t>(c->g.size));
-  if (int e = MPI_Allgather(in, count, dt, all.data(), count, dt, comm)) return e;
-  const int last = inclusive ? c->g.rank : c->g.rank - 1;
-  if (last < 0) return MPI_SUCCESS;  // Exscan on rank 0: recvbuf is undefined
-  std::vector<char> acc(all.begin(), all.begin() + static_cast<std::ptrdiff_t>(bytes));
-  for (int r = 1; r <= last; ++r) {
-    GOS_MPI_CHECK(
-        comm, fn,
-        FromGos(gos_reduce_local(all.data() + bytes * static_cast<size_t>(r), acc.data(),
-                                 static_cast<size_t>(count), static_cast<gos_type_t>(dt - 1),
-                                 static_cast<gos_op_t>(op - 1))));
-  }
-  if (bytes > 0) std::memcpy(recvbuf, acc.data(), bytes);
-  return MPI_SUCCESS;
-}
 
 // The communicator if it has a Cartesian topology, else nullptr (and the error applied).
 Comm* CartComm(MPI_Comm comm, const char* fn, int* err) {
@@ -1165,12 +1214,14 @@ extern "C" {
 
 int MPI_Scan(const void* sendbuf, void* recvbuf, int count, MPI_Datatype datatype, MPI_Op op,
              MPI_Comm comm) {
-  return ScanImpl("MPI_Scan", sendbuf, recvbuf, count, datatype, op, comm, /*inclusive=*/true);
+  return GatheredReduce("MPI_Scan", sendbuf, recvbuf, count, datatype, op, comm, Span::kInclusive,
+                        -1);
 }
 
 int MPI_Exscan(const void* sendbuf, void* recvbuf, int count, MPI_Datatype datatype, MPI_Op op,
                MPI_Comm comm) {
-  return ScanImpl("MPI_Exscan", sendbuf, recvbuf, count, datatype, op, comm, /*inclusive=*/false);
+  return GatheredReduce("MPI_Exscan", sendbuf, recvbuf, count, datatype, op, comm, Span::kExclusive,
+                        -1);
 }
 
 int MPI_Sendrecv_replace(void* buf, int count, MPI_Datatype datatype, int dest, int sendtag,
@@ -1435,6 +1486,26 @@ int MPI_Type_commit(MPI_Datatype* datatype) {
   if (*datatype >= kFirstDerivedType) {
     S().committed[static_cast<size_t>(*datatype - kFirstDerivedType)] = true;
   }
+  return MPI_SUCCESS;
+}
+
+int MPI_Op_create(MPI_User_function* user_fn, int /*commute*/, MPI_Op* op) {
+  // Every reduction with a user op combines in rank order, so commutativity does not matter.
+  if (user_fn == nullptr || op == nullptr) {
+    return Fail(MPI_COMM_WORLD, "MPI_Op_create", MPI_ERR_ARG);
+  }
+  State& s = S();
+  s.user_ops.push_back(user_fn);
+  *op = kFirstUserOp + static_cast<MPI_Op>(s.user_ops.size() - 1);
+  return MPI_SUCCESS;
+}
+
+int MPI_Op_free(MPI_Op* op) {
+  if (op == nullptr || FindUserOp(*op) == nullptr) {
+    return Fail(MPI_COMM_WORLD, "MPI_Op_free", MPI_ERR_OP);
+  }
+  S().user_ops[static_cast<size_t>(*op - kFirstUserOp)] = nullptr;
+  *op = MPI_OP_NULL;
   return MPI_SUCCESS;
 }
 

@@ -144,6 +144,11 @@ typedef struct MPI_Status {
 #define MPI_MINLOC ((MPI_Op)11)
 #define MPI_MAXLOC ((MPI_Op)12)
 
+/* User-defined reductions: inoutvec[i] = invec[i] op inoutvec[i] for *len elements. */
+typedef void MPI_User_function(void* invec, void* inoutvec, int* len, MPI_Datatype* datatype);
+int MPI_Op_create(MPI_User_function* user_fn, int commute, MPI_Op* op);
+int MPI_Op_free(MPI_Op* op);
+
 /* Start / stop. */
 int MPI_Init(int* argc, char*** argv);
 int MPI_Init_thread(int* argc, char*** argv, int required, int* provided);
