@@ -53,6 +53,42 @@ constexpr std::array<size_t, GOS_TYPE_COUNT> kBasicSizes = [] {
   return s;
 }();
 
+constexpr std::array<size_t, GOS_TYPE_COUNT> kBasicAligns = [] {
+  std::array<size_t, GOS_TYPE_COUNT> a{};
+  a[GOS_CHAR] = alignof(char);
+  a[GOS_SIGNED_CHAR] = alignof(signed char);
+  a[GOS_UNSIGNED_CHAR] = alignof(unsigned char);
+  a[GOS_BYTE] = 1;
+  a[GOS_SHORT] = alignof(short);
+  a[GOS_UNSIGNED_SHORT] = alignof(unsigned short);
+  a[GOS_INT] = alignof(int);
+  a[GOS_UNSIGNED] = alignof(unsigned);
+  a[GOS_LONG] = alignof(long);
+  a[GOS_UNSIGNED_LONG] = alignof(unsigned long);
+  a[GOS_LONG_LONG] = alignof(long long);
+  a[GOS_UNSIGNED_LONG_LONG] = alignof(unsigned long long);
+  a[GOS_INT8] = alignof(int8_t);
+  a[GOS_UINT8] = alignof(uint8_t);
+  a[GOS_INT16] = alignof(int16_t);
+  a[GOS_UINT16] = alignof(uint16_t);
+  a[GOS_INT32] = alignof(int32_t);
+  a[GOS_UINT32] = alignof(uint32_t);
+  a[GOS_INT64] = alignof(int64_t);
+  a[GOS_UINT64] = alignof(uint64_t);
+  a[GOS_FLOAT] = alignof(float);
+  a[GOS_DOUBLE] = alignof(double);
+  a[GOS_LONG_DOUBLE] = alignof(long double);
+  a[GOS_C_BOOL] = alignof(bool);
+  a[GOS_WCHAR] = alignof(wchar_t);
+  a[GOS_FLOAT_INT] = alignof(Pair<float>);
+  a[GOS_DOUBLE_INT] = alignof(Pair<double>);
+  a[GOS_LONG_INT] = alignof(Pair<long>);
+  a[GOS_2INT] = alignof(Pair<int>);
+  a[GOS_SHORT_INT] = alignof(Pair<short>);
+  a[GOS_LONG_DOUBLE_INT] = alignof(Pair<long double>);
+  return a;
+}();
+
 // Moves the data of one element laid out at `base` to or from the stream at `*stream`,
 // advancing the stream; stops once `*budget` bytes have moved.
 template <bool kPack>
@@ -69,7 +105,29 @@ void Walk(char* base, const TypeNode& t, char** stream, size_t* budget) {
     *budget -= n;
     return;
   }
-  // Only vectors can be non-contiguous.
+  if (t.kind == TypeNode::Kind::kBlocks) {
+    for (const TypeBlock& b : t.blocks) {
+      const TypeNode& bt = *b.type;
+      char* start = base + b.disp;
+      if (bt.contiguous) {
+        size_t n = std::min(static_cast<size_t>(b.blocklen) * bt.size, *budget);
+        if (kPack) {
+          std::memcpy(*stream, start, n);
+        } else {
+          std::memcpy(start, *stream, n);
+        }
+        *stream += n;
+        *budget -= n;
+      } else {
+        for (int j = 0; j<b.blocklen&& * budget> 0; ++j) {
+          Walk<kPack>(start + static_cast<ptrdiff_t>(j) * bt.extent(), bt, stream, budget);
+        }
+      }
+      if (*budget == 0) return;
+    }
+    return;
+  }
+  // A vector.
   const TypeNode& old = *t.old;
   const ptrdiff_t old_extent = old.extent();
   for (int i = 0; i<t.count&& * budget> 0; ++i) {
@@ -107,6 +165,7 @@ const std::shared_ptr<const TypeNode>& BasicType(int gos_type) {
       n->kind = TypeNode::Kind::kBasic;
       n->basic = t;
       n->size = kBasicSizes[static_cast<size_t>(t)];
+      n->align = kBasicAligns[static_cast<size_t>(t)];
       n->lb = 0;
       n->ub = static_cast<ptrdiff_t>(n->size);
       n->contiguous = true;
@@ -127,6 +186,7 @@ std::shared_ptr<const TypeNode> MakeVector(int count, int blocklen, int stride,
   t->blocklen = blocklen;
   t->stride = stride;
   t->size = static_cast<size_t>(count) * static_cast<size_t>(blocklen) * old->size;
+  t->align = old->align;
   const ptrdiff_t old_extent = old->extent();
   if (count == 0 || blocklen == 0) {
     t->lb = 0;
@@ -149,6 +209,50 @@ std::shared_ptr<const TypeNode> MakeVector(int count, int blocklen, int stride,
 
 std::shared_ptr<const TypeNode> MakeContiguous(int count, std::shared_ptr<const TypeNode> old) {
   return MakeVector(count, 1, 1, std::move(old));
+}
+
+std::shared_ptr<const TypeNode> MakeBlocks(std::vector<TypeBlock> blocks, bool pad) {
+  auto t = std::make_shared<TypeNode>();
+  t->kind = TypeNode::Kind::kBlocks;
+  bool any = false, tiles = true;
+  ptrdiff_t next = 0;  // where the next block must start for the data to be one run
+  for (const TypeBlock& b : blocks) {
+    if (b.blocklen < 0 || b.type == nullptr) return nullptr;
+    if (b.blocklen == 0) continue;
+    const TypeNode& bt = *b.type;
+    t->size += static_cast<size_t>(b.blocklen) * bt.size;
+    const ptrdiff_t lo = b.disp + bt.lb;
+    const ptrdiff_t hi = b.disp + static_cast<ptrdiff_t>(b.blocklen - 1) * bt.extent() + bt.ub;
+    t->lb = any ? std::min(t->lb, lo) : lo;
+    t->ub = any ? std::max(t->ub, hi) : hi;
+    any = true;
+    t->align = std::max(t->align, bt.align);
+    tiles = tiles && bt.contiguous && b.disp == next;
+    next = b.disp + static_cast<ptrdiff_t>(static_cast<size_t>(b.blocklen) * bt.size);
+  }
+  std::erase_if(blocks, [](const TypeBlock& b) { return b.blocklen == 0; });
+  if (pad && any) {
+    const auto a = static_cast<ptrdiff_t>(t->align);
+    t->ub = t->lb + (t->extent() + a - 1) / a * a;
+  }
+  t->contiguous = tiles && t->lb == 0 && static_cast<size_t>(t->extent()) == t->size;
+  t->blocks = std::move(blocks);
+  return t;
+}
+
+std::shared_ptr<const TypeNode> MakeResized(std::shared_ptr<const TypeNode> old, ptrdiff_t lb,
+                                            ptrdiff_t extent) {
+  if (old == nullptr) return nullptr;
+  auto t = std::make_shared<TypeNode>();
+  t->kind = TypeNode::Kind::kBlocks;
+  t->size = old->size;
+  t->align = old->align;
+  t->lb = lb;
+  t->ub = lb + extent;
+  t->contiguous =
+      old->contiguous && old->lb == 0 && lb == 0 && static_cast<size_t>(extent) == old->size;
+  t->blocks = {TypeBlock{0, 1, std::move(old)}};
+  return t;
 }
 
 void Pack(const void* buf, size_t count, const TypeNode& t, void* out) {

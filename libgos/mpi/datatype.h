@@ -7,14 +7,24 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <vector>
 
 namespace gos::mpi {
 
 // The layout of one element of a datatype. Basic types wrap a gos_type_t; derived types are
 // immutable trees that share their children, so freeing a type handle never invalidates a
 // type built from it (as MPI requires).
+struct TypeNode;
+
+// A run of `blocklen` elements of `type` starting `disp` bytes from the element's origin.
+struct TypeBlock {
+  ptrdiff_t disp = 0;
+  int blocklen = 0;
+  std::shared_ptr<const TypeNode> type;
+};
+
 struct TypeNode {
-  enum class Kind { kBasic, kVector };
+  enum class Kind { kBasic, kVector, kBlocks };
   Kind kind = Kind::kBasic;
   int basic = -1;  // kBasic: the gos_type_t
   // kVector (MPI_Type_vector; MPI_Type_contiguous(n) is vector(n, 1, 1)): `count` blocks of
@@ -23,8 +33,12 @@ struct TypeNode {
   int blocklen = 0;
   int stride = 0;
   std::shared_ptr<const TypeNode> old;
+  // kBlocks (MPI_Type_create_struct, _hvector, _hindexed, _indexed, _indexed_block,
+  // _resized): the blocks in the order their data is packed.
+  std::vector<TypeBlock> blocks;
 
   size_t size = 0;   // bytes of data in one element (the packed size)
+  size_t align = 1;  // the largest alignment of the basic types in it (MPI's struct padding)
   ptrdiff_t lb = 0;  // lowest byte offset of the element's data
   ptrdiff_t ub = 0;  // one past the highest; consecutive elements are ub - lb apart
   // True when one element's data is exactly [0, size) with no gaps (so `count` elements are
@@ -44,6 +58,14 @@ const std::shared_ptr<const TypeNode>& BasicType(int gos_type);
 std::shared_ptr<const TypeNode> MakeVector(int count, int blocklen, int stride,
                                            std::shared_ptr<const TypeNode> old);
 std::shared_ptr<const TypeNode> MakeContiguous(int count, std::shared_ptr<const TypeNode> old);
+// A type of blocks at byte displacements (struct, hvector, hindexed; indexed after scaling
+// by the old type's extent). Its bounds are the blocks'; with `pad` (MPI_Type_create_struct)
+// the extent is rounded up to a multiple of the largest alignment of its basic types, as a C
+// compiler pads a struct (MPI's epsilon). nullptr on a negative blocklen or a null type.
+std::shared_ptr<const TypeNode> MakeBlocks(std::vector<TypeBlock> blocks, bool pad = false);
+// MPI_Type_create_resized: old's data with bounds [lb, lb + extent). nullptr if old is null.
+std::shared_ptr<const TypeNode> MakeResized(std::shared_ptr<const TypeNode> old, ptrdiff_t lb,
+                                            ptrdiff_t extent);
 
 // Packed bytes of `count` elements.
 inline size_t PackedSize(size_t count, const TypeNode& t) { return count * t.size; }

@@ -1478,6 +1478,119 @@ int MPI_Type_vector(int count, int blocklength, int stride, MPI_Datatype oldtype
   return AddType(gos::mpi::MakeVector(count, blocklength, stride, std::move(old)), newtype);
 }
 
+namespace {
+
+// The blocks of MPI_Type_create_struct and the h/indexed constructors: displacements in
+// bytes, or in extents of the old type when `scale` is that extent.
+int AddBlocksType(const char* fn, int count, const int blocklengths[], const MPI_Aint* byte_displs,
+                  const int* elem_displs, const MPI_Datatype* types, MPI_Datatype oldtype,
+                  MPI_Datatype* newtype, int same_blocklen = -1) {
+  if (count < 0) return Fail(MPI_COMM_WORLD, fn, MPI_ERR_COUNT);
+  if (newtype == nullptr || (count > 0 && blocklengths == nullptr && same_blocklen < 0)) {
+    return Fail(MPI_COMM_WORLD, fn, MPI_ERR_ARG);
+  }
+  std::vector<gos::mpi::TypeBlock> blocks;
+  for (int i = 0; i < count; ++i) {
+    TypePtr t = FindType(types != nullptr ? types[i] : oldtype, /*for_transfer=*/false);
+    if (t == nullptr) return Fail(MPI_COMM_WORLD, fn, MPI_ERR_TYPE);
+    const int len = same_blocklen >= 0 ? same_blocklen : blocklengths[i];
+    if (len < 0) return Fail(MPI_COMM_WORLD, fn, MPI_ERR_COUNT);
+    const ptrdiff_t disp = byte_displs != nullptr ? byte_displs[i] : elem_displs[i] * t->extent();
+    blocks.push_back({disp, len, std::move(t)});
+  }
+  // Only a struct gets MPI's alignment padding (epsilon), as C pads a struct.
+  return AddType(gos::mpi::MakeBlocks(std::move(blocks), /*pad=*/types != nullptr), newtype);
+}
+
+}  // namespace
+
+int MPI_Type_create_struct(int count, const int blocklengths[], const MPI_Aint displacements[],
+                           const MPI_Datatype types[], MPI_Datatype* newtype) {
+  if (count > 0 && (displacements == nullptr || types == nullptr)) {
+    return Fail(MPI_COMM_WORLD, "MPI_Type_create_struct", MPI_ERR_ARG);
+  }
+  return AddBlocksType("MPI_Type_create_struct", count, blocklengths, displacements, nullptr, types,
+                       MPI_DATATYPE_NULL, newtype);
+}
+
+int MPI_Type_create_hvector(int count, int blocklength, MPI_Aint stride, MPI_Datatype oldtype,
+                            MPI_Datatype* newtype) {
+  if (count < 0 || blocklength < 0) {
+    return Fail(MPI_COMM_WORLD, "MPI_Type_create_hvector", MPI_ERR_COUNT);
+  }
+  std::vector<MPI_Aint> displs(static_cast<size_t>(count));
+  for (int i = 0; i < count; ++i) displs[static_cast<size_t>(i)] = i * stride;
+  return AddBlocksType("MPI_Type_create_hvector", count, nullptr, displs.data(), nullptr, nullptr,
+                       oldtype, newtype, blocklength);
+}
+
+int MPI_Type_indexed(int count, const int blocklengths[], const int displacements[],
+                     MPI_Datatype oldtype, MPI_Datatype* newtype) {
+  if (count > 0 && displacements == nullptr) {
+    return Fail(MPI_COMM_WORLD, "MPI_Type_indexed", MPI_ERR_ARG);
+  }
+  return AddBlocksType("MPI_Type_indexed", count, blocklengths, nullptr, displacements, nullptr,
+                       oldtype, newtype);
+}
+
+int MPI_Type_create_hindexed(int count, const int blocklengths[], const MPI_Aint displacements[],
+                             MPI_Datatype oldtype, MPI_Datatype* newtype) {
+  if (count > 0 && displacements == nullptr) {
+    return Fail(MPI_COMM_WORLD, "MPI_Type_create_hindexed", MPI_ERR_ARG);
+  }
+  return AddBlocksType("MPI_Type_create_hindexed", count, blocklengths, displacements, nullptr,
+                       nullptr, oldtype, newtype);
+}
+
+int MPI_Type_create_indexed_block(int count, int blocklength, const int displacements[],
+                                  MPI_Datatype oldtype, MPI_Datatype* newtype) {
+  if (blocklength < 0) return Fail(MPI_COMM_WORLD, "MPI_Type_create_indexed_block", MPI_ERR_COUNT);
+  if (count > 0 && displacements == nullptr) {
+    return Fail(MPI_COMM_WORLD, "MPI_Type_create_indexed_block", MPI_ERR_ARG);
+  }
+  return AddBlocksType("MPI_Type_create_indexed_block", count, nullptr, nullptr, displacements,
+                       nullptr, oldtype, newtype, blocklength);
+}
+
+int MPI_Type_create_resized(MPI_Datatype oldtype, MPI_Aint lb, MPI_Aint extent,
+                            MPI_Datatype* newtype) {
+  TypePtr old = FindType(oldtype, /*for_transfer=*/false);
+  if (old == nullptr) return Fail(MPI_COMM_WORLD, "MPI_Type_create_resized", MPI_ERR_TYPE);
+  if (newtype == nullptr || extent < 0) {
+    return Fail(MPI_COMM_WORLD, "MPI_Type_create_resized", MPI_ERR_ARG);
+  }
+  return AddType(gos::mpi::MakeResized(std::move(old), lb, extent), newtype);
+}
+
+int MPI_Type_dup(MPI_Datatype oldtype, MPI_Datatype* newtype) {
+  TypePtr old = FindType(oldtype, /*for_transfer=*/false);
+  if (old == nullptr) return Fail(MPI_COMM_WORLD, "MPI_Type_dup", MPI_ERR_TYPE);
+  if (newtype == nullptr) return Fail(MPI_COMM_WORLD, "MPI_Type_dup", MPI_ERR_ARG);
+  // The same layout; a duplicate is committed when its original was (MPI 4.1, 5.1.10).
+  if (int e = AddType(std::move(old), newtype)) return e;
+  if (FindType(oldtype) != nullptr) {
+    S().committed[static_cast<size_t>(*newtype - kFirstDerivedType)] = true;
+  }
+  return MPI_SUCCESS;
+}
+
+int MPI_Type_get_extent(MPI_Datatype datatype, MPI_Aint* lb, MPI_Aint* extent) {
+  TypePtr t = FindType(datatype, /*for_transfer=*/false);
+  if (t == nullptr) return Fail(MPI_COMM_WORLD, "MPI_Type_get_extent", MPI_ERR_TYPE);
+  *lb = t->lb;
+  *extent = t->extent();
+  return MPI_SUCCESS;
+}
+
+int MPI_Get_address(const void* location, MPI_Aint* address) {
+  *address = reinterpret_cast<MPI_Aint>(location);
+  return MPI_SUCCESS;
+}
+
+MPI_Aint MPI_Aint_add(MPI_Aint base, MPI_Aint disp) { return base + disp; }
+
+MPI_Aint MPI_Aint_diff(MPI_Aint addr1, MPI_Aint addr2) { return addr1 - addr2; }
+
 int MPI_Type_commit(MPI_Datatype* datatype) {
   if (datatype == nullptr || FindType(*datatype, /*for_transfer=*/false) == nullptr) {
     return Fail(MPI_COMM_WORLD, "MPI_Type_commit", MPI_ERR_TYPE);

@@ -14,6 +14,7 @@
 #include <algorithm>
 #include <chrono>
 #include <climits>
+#include <cstddef>
 #include <cstdio>
 #include <cstring>
 #include <deque>
@@ -87,6 +88,61 @@ TEST(MpiDatatype, VectorLayoutAndPackUnpack) {
   std::vector<int> out(12, -1);
   Unpack(packed.data(), packed.size() * sizeof(int), 1, *col, out.data() + 1);
   EXPECT_EQ(out, (std::vector<int>{-1, 1, -1, -1, 4, -1, -1, 7, -1, -1, 10, -1}));
+}
+
+TEST(MpiDatatype, BlocksOfMixedTypesPackInBlockOrderAndSkipGaps) {
+  struct S {
+    double d;
+    char c;  // then padding
+    int i[2];
+  };
+  auto t = MakeBlocks({{offsetof(S, d), 1, BasicType(GOS_DOUBLE)},
+                       {offsetof(S, c), 1, BasicType(GOS_CHAR)},
+                       {offsetof(S, i), 2, BasicType(GOS_INT)}},
+                      /*pad=*/true);
+  ASSERT_NE(t, nullptr);
+  EXPECT_FALSE(t->contiguous);  // the padding after c
+  EXPECT_EQ(t->size, sizeof(double) + 1 + 2 * sizeof(int));
+  EXPECT_EQ(t->lb, 0);
+  // The data ends with i[1] at 20; padded to the alignment of double, as C does: 24.
+  EXPECT_EQ(t->extent(), static_cast<ptrdiff_t>(sizeof(S)));
+  EXPECT_EQ(MakeBlocks(t->blocks)->extent(), 20);  // unpadded (hindexed-like)
+  auto resized = MakeResized(t, 0, sizeof(S) + 8);
+  ASSERT_NE(resized, nullptr);
+  EXPECT_EQ(resized->extent(), static_cast<ptrdiff_t>(sizeof(S) + 8));
+  EXPECT_EQ(resized->size, t->size);
+
+  // Two elements of the resized type: element 1 starts sizeof(S) + 8 bytes after element 0.
+  std::vector<char> mem(2 * (sizeof(S) + 8), 0);
+  S a{1.5, 'x', {7, 8}}, b{2.5, 'y', {9, 10}};
+  std::memcpy(mem.data(), &a, sizeof a);
+  std::memcpy(mem.data() + sizeof(S) + 8, &b, sizeof b);
+  std::vector<char> packed(2 * t->size);
+  Pack(mem.data(), 2, *resized, packed.data());
+  std::vector<char> out(mem.size(), 'z');
+  Unpack(packed.data(), packed.size(), 2, *resized, out.data());
+  S a2, b2;
+  std::memcpy(&a2, out.data(), sizeof a2);
+  std::memcpy(&b2, out.data() + sizeof(S) + 8, sizeof b2);
+  EXPECT_EQ(a2.d, 1.5);
+  EXPECT_EQ(a2.c, 'x');
+  EXPECT_EQ(a2.i[1], 8);
+  EXPECT_EQ(b2.d, 2.5);
+  EXPECT_EQ(b2.i[0], 9);
+  EXPECT_EQ(out[offsetof(S, c) + 1], 'z');  // padding untouched
+  EXPECT_EQ(out[sizeof(S) + 3], 'z');       // the 8 resized bytes untouched
+
+  // Blocks that tile [0, size) in order are one contiguous run; out of order they are not.
+  auto run = MakeBlocks({{0, 2, BasicType(GOS_INT)}, {2 * sizeof(int), 1, BasicType(GOS_INT)}});
+  ASSERT_NE(run, nullptr);
+  EXPECT_TRUE(run->contiguous);
+  auto swapped = MakeBlocks({{sizeof(int), 1, BasicType(GOS_INT)}, {0, 1, BasicType(GOS_INT)}});
+  ASSERT_NE(swapped, nullptr);
+  EXPECT_FALSE(swapped->contiguous);
+  std::vector<int> two = {5, 6}, packed2(2);
+  Pack(two.data(), 1, *swapped, packed2.data());
+  EXPECT_EQ(packed2, (std::vector<int>{6, 5}));
+  EXPECT_EQ(MakeBlocks({{0, -1, BasicType(GOS_INT)}}), nullptr);
 }
 
 TEST(MpiDatatype, VectorBlocksAndCountStepByExtent) {
