@@ -17,77 +17,79 @@ struct Pair {
   int index;
 };
 
-constexpr std::array<size_t, GOS_TYPE_COUNT> kBasicSizes = [] {
-  std::array<size_t, GOS_TYPE_COUNT> s{};
-  s[GOS_CHAR] = sizeof(char);
-  s[GOS_SIGNED_CHAR] = sizeof(signed char);
-  s[GOS_UNSIGNED_CHAR] = sizeof(unsigned char);
-  s[GOS_BYTE] = 1;
-  s[GOS_SHORT] = sizeof(short);
-  s[GOS_UNSIGNED_SHORT] = sizeof(unsigned short);
-  s[GOS_INT] = sizeof(int);
-  s[GOS_UNSIGNED] = sizeof(unsigned);
-  s[GOS_LONG] = sizeof(long);
-  s[GOS_UNSIGNED_LONG] = sizeof(unsigned long);
-  s[GOS_LONG_LONG] = sizeof(long long);
-  s[GOS_UNSIGNED_LONG_LONG] = sizeof(unsigned long long);
-  s[GOS_INT8] = 1;
-  s[GOS_UINT8] = 1;
-  s[GOS_INT16] = 2;
-  s[GOS_UINT16] = 2;
-  s[GOS_INT32] = 4;
-  s[GOS_UINT32] = 4;
-  s[GOS_INT64] = 8;
-  s[GOS_UINT64] = 8;
-  s[GOS_FLOAT] = sizeof(float);
-  s[GOS_DOUBLE] = sizeof(double);
-  s[GOS_LONG_DOUBLE] = sizeof(long double);
-  s[GOS_C_BOOL] = sizeof(bool);
-  s[GOS_WCHAR] = sizeof(wchar_t);
-  s[GOS_FLOAT_INT] = sizeof(Pair<float>);
-  s[GOS_DOUBLE_INT] = sizeof(Pair<double>);
-  s[GOS_LONG_INT] = sizeof(Pair<long>);
-  s[GOS_2INT] = sizeof(Pair<int>);
-  s[GOS_SHORT_INT] = sizeof(Pair<short>);
-  s[GOS_LONG_DOUBLE_INT] = sizeof(Pair<long double>);
+// Size and alignment of each basic type, as C lays it out.
+struct BasicLayout {
+  size_t size = 0;
+  size_t align = 1;
+};
+template <typename T>
+constexpr BasicLayout LayoutOf() {
+  return {sizeof(T), alignof(T)};
+}
+
+constexpr std::array<BasicLayout, GOS_TYPE_COUNT> kBasic = [] {
+  std::array<BasicLayout, GOS_TYPE_COUNT> s{};
+  s[GOS_CHAR] = LayoutOf<char>();
+  s[GOS_SIGNED_CHAR] = LayoutOf<signed char>();
+  s[GOS_UNSIGNED_CHAR] = LayoutOf<unsigned char>();
+  s[GOS_BYTE] = LayoutOf<uint8_t>();
+  s[GOS_SHORT] = LayoutOf<short>();
+  s[GOS_UNSIGNED_SHORT] = LayoutOf<unsigned short>();
+  s[GOS_INT] = LayoutOf<int>();
+  s[GOS_UNSIGNED] = LayoutOf<unsigned>();
+  s[GOS_LONG] = LayoutOf<long>();
+  s[GOS_UNSIGNED_LONG] = LayoutOf<unsigned long>();
+  s[GOS_LONG_LONG] = LayoutOf<long long>();
+  s[GOS_UNSIGNED_LONG_LONG] = LayoutOf<unsigned long long>();
+  s[GOS_INT8] = LayoutOf<int8_t>();
+  s[GOS_UINT8] = LayoutOf<uint8_t>();
+  s[GOS_INT16] = LayoutOf<int16_t>();
+  s[GOS_UINT16] = LayoutOf<uint16_t>();
+  s[GOS_INT32] = LayoutOf<int32_t>();
+  s[GOS_UINT32] = LayoutOf<uint32_t>();
+  s[GOS_INT64] = LayoutOf<int64_t>();
+  s[GOS_UINT64] = LayoutOf<uint64_t>();
+  s[GOS_FLOAT] = LayoutOf<float>();
+  s[GOS_DOUBLE] = LayoutOf<double>();
+  s[GOS_LONG_DOUBLE] = LayoutOf<long double>();
+  s[GOS_C_BOOL] = LayoutOf<bool>();
+  s[GOS_WCHAR] = LayoutOf<wchar_t>();
+  s[GOS_FLOAT_INT] = LayoutOf<Pair<float>>();
+  s[GOS_DOUBLE_INT] = LayoutOf<Pair<double>>();
+  s[GOS_LONG_INT] = LayoutOf<Pair<long>>();
+  s[GOS_2INT] = LayoutOf<Pair<int>>();
+  s[GOS_SHORT_INT] = LayoutOf<Pair<short>>();
+  s[GOS_LONG_DOUBLE_INT] = LayoutOf<Pair<long double>>();
   return s;
 }();
 
-constexpr std::array<size_t, GOS_TYPE_COUNT> kBasicAligns = [] {
-  std::array<size_t, GOS_TYPE_COUNT> a{};
-  a[GOS_CHAR] = alignof(char);
-  a[GOS_SIGNED_CHAR] = alignof(signed char);
-  a[GOS_UNSIGNED_CHAR] = alignof(unsigned char);
-  a[GOS_BYTE] = 1;
-  a[GOS_SHORT] = alignof(short);
-  a[GOS_UNSIGNED_SHORT] = alignof(unsigned short);
-  a[GOS_INT] = alignof(int);
-  a[GOS_UNSIGNED] = alignof(unsigned);
-  a[GOS_LONG] = alignof(long);
-  a[GOS_UNSIGNED_LONG] = alignof(unsigned long);
-  a[GOS_LONG_LONG] = alignof(long long);
-  a[GOS_UNSIGNED_LONG_LONG] = alignof(unsigned long long);
-  a[GOS_INT8] = alignof(int8_t);
-  a[GOS_UINT8] = alignof(uint8_t);
-  a[GOS_INT16] = alignof(int16_t);
-  a[GOS_UINT16] = alignof(uint16_t);
-  a[GOS_INT32] = alignof(int32_t);
-  a[GOS_UINT32] = alignof(uint32_t);
-  a[GOS_INT64] = alignof(int64_t);
-  a[GOS_UINT64] = alignof(uint64_t);
-  a[GOS_FLOAT] = alignof(float);
-  a[GOS_DOUBLE] = alignof(double);
-  a[GOS_LONG_DOUBLE] = alignof(long double);
-  a[GOS_C_BOOL] = alignof(bool);
-  a[GOS_WCHAR] = alignof(wchar_t);
-  a[GOS_FLOAT_INT] = alignof(Pair<float>);
-  a[GOS_DOUBLE_INT] = alignof(Pair<double>);
-  a[GOS_LONG_INT] = alignof(Pair<long>);
-  a[GOS_2INT] = alignof(Pair<int>);
-  a[GOS_SHORT_INT] = alignof(Pair<short>);
-  a[GOS_LONG_DOUBLE_INT] = alignof(Pair<long double>);
-  return a;
-}();
+template <bool kPack>
+void Walk(char* base, const TypeNode& t, char** stream, size_t* budget);
+
+// Moves up to n bytes between `at` and the stream.
+template <bool kPack>
+void Move(char* at, size_t n, char** stream, size_t* budget) {
+  n = std::min(n, *budget);
+  if (kPack) {
+    std::memcpy(*stream, at, n);
+  } else {
+    std::memcpy(at, *stream, n);
+  }
+  *stream += n;
+  *budget -= n;
+}
+
+// A block of `blocklen` elements of `bt` from `start`: one run of bytes when bt is contiguous.
+template <bool kPack>
+void WalkBlock(char* start, int blocklen, const TypeNode& bt, char** stream, size_t* budget) {
+  if (bt.contiguous) {
+    Move<kPack>(start, static_cast<size_t>(blocklen) * bt.size, stream, budget);
+    return;
+  }
+  for (int j = 0; j<blocklen&& * budget> 0; ++j) {
+    Walk<kPack>(start + static_cast<ptrdiff_t>(j) * bt.extent(), bt, stream, budget);
+  }
+}
 
 // Moves the data of one element laid out at `base` to or from the stream at `*stream`,
 // advancing the stream; stops once `*budget` bytes have moved.
@@ -95,58 +97,21 @@ template <bool kPack>
 void Walk(char* base, const TypeNode& t, char** stream, size_t* budget) {
   if (*budget == 0) return;
   if (t.contiguous) {
-    size_t n = std::min(t.size, *budget);
-    if (kPack) {
-      std::memcpy(*stream, base, n);
-    } else {
-      std::memcpy(base, *stream, n);
-    }
-    *stream += n;
-    *budget -= n;
+    Move<kPack>(base, t.size, stream, budget);
     return;
   }
   if (t.kind == TypeNode::Kind::kBlocks) {
     for (const TypeBlock& b : t.blocks) {
-      const TypeNode& bt = *b.type;
-      char* start = base + b.disp;
-      if (bt.contiguous) {
-        size_t n = std::min(static_cast<size_t>(b.blocklen) * bt.size, *budget);
-        if (kPack) {
-          std::memcpy(*stream, start, n);
-        } else {
-          std::memcpy(start, *stream, n);
-        }
-        *stream += n;
-        *budget -= n;
-      } else {
-        for (int j = 0; j<b.blocklen&& * budget> 0; ++j) {
-          Walk<kPack>(start + static_cast<ptrdiff_t>(j) * bt.extent(), bt, stream, budget);
-        }
-      }
       if (*budget == 0) return;
+      WalkBlock<kPack>(base + b.disp, b.blocklen, *b.type, stream, budget);
     }
     return;
   }
-  // A vector.
-  const TypeNode& old = *t.old;
-  const ptrdiff_t old_extent = old.extent();
+  // A vector: block i at i * stride extents of the old type.
+  const ptrdiff_t old_extent = t.old->extent();
   for (int i = 0; i<t.count&& * budget> 0; ++i) {
-    char* block = base + static_cast<ptrdiff_t>(i) * t.stride * old_extent;
-    if (old.contiguous) {
-      // A block of contiguous elements is one run of bytes.
-      size_t n = std::min(static_cast<size_t>(t.blocklen) * old.size, *budget);
-      if (kPack) {
-        std::memcpy(*stream, block, n);
-      } else {
-        std::memcpy(block, *stream, n);
-      }
-      *stream += n;
-      *budget -= n;
-      continue;
-    }
-    for (int j = 0; j<t.blocklen&& * budget> 0; ++j) {
-      Walk<kPack>(block + static_cast<ptrdiff_t>(j) * old_extent, old, stream, budget);
-    }
+    WalkBlock<kPack>(base + static_cast<ptrdiff_t>(i) * t.stride * old_extent, t.blocklen, *t.old,
+                     stream, budget);
   }
 }
 
@@ -154,7 +119,7 @@ void Walk(char* base, const TypeNode& t, char** stream, size_t* budget) {
 
 size_t BasicTypeSize(int gos_type) {
   if (gos_type < 0 || gos_type >= GOS_TYPE_COUNT) return 0;
-  return kBasicSizes[static_cast<size_t>(gos_type)];
+  return kBasic[static_cast<size_t>(gos_type)].size;
 }
 
 const std::shared_ptr<const TypeNode>& BasicType(int gos_type) {
@@ -164,8 +129,8 @@ const std::shared_ptr<const TypeNode>& BasicType(int gos_type) {
       auto n = std::make_shared<TypeNode>();
       n->kind = TypeNode::Kind::kBasic;
       n->basic = t;
-      n->size = kBasicSizes[static_cast<size_t>(t)];
-      n->align = kBasicAligns[static_cast<size_t>(t)];
+      n->size = kBasic[static_cast<size_t>(t)].size;
+      n->align = kBasic[static_cast<size_t>(t)].align;
       n->lb = 0;
       n->ub = static_cast<ptrdiff_t>(n->size);
       n->contiguous = true;
