@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <deque>
 #include <memory>
@@ -80,6 +81,9 @@ struct State {
   std::vector<TypePtr> types;                // index = MPI_Datatype - kFirstDerivedType
   std::vector<bool> committed;
   std::vector<MPI_User_function*> user_ops;  // index = MPI_Op - kFirstUserOp; nullptr = freed
+  // Groups as world ranks in group order; index = MPI_Group (0 = MPI_GROUP_NULL, never set;
+  // 1 = MPI_GROUP_EMPTY); nullopt = freed.
+  std::vector<std::optional<std::vector<int>>> groups;
   std::deque<Request> reqs;  // index + 1 = MPI_Request; a deque keeps Request* valid
   std::vector<int> free_reqs;
   int detached = 0;  // requests freed by the program that are still in flight
@@ -607,7 +611,30 @@ int InitState() {
     c->g = *g;  // gos owns its world arrays for the life of the process
     AddComm(std::move(c));
   }
+  s.groups.clear();
+  s.groups.emplace_back();                    // MPI_GROUP_NULL
+  s.groups.emplace_back(std::vector<int>{});  // MPI_GROUP_EMPTY
   return MPI_SUCCESS;
+}
+
+const std::vector<int>* FindGroup(MPI_Group g) {
+  State& s = S();
+  if (g <= 0 || static_cast<size_t>(g) >= s.groups.size() || !s.groups[static_cast<size_t>(g)]) {
+    return nullptr;
+  }
+  return &*s.groups[static_cast<size_t>(g)];
+}
+
+MPI_Group AddGroup(std::vector<int> world_ranks) {
+  State& s = S();
+  s.groups.emplace_back(std::move(world_ranks));
+  return static_cast<MPI_Group>(s.groups.size() - 1);
+}
+
+// Where world rank w is in the group, or -1.
+int GroupRankOf(const std::vector<int>& g, int w) {
+  auto it = std::find(g.begin(), g.end(), w);
+  return it == g.end() ? -1 : static_cast<int>(it - g.begin());
 }
 
 MPI_User_function* FindUserOp(MPI_Op op) {
@@ -766,6 +793,230 @@ int MPI_Comm_split(MPI_Comm comm, int color, int key, MPI_Comm* newcomm) {
   std::vector<int> members = gos::mpi::SplitMembers(entries, c->g.rank, MPI_UNDEFINED);
   *newcomm = members.empty() ? MPI_COMM_NULL : MakeChild(*c, members, static_cast<uint64_t>(color));
   ++c->children;
+  return MPI_SUCCESS;
+}
+
+int MPI_Comm_split_type(MPI_Comm comm, int split_type, int key, MPI_Info /*info*/,
+                        MPI_Comm* newcomm) {
+  if (split_type != MPI_COMM_TYPE_SHARED && split_type != MPI_UNDEFINED) {
+    return Fail(comm, "MPI_Comm_split_type", MPI_ERR_ARG);
+  }
+  // The node the rank was launched on (a restored rank keeps its communicators).
+  const char* node = std::getenv("GOS_NODE");
+  const int color = split_type == MPI_UNDEFINED ? MPI_UNDEFINED : node ? std::atoi(node) : 0;
+  return MPI_Comm_split(comm, color, key, newcomm);
+}
+
+int MPI_Comm_compare(MPI_Comm comm1, MPI_Comm comm2, int* result) {
+  static const char* const kFn = "MPI_Comm_compare";
+  Comm* a = FindComm(comm1);
+  Comm* b = FindComm(comm2);
+  if (a == nullptr || b == nullptr) return Fail(comm1, kFn, MPI_ERR_COMM);
+  if (result == nullptr) return Fail(comm1, kFn, MPI_ERR_ARG);
+  std::vector<int> wa(static_cast<size_t>(a->g.size)), wb(static_cast<size_t>(b->g.size));
+  for (int i = 0; i < a->g.size; ++i) wa[static_cast<size_t>(i)] = a->WorldRank(i);
+  for (int i = 0; i < b->g.size; ++i) wb[static_cast<size_t>(i)] = b->WorldRank(i);
+  if (comm1 == comm2) {
+    *result = MPI_IDENT;
+  } else if (wa == wb) {
+    *result = MPI_CONGRUENT;
+  } else {
+    std::sort(wa.begin(), wa.end());
+    std::sort(wb.begin(), wb.end());
+    *result = wa == wb ? MPI_SIMILAR : MPI_UNEQUAL;
+  }
+  return MPI_SUCCESS;
+}
+
+int MPI_Comm_group(MPI_Comm comm, MPI_Group* group) {
+  GOS_MPI_COMM(c, comm, "MPI_Comm_group");
+  std::vector<int> w(static_cast<size_t>(c->g.size));
+  for (int i = 0; i < c->g.size; ++i) w[static_cast<size_t>(i)] = c->WorldRank(i);
+  *group = AddGroup(std::move(w));
+  return MPI_SUCCESS;
+}
+
+int MPI_Comm_create(MPI_Comm comm, MPI_Group group, MPI_Comm* newcomm) {
+  static const char* const kFn = "MPI_Comm_create";
+  GOS_MPI_COMM(c, comm, kFn);
+  const std::vector<int>* g = FindGroup(group);
+  if (g == nullptr) return Fail(comm, kFn, MPI_ERR_GROUP);
+  for (int w : *g) {
+    if (w < 0 || w >= gos_world_size() ||
+        (c->g.world_to_comm != nullptr && c->g.world_to_comm[w] < 0)) {
+      return Fail(comm, kFn, MPI_ERR_GROUP);  // not a subset of comm
+    }
+  }
+  // Members in group order; the others get MPI_COMM_NULL (a split every member makes).
+  const int at = GroupRankOf(*g, c->WorldRank(c->g.rank));
+  return MPI_Comm_split(comm, at < 0 ? MPI_UNDEFINED : 0, at, newcomm);
+}
+
+int MPI_Comm_get_attr(MPI_Comm comm, int comm_keyval, void* attribute_val, int* flag) {
+  static int tag_ub = 0x7fffffff, host = MPI_PROC_NULL, io = MPI_ANY_SOURCE, wtime_global = 0,
+             universe = 0;
+  GOS_MPI_COMM(c, comm, "MPI_Comm_get_attr");
+  (void)c;
+  int* value = nullptr;
+  switch (comm_keyval) {
+    case MPI_TAG_UB:
+      value = &tag_ub;
+      break;
+    case MPI_HOST:
+      value = &host;
+      break;
+    case MPI_IO:
+      value = &io;  // every rank can do I/O
+      break;
+    case MPI_WTIME_IS_GLOBAL:
+      value = &wtime_global;  // each node's own clock
+      break;
+    case MPI_UNIVERSE_SIZE:
+      universe = gos_world_size();
+      value = &universe;
+      break;
+    default:
+      break;
+  }
+  *flag = value != nullptr ? 1 : 0;
+  if (value != nullptr) *static_cast<int**>(attribute_val) = value;
+  return MPI_SUCCESS;
+}
+
+int MPI_Attr_get(MPI_Comm comm, int keyval, void* attribute_val, int* flag) {
+  return MPI_Comm_get_attr(comm, keyval, attribute_val, flag);
+}
+
+int MPI_Group_size(MPI_Group group, int* size) {
+  const std::vector<int>* g = FindGroup(group);
+  if (g == nullptr) return Fail(MPI_COMM_WORLD, "MPI_Group_size", MPI_ERR_GROUP);
+  *size = static_cast<int>(g->size());
+  return MPI_SUCCESS;
+}
+
+int MPI_Group_rank(MPI_Group group, int* rank) {
+  const std::vector<int>* g = FindGroup(group);
+  if (g == nullptr) return Fail(MPI_COMM_WORLD, "MPI_Group_rank", MPI_ERR_GROUP);
+  const int at = GroupRankOf(*g, gos_world_rank());
+  *rank = at < 0 ? MPI_UNDEFINED : at;
+  return MPI_SUCCESS;
+}
+
+int MPI_Group_incl(MPI_Group group, int n, const int ranks[], MPI_Group* newgroup) {
+  const std::vector<int>* g = FindGroup(group);
+  if (g == nullptr) return Fail(MPI_COMM_WORLD, "MPI_Group_incl", MPI_ERR_GROUP);
+  std::vector<int> out;
+  for (int i = 0; i < n; ++i) {
+    if (ranks[i] < 0 || ranks[i] >= static_cast<int>(g->size()) ||
+        std::find(ranks, ranks + i, ranks[i]) != ranks + i) {
+      return Fail(MPI_COMM_WORLD, "MPI_Group_incl", MPI_ERR_RANK);
+    }
+    out.push_back((*g)[static_cast<size_t>(ranks[i])]);
+  }
+  *newgroup = out.empty() ? MPI_GROUP_EMPTY : AddGroup(std::move(out));
+  return MPI_SUCCESS;
+}
+
+int MPI_Group_excl(MPI_Group group, int n, const int ranks[], MPI_Group* newgroup) {
+  const std::vector<int>* g = FindGroup(group);
+  if (g == nullptr) return Fail(MPI_COMM_WORLD, "MPI_Group_excl", MPI_ERR_GROUP);
+  std::vector<bool> drop(g->size(), false);
+  for (int i = 0; i < n; ++i) {
+    if (ranks[i] < 0 || ranks[i] >= static_cast<int>(g->size())) {
+      return Fail(MPI_COMM_WORLD, "MPI_Group_excl", MPI_ERR_RANK);
+    }
+    drop[static_cast<size_t>(ranks[i])] = true;
+  }
+  std::vector<int> out;
+  for (size_t i = 0; i < g->size(); ++i) {
+    if (!drop[i]) out.push_back((*g)[i]);
+  }
+  *newgroup = out.empty() ? MPI_GROUP_EMPTY : AddGroup(std::move(out));
+  return MPI_SUCCESS;
+}
+
+}  // extern "C"
+
+namespace {
+
+// Union (a, then b's not in a), intersection (a's in b) or difference (a's not in b), in
+// the order of the first group, as MPI defines them.
+int GroupSetOp(const char* fn, MPI_Group g1, MPI_Group g2, MPI_Group* out, int which) {
+  const std::vector<int>* a = FindGroup(g1);
+  const std::vector<int>* b = FindGroup(g2);
+  if (a == nullptr || b == nullptr) return Fail(MPI_COMM_WORLD, fn, MPI_ERR_GROUP);
+  std::vector<int> r;
+  auto in = [](const std::vector<int>& g, int w) { return GroupRankOf(g, w) >= 0; };
+  for (int w : *a) {
+    if (which == 0 || (which == 1) == in(*b, w)) r.push_back(w);
+  }
+  if (which == 0) {
+    for (int w : *b) {
+      if (!in(*a, w)) r.push_back(w);
+    }
+  }
+  *out = r.empty() ? MPI_GROUP_EMPTY : AddGroup(std::move(r));
+  return MPI_SUCCESS;
+}
+
+}  // namespace
+
+extern "C" {
+
+int MPI_Group_union(MPI_Group group1, MPI_Group group2, MPI_Group* newgroup) {
+  return GroupSetOp("MPI_Group_union", group1, group2, newgroup, 0);
+}
+
+int MPI_Group_intersection(MPI_Group group1, MPI_Group group2, MPI_Group* newgroup) {
+  return GroupSetOp("MPI_Group_intersection", group1, group2, newgroup, 1);
+}
+
+int MPI_Group_difference(MPI_Group group1, MPI_Group group2, MPI_Group* newgroup) {
+  return GroupSetOp("MPI_Group_difference", group1, group2, newgroup, 2);
+}
+
+int MPI_Group_translate_ranks(MPI_Group group1, int n, const int ranks1[], MPI_Group group2,
+                              int ranks2[]) {
+  const std::vector<int>* a = FindGroup(group1);
+  const std::vector<int>* b = FindGroup(group2);
+  if (a == nullptr || b == nullptr) {
+    return Fail(MPI_COMM_WORLD, "MPI_Group_translate_ranks", MPI_ERR_GROUP);
+  }
+  for (int i = 0; i < n; ++i) {
+    if (ranks1[i] == MPI_PROC_NULL) {
+      ranks2[i] = MPI_PROC_NULL;
+      continue;
+    }
+    if (ranks1[i] < 0 || ranks1[i] >= static_cast<int>(a->size())) {
+      return Fail(MPI_COMM_WORLD, "MPI_Group_translate_ranks", MPI_ERR_RANK);
+    }
+    const int at = GroupRankOf(*b, (*a)[static_cast<size_t>(ranks1[i])]);
+    ranks2[i] = at < 0 ? MPI_UNDEFINED : at;
+  }
+  return MPI_SUCCESS;
+}
+
+int MPI_Group_compare(MPI_Group group1, MPI_Group group2, int* result) {
+  const std::vector<int>* a = FindGroup(group1);
+  const std::vector<int>* b = FindGroup(group2);
+  if (a == nullptr || b == nullptr) return Fail(MPI_COMM_WORLD, "MPI_Group_compare", MPI_ERR_GROUP);
+  if (*a == *b) {
+    *result = MPI_IDENT;
+    return MPI_SUCCESS;
+  }
+  std::vector<int> sa = *a, sb = *b;
+  std::sort(sa.begin(), sa.end());
+  std::sort(sb.begin(), sb.end());
+  *result = sa == sb ? MPI_SIMILAR : MPI_UNEQUAL;
+  return MPI_SUCCESS;
+}
+
+int MPI_Group_free(MPI_Group* group) {
+  if (group == nullptr || FindGroup(*group) == nullptr) {
+    return Fail(MPI_COMM_WORLD, "MPI_Group_free", MPI_ERR_GROUP);
+  }
+  if (*group != MPI_GROUP_EMPTY) S().groups[static_cast<size_t>(*group)].reset();
+  *group = MPI_GROUP_NULL;
   return MPI_SUCCESS;
 }
 

@@ -29,6 +29,8 @@ typedef int MPI_Datatype;
 typedef int MPI_Op;
 typedef int MPI_Request;
 typedef int MPI_Errhandler;
+typedef int MPI_Group;
+typedef int MPI_Info;
 typedef ptrdiff_t MPI_Aint;
 
 /* MPI_SOURCE, MPI_TAG and MPI_ERROR are public; gos_bytes is private (use MPI_Get_count). */
@@ -72,6 +74,22 @@ typedef struct MPI_Status {
 
 #define MPI_UNDEFINED (-32766)
 #define MPI_PROC_NULL (-1)
+/* Groups, MPI_Comm_compare and MPI_Group_compare results, MPI_Comm_split_type. */
+#define MPI_GROUP_NULL ((MPI_Group)0)
+#define MPI_GROUP_EMPTY ((MPI_Group)1)
+#define MPI_IDENT 0
+#define MPI_CONGRUENT 1
+#define MPI_SIMILAR 2
+#define MPI_UNEQUAL 3
+#define MPI_INFO_NULL ((MPI_Info)0)
+#define MPI_COMM_TYPE_SHARED 1
+/* Predefined attributes of MPI_COMM_WORLD (MPI_Comm_get_attr). */
+#define MPI_TAG_UB 1
+#define MPI_HOST 2
+#define MPI_IO 3
+#define MPI_WTIME_IS_GLOBAL 4
+#define MPI_UNIVERSE_SIZE 5
+#define MPI_APPNUM 6
 /* MPI_Topo_test. */
 #define MPI_GRAPH 1
 #define MPI_CART 2
@@ -167,6 +185,27 @@ int MPI_Comm_split(MPI_Comm comm, int color, int key, MPI_Comm* newcomm);
 int MPI_Comm_free(MPI_Comm* comm);
 int MPI_Comm_set_errhandler(MPI_Comm comm, MPI_Errhandler errhandler);
 int MPI_Comm_get_errhandler(MPI_Comm comm, MPI_Errhandler* errhandler);
+/* Nodes are gos nodes: MPI_COMM_TYPE_SHARED groups the ranks that started on one node. */
+int MPI_Comm_split_type(MPI_Comm comm, int split_type, int key, MPI_Info info, MPI_Comm* newcomm);
+int MPI_Comm_compare(MPI_Comm comm1, MPI_Comm comm2, int* result);
+int MPI_Comm_create(MPI_Comm comm, MPI_Group group, MPI_Comm* newcomm);
+int MPI_Comm_group(MPI_Comm comm, MPI_Group* group);
+/* The predefined attributes only: *(int**)attribute_val points at the value. */
+int MPI_Comm_get_attr(MPI_Comm comm, int comm_keyval, void* attribute_val, int* flag);
+int MPI_Attr_get(MPI_Comm comm, int keyval, void* attribute_val, int* flag);
+
+/* Groups (ordered sets of processes). */
+int MPI_Group_size(MPI_Group group, int* size);
+int MPI_Group_rank(MPI_Group group, int* rank);
+int MPI_Group_incl(MPI_Group group, int n, const int ranks[], MPI_Group* newgroup);
+int MPI_Group_excl(MPI_Group group, int n, const int ranks[], MPI_Group* newgroup);
+int MPI_Group_union(MPI_Group group1, MPI_Group group2, MPI_Group* newgroup);
+int MPI_Group_intersection(MPI_Group group1, MPI_Group group2, MPI_Group* newgroup);
+int MPI_Group_difference(MPI_Group group1, MPI_Group group2, MPI_Group* newgroup);
+int MPI_Group_translate_ranks(MPI_Group group1, int n, const int ranks1[], MPI_Group group2,
+                              int ranks2[]);
+int MPI_Group_compare(MPI_Group group1, MPI_Group group2, int* result);
+int MPI_Group_free(MPI_Group* group);
 
 /* Point-to-point. */
 int MPI_Send(const void* buf, int count, MPI_Datatype datatype, int dest, int tag, MPI_Comm comm);
