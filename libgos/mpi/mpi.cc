@@ -1053,6 +1053,14 @@ int MPI_Isend(const void* buf, int count, MPI_Datatype datatype, int dest, int t
   return MPI_SUCCESS;
 }
 
+int MPI_Issend(const void* buf, int count, MPI_Datatype datatype, int dest, int tag, MPI_Comm comm,
+               MPI_Request* request) {
+  GOS_MPI_COMM(c, comm, "MPI_Issend");
+  GOS_MPI_CHECK(comm, "MPI_Issend",
+                StartSend(buf, count, datatype, dest, tag, comm, c->g, GOS_SEND_SYNC, request));
+  return MPI_SUCCESS;
+}
+
 int MPI_Irecv(void* buf, int count, MPI_Datatype datatype, int source, int tag, MPI_Comm comm,
               MPI_Request* request) {
   GOS_MPI_COMM(c, comm, "MPI_Irecv");
@@ -1836,6 +1844,13 @@ int MPI_Type_get_extent(MPI_Datatype datatype, MPI_Aint* lb, MPI_Aint* extent) {
 int MPI_Get_address(const void* location, MPI_Aint* address) {
   *address = reinterpret_cast<MPI_Aint>(location);
   return MPI_SUCCESS;
+}
+
+int MPI_Address(void* location, MPI_Aint* address) { return MPI_Get_address(location, address); }
+
+int MPI_Type_struct(int count, int blocklengths[], MPI_Aint displacements[], MPI_Datatype types[],
+                    MPI_Datatype* newtype) {
+  return MPI_Type_create_struct(count, blocklengths, displacements, types, newtype);
 }
 
 MPI_Aint MPI_Aint_add(MPI_Aint base, MPI_Aint disp) { return base + disp; }

@@ -214,6 +214,8 @@ int MPI_Recv(void* buf, int count, MPI_Datatype datatype, int source, int tag, M
              MPI_Status* status);
 int MPI_Isend(const void* buf, int count, MPI_Datatype datatype, int dest, int tag, MPI_Comm comm,
               MPI_Request* request);
+int MPI_Issend(const void* buf, int count, MPI_Datatype datatype, int dest, int tag, MPI_Comm comm,
+               MPI_Request* request);
 int MPI_Irecv(void* buf, int count, MPI_Datatype datatype, int source, int tag, MPI_Comm comm,
               MPI_Request* request);
 int MPI_Sendrecv(const void* sendbuf, int sendcount, MPI_Datatype sendtype, int dest, int sendtag,
@@ -290,6 +292,11 @@ int MPI_Type_create_resized(MPI_Datatype oldtype, MPI_Aint lb, MPI_Aint extent,
 int MPI_Type_dup(MPI_Datatype oldtype, MPI_Datatype* newtype);
 int MPI_Type_get_extent(MPI_Datatype datatype, MPI_Aint* lb, MPI_Aint* extent);
 int MPI_Get_address(const void* location, MPI_Aint* address);
+/* MPI-1 names removed in MPI-3, still used by older codes (HPL): the same as
+ * MPI_Get_address and MPI_Type_create_struct. */
+int MPI_Address(void* location, MPI_Aint* address);
+int MPI_Type_struct(int count, int blocklengths[], MPI_Aint displacements[], MPI_Datatype types[],
+                    MPI_Datatype* newtype);
 MPI_Aint MPI_Aint_add(MPI_Aint base, MPI_Aint disp);
 MPI_Aint MPI_Aint_diff(MPI_Aint addr1, MPI_Aint addr2);
 

@@ -1,7 +1,8 @@
 /* ssend: MPI_Ssend completes only once the matching receive has started. The receiver waits
  * 300 ms before receiving; the sender's Ssend must take at least 150 ms (a buffered send would
  * return at once). Then Ssend to a receive already posted, Ssend to oneself with the receive
- * posted first, and Ssend/Send interleaved stay in order. */
+ * posted first, and Ssend/Send interleaved stay in order. MPI_Issend: its request is not
+ * complete (MPI_Test) while the receiver has not started the receive, and is after. */
 #include <time.h>
 
 #include "check.h"
@@ -60,5 +61,29 @@ int main(int argc, char** argv) {
   MPI_Send(&seq[2], 1, MPI_INT, partner, 5, MPI_COMM_WORLD);
   MPI_Waitall(3, rr, MPI_STATUSES_IGNORE);
   CHECK(got[0] == 1 && got[1] == 2 && got[2] == 3, "order %d %d %d", got[0], got[1], got[2]);
+
+  /* Issend: the sender tests for 200 ms while the receiver sleeps, then the receiver says it
+   * is about to receive. */
+  if (partner != g_rank) {
+    const int sender = g_rank < partner;
+    if (sender) {
+      MPI_Request sr;
+      int flag = 1;
+      MPI_Issend(&out, 1, MPI_INT, partner, 6, MPI_COMM_WORLD, &sr);
+      const double t0 = MPI_Wtime();
+      while (MPI_Wtime() - t0 < 0.2) {
+        MPI_Test(&sr, &flag, MPI_STATUS_IGNORE);
+        CHECK(!flag, "Issend completed before the receive started");
+        if (flag) break;
+        SleepMs(10);
+      }
+      if (!flag) MPI_Wait(&sr, MPI_STATUS_IGNORE);
+    } else {
+      SleepMs(400);
+      v = -1;
+      MPI_Recv(&v, 1, MPI_INT, partner, 6, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+      CHECK(v == 77 + partner, "Issend: got %d", v);
+    }
+  }
   return FinishTest();
 }

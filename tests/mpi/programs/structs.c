@@ -154,6 +154,20 @@ int main(int argc, char** argv) {
   CHECK_MPI(MPI_Sendrecv_replace(MPI_BOTTOM, 1, twin, peer, 5, peer, 5, MPI_COMM_WORLD, &st));
   CHECK(a_int == peer + 7 && a_dbl == peer + 0.5, "MPI_BOTTOM exchange: %d %g", a_int, a_dbl);
 
+#ifdef GOS_MPI_H_
+  /* gos keeps the MPI-1 names (removed in MPI-3, so not Open MPI 4's): the same type. */
+  MPI_Aint d_old[3];
+  MPI_Address(&probe.x, &d_old[0]);
+  MPI_Address(&probe.id, &d_old[1]);
+  MPI_Address(&probe.tag, &d_old[2]);
+  for (int i = 0; i < 3; ++i) d_old[i] -= base;
+  int lens_old[3] = {3, 1, 1};
+  MPI_Datatype types_old[3] = {MPI_DOUBLE, MPI_INT, MPI_CHAR}, old_struct;
+  CHECK_MPI(MPI_Type_struct(3, lens_old, d_old, types_old, &old_struct));
+  CHECK_MPI(MPI_Type_get_extent(old_struct, &lb, &extent));
+  CHECK(extent == (MPI_Aint)sizeof(Particle), "MPI_Type_struct extent %ld", (long)extent);
+  MPI_Type_free(&old_struct);
+#endif
   MPI_Type_free(&raw);
   MPI_Type_free(&ptype);
   MPI_Type_free(&upper);
