@@ -94,6 +94,19 @@ StepResult Matcher::Step(uint64_t strobe, std::span<const Posted> posted) {
           touched[p.rank] = true;
         }
         break;
+      case bcs::Op::kCancel: {
+        // Before this strobe's matching: a send exchanged at the same strobe does not win.
+        std::deque<Posted>& recvs = recvs_[p.rank];
+        auto it = std::find_if(recvs.begin(), recvs.end(),
+                               [&](const Posted& r) { return r.d.req == d.req; });
+        if (it != recvs.end()) {
+          RankCompletion c = Done(p.rank, d.req, 0, -1, -1, bcs::kOk);
+          c.c.flags |= bcs::kComplCancelled;
+          out.completions.push_back(c);
+          recvs.erase(it);
+        }
+        break;
+      }
       case bcs::Op::kBarrier:
         AddCollective(barriers_, p, out);
         break;

@@ -21,6 +21,9 @@
 //     transfer from the root to every other member once all members have posted. A member
 //     whose buffer is shorter than the root's message completes with kErrTruncate at once and
 //     gets no data.
+//   - A cancel withdraws its rank's posted receive with the same req if that is still
+//     unmatched when the cancel is added (before the strobe's matching): the receive completes
+//     with kComplCancelled. A cancel of anything else does nothing and completes nothing.
 //   - Errors complete a descriptor at once: a peer or root outside the job -> kErrRank; an
 //     unknown op, a negative send tag, a bad group_size, members disagreeing on group_size or
 //     root, or a rank posting one collective instance twice -> kErrArg.

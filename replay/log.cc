@@ -203,6 +203,8 @@ std::string Describe(const DescKey& k) {
     case bcs::Op::kBcast:
       return "broadcast #" + std::to_string(k.tag) + " from root " + rank(k.peer, "?") + " of " +
              std::to_string(k.group_size) + " ranks, " + len + " bytes" + ctx;
+    case bcs::Op::kCancel:
+      return "cancel of a posted receive";
   }
   return "unknown op " + std::to_string(k.op) + ", peer " + std::to_string(k.peer) + ", tag " +
          std::to_string(k.tag) + ", flags " + std::to_string(k.flags) + ", " + len + " bytes" + ctx;

@@ -57,10 +57,11 @@ enum class Kind : uint8_t {
 
 struct Request {
   Kind kind = Kind::kSend;
-  bool agent_done = false;  // the agent's completion arrived; `c` is valid
-  bool eager = false;       // eager send: complete for the user from the start
-  bool released = false;    // the user let go (reaped an eager send early, or request_free)
-  void* copy = nullptr;     // eager send's private copy of the data; freed on completion
+  bool agent_done = false;     // the agent's completion arrived; `c` is valid
+  bool eager = false;          // eager send: complete for the user from the start
+  bool released = false;       // the user let go (reaped an eager send early, or request_free)
+  void* copy = nullptr;        // eager send's private copy of the data; freed on completion
+  bool cancel_posted = false;  // a receive the program asked to cancel (once)
   Completion c;
   gos_comm_t comm{};  // translates c.source into a communicator rank
 
@@ -660,6 +661,11 @@ void FillStatus(const Request& r, gos_status_t* st) {
   }
   *st = gos_status_t{WorldToComm(r.comm, r.c.source), r.c.tag, static_cast<size_t>(r.c.len),
                      MapError(r.c.error)};
+  if (r.agent_done && (r.c.flags & kComplCancelled) != 0) {
+    st->source = -1;
+    st->tag = -1;
+    st->cancelled = 1;
+  }
 }
 
 // Hands a user-visible-complete request back to the user: fills st, drops it (or, for an
@@ -743,6 +749,21 @@ int StartRecv(void* buf, size_t len, int source, int tag, const gos_comm_t* comm
   d.tag = tag == GOS_ANY_TAG ? kAnyTag : tag;
   Post(d);
   *id = d.req;
+  return GOS_OK;
+}
+
+int Cancel(const gos_request_t* req) {
+  if (req == nullptr) return GOS_ERR_ARG;
+  if (*req == GOS_REQUEST_NULL) return GOS_OK;
+  if (!Ready()) return GOS_ERR_NOT_INIT;
+  Request* r = UserRequest(*req);
+  if (r == nullptr) return GOS_ERR_REQUEST;
+  if (r->kind != Kind::kRecv || r->agent_done || r->cancel_posted) return GOS_OK;
+  r->cancel_posted = true;
+  Descriptor d;
+  d.req = *req;
+  d.op = static_cast<uint32_t>(Op::kCancel);
+  Post(d);
   return GOS_OK;
 }
 
@@ -1281,6 +1302,10 @@ int gos_wait(gos_request_t* req, gos_status_t* st) {
 
 int gos_test(gos_request_t* req, int* flag, gos_status_t* st) {
   return Guard([&] { return gos::bcs::Test(req, flag, st); });
+}
+
+int gos_cancel(const gos_request_t* req) {
+  return Guard([&] { return gos::bcs::Cancel(req); });
 }
 
 int gos_testany(int n, gos_request_t* reqs, int* index, int* flag, gos_status_t* st) {

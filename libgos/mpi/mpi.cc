@@ -266,6 +266,7 @@ int Finish(MPI_Request r, MPI_Status* status) {
     status->MPI_TAG = q->proc_null ? MPI_ANY_TAG : q->st.tag;
     status->MPI_ERROR = err;
     status->gos_bytes = q->st.len;
+    status->gos_cancelled = q->st.cancelled;
   }
   ReleaseRequest(r);
   return err;
@@ -298,6 +299,7 @@ void SetEmptyStatus(MPI_Status* status, int source) {
   status->MPI_TAG = MPI_ANY_TAG;
   status->MPI_ERROR = MPI_SUCCESS;
   status->gos_bytes = 0;
+  status->gos_cancelled = 0;
 }
 
 // The request of an operation with peer MPI_PROC_NULL: complete at once, moving nothing.
@@ -1132,6 +1134,7 @@ int MPI_Iprobe(int source, int tag, MPI_Comm comm, int* flag, MPI_Status* status
     status->MPI_TAG = st.tag;
     status->MPI_ERROR = MPI_SUCCESS;
     status->gos_bytes = st.len;
+    status->gos_cancelled = 0;
   }
   return MPI_SUCCESS;
 }
@@ -1156,6 +1159,7 @@ int MPI_Probe(int source, int tag, MPI_Comm comm, MPI_Status* status) {
     status->MPI_TAG = st.tag;
     status->MPI_ERROR = MPI_SUCCESS;
     status->gos_bytes = st.len;
+    status->gos_cancelled = 0;
   }
   return MPI_SUCCESS;
 }
@@ -1355,6 +1359,24 @@ int MPI_Waitsome(int incount, MPI_Request requests[], int* outcount, int indices
     if (err != MPI_SUCCESS || *outcount != 0) return err;
     GOS_MPI_CHECK(MPI_COMM_WORLD, kFn, FromGos(gos_progress_wait()));
   }
+}
+
+int MPI_Cancel(MPI_Request* request) {
+  if (request == nullptr) return Fail(MPI_COMM_WORLD, "MPI_Cancel", MPI_ERR_REQUEST);
+  if (*request == MPI_REQUEST_NULL) return MPI_SUCCESS;
+  Request* q = FindRequest(*request);
+  if (q == nullptr) return Fail(MPI_COMM_WORLD, "MPI_Cancel", MPI_ERR_REQUEST);
+  if (q->done || q->proc_null) return MPI_SUCCESS;
+  GOS_MPI_CHECK(q->comm, "MPI_Cancel", FromGos(gos_cancel(&q->g)));
+  return MPI_SUCCESS;
+}
+
+int MPI_Test_cancelled(const MPI_Status* status, int* flag) {
+  if (status == nullptr || flag == nullptr) {
+    return Fail(MPI_COMM_WORLD, "MPI_Test_cancelled", MPI_ERR_ARG);
+  }
+  *flag = status->gos_cancelled != 0 ? 1 : 0;
+  return MPI_SUCCESS;
 }
 
 int MPI_Request_free(MPI_Request* request) {

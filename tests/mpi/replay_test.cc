@@ -403,6 +403,18 @@ TEST_F(ReplayTest, RecordedInputIsReplayed) {
 }
 
 // gos-store stats counts the replay logs with the checkpoints.
+// Cancels are matcher inputs like any descriptor: a recorded run with cancelled receives
+// replays without divergence and prints the same.
+TEST_F(ReplayTest, CancelledReceivesReplay) {
+  RunResult run = Gos("gos-run", {"-n", "3", Program("cancel")});
+  ASSERT_EQ(run.code, 0) << run.Describe() << Logs();
+  ASSERT_NE(run.output.find("OK cancel"), std::string::npos) << run.Describe();
+  RunResult replay = Gos("gos-replay", {std::to_string(LastJob())});
+  EXPECT_EQ(replay.code, 0) << replay.Describe() << Logs();
+  EXPECT_NE(replay.output.find("OK cancel"), std::string::npos) << replay.Describe();
+  EXPECT_EQ(replay.output.find("diverge"), std::string::npos) << replay.Describe();
+}
+
 TEST_F(ReplayTest, StoreStatsCountReplayLogs) {
   RunResult run = Gos("gos-run", {"-n", "2", GosExample("ring")});
   ASSERT_EQ(run.code, 0) << run.Describe();

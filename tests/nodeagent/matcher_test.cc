@@ -203,6 +203,45 @@ TEST(MatcherTest, UnmatchedReceiveDoesNotStopLaterOnes) {
   EXPECT_EQ(m.pending(), 0u);
 }
 
+// A cancel (req = the receive's) posted by the receive's rank.
+Posted Cancel(uint32_t rank, uint64_t seq, uint64_t target) {
+  Posted p = Make(rank, seq, Op::kCancel, 0, 0, 0);
+  p.d.req = target;
+  return p;
+}
+
+TEST(MatcherTest, CancelWithdrawsAnUnmatchedReceiveOnly) {
+  Matcher m(2);
+  // Rank 1 posts two wildcard receives; nothing matches them.
+  std::vector<Posted> in = {Recv(1, 0, bcs::kAnySource, 5, 8), Recv(1, 1, bcs::kAnySource, 5, 8)};
+  StepResult r = m.Step(1, in);
+  EXPECT_TRUE(r.completions.empty());
+  // The second is cancelled: it completes cancelled, moving nothing; the first stays posted.
+  std::vector<Posted> in2 = {Cancel(1, 2, Req(1, 1))};
+  StepResult r2 = m.Step(2, in2);
+  ASSERT_EQ(r2.completions.size(), 1u);
+  const RankCompletion c = FindCompletion(r2.completions, 1, Req(1, 1));
+  EXPECT_NE(c.c.flags & bcs::kComplCancelled, 0u);
+  EXPECT_EQ(c.c.len, 0u);
+  EXPECT_EQ(m.pending(), 1u);
+  // A cancel and a matching send in one strobe: the cancel is taken first, the send waits.
+  std::vector<Posted> in3 = {Send(0, 0, 1, 5, 8), Cancel(1, 3, Req(1, 0))};
+  StepResult r3 = m.Step(3, in3);
+  ASSERT_EQ(r3.completions.size(), 1u);
+  EXPECT_NE(FindCompletion(r3.completions, 1, Req(1, 0)).c.flags & bcs::kComplCancelled, 0u);
+  EXPECT_TRUE(r3.matches.empty());
+  // A new receive gets that send; cancelling it afterwards (and an unknown req) does nothing.
+  std::vector<Posted> in4 = {Recv(1, 4, 0, 5, 8)};
+  StepResult r4 = m.Step(4, in4);
+  ASSERT_EQ(r4.matches.size(), 1u);
+  std::vector<Posted> in5 = {Cancel(1, 5, Req(1, 4)), Cancel(1, 6, 424242),
+                             Cancel(0, 1, Req(1, 4))};
+  StepResult r5 = m.Step(5, in5);
+  EXPECT_TRUE(r5.completions.empty());
+  EXPECT_TRUE(r5.transfers.empty());
+  EXPECT_EQ(m.pending(), 0u);
+}
+
 TEST(MatcherTest, AnyTagTakesFirstArrivedOfAnyTag) {
   Matcher m(2);
   std::vector<Posted> in = {Send(0, 0, 1, 9, 1), Send(0, 1, 1, 3, 2),

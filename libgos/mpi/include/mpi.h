@@ -39,6 +39,7 @@ typedef struct MPI_Status {
   int MPI_TAG;
   int MPI_ERROR;
   size_t gos_bytes;
+  int gos_cancelled;
 } MPI_Status;
 
 /* Error classes (values as MPICH's). */
@@ -237,6 +238,10 @@ int MPI_Test(MPI_Request* request, int* flag, MPI_Status* status);
 int MPI_Testall(int count, MPI_Request requests[], int* flag, MPI_Status statuses[]);
 int MPI_Testany(int count, MPI_Request requests[], int* index, int* flag, MPI_Status* status);
 int MPI_Request_free(MPI_Request* request);
+/* A pending receive is withdrawn at the next strobe unless a message matched it first; a send
+ * is never cancelled (it completes normally). Wait or test the request afterwards. */
+int MPI_Cancel(MPI_Request* request);
+int MPI_Test_cancelled(const MPI_Status* status, int* flag);
 
 /* Collectives. */
 int MPI_Barrier(MPI_Comm comm);

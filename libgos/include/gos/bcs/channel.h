@@ -46,6 +46,10 @@ enum class Op : uint32_t {
   kProbe = 3,    // peer/tag as kRecv; answered with the first matching unmatched send
   kBarrier = 4,  // tag = collective sequence on `context`; group_size members
   kBcast = 5,    // peer = root world rank; tag = collective sequence; root reads, others write
+  // req = the rank's posted receive to withdraw. If it is still unmatched at this strobe it
+  // completes with kComplCancelled and moves nothing; otherwise nothing happens (it completes
+  // as matched). A cancel has no completion of its own.
+  kCancel = 6,
 };
 
 // Descriptor flags.
@@ -76,7 +80,8 @@ enum Error : int32_t {
 };
 
 // Completion flags.
-inline constexpr uint32_t kComplFound = 1u << 0;  // kProbe: a message was found
+inline constexpr uint32_t kComplFound = 1u << 0;      // kProbe: a message was found
+inline constexpr uint32_t kComplCancelled = 1u << 1;  // kRecv: withdrawn by a kCancel
 
 struct Completion {
   uint64_t req = 0;
