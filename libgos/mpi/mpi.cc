@@ -81,6 +81,8 @@ struct State {
   std::vector<TypePtr> types;                // index = MPI_Datatype - kFirstDerivedType
   std::vector<bool> committed;
   std::vector<MPI_User_function*> user_ops;  // index = MPI_Op - kFirstUserOp; nullptr = freed
+  void* bsend_buffer = nullptr;  // MPI_Buffer_attach's (not used: Bsend copies on its own)
+  int bsend_size = 0;
   // Groups as world ranks in group order; index = MPI_Group (0 = MPI_GROUP_NULL, never set;
   // 1 = MPI_GROUP_EMPTY); nullopt = freed.
   std::vector<std::optional<std::vector<int>>> groups;
@@ -1173,7 +1175,7 @@ int MPI_Get_count(const MPI_Status* status, MPI_Datatype datatype, int* count) {
   return MPI_SUCCESS;
 }
 
-int MPI_Wait(MPI_Request* request, MPI_Status* status) {
+static int Active_Wait(MPI_Request* request, MPI_Status* status) {
   if (request == nullptr) return Fail(MPI_COMM_WORLD, "MPI_Wait", MPI_ERR_REQUEST);
   if (*request == MPI_REQUEST_NULL) {
     SetEmptyStatus(status, MPI_ANY_SOURCE);
@@ -1188,7 +1190,7 @@ int MPI_Wait(MPI_Request* request, MPI_Status* status) {
   return MPI_SUCCESS;
 }
 
-int MPI_Test(MPI_Request* request, int* flag, MPI_Status* status) {
+static int Active_Test(MPI_Request* request, int* flag, MPI_Status* status) {
   if (request == nullptr) return Fail(MPI_COMM_WORLD, "MPI_Test", MPI_ERR_REQUEST);
   if (*request == MPI_REQUEST_NULL) {
     *flag = 1;
@@ -1229,7 +1231,7 @@ static int FinishAt(MPI_Request* requests, int i, MPI_Status* status, MPI_Comm* 
   return err;
 }
 
-int MPI_Waitall(int count, MPI_Request requests[], MPI_Status statuses[]) {
+static int Active_Waitall(int count, MPI_Request requests[], MPI_Status statuses[]) {
   static const char* const kFn = "MPI_Waitall";
   GOS_MPI_CHECK(MPI_COMM_WORLD, kFn, CheckRequests(count, requests));
   MPI_Comm failed = MPI_COMM_NULL;
@@ -1257,7 +1259,7 @@ int MPI_Waitall(int count, MPI_Request requests[], MPI_Status statuses[]) {
   return Fail(failed, kFn, statuses == MPI_STATUSES_IGNORE ? first : MPI_ERR_IN_STATUS);
 }
 
-int MPI_Testall(int count, MPI_Request requests[], int* flag, MPI_Status statuses[]) {
+static int Active_Testall(int count, MPI_Request requests[], int* flag, MPI_Status statuses[]) {
   static const char* const kFn = "MPI_Testall";
   GOS_MPI_CHECK(MPI_COMM_WORLD, kFn, CheckRequests(count, requests));
   // MPI: unless all are complete, no request is released; completions seen meanwhile are
@@ -1286,7 +1288,8 @@ int MPI_Testall(int count, MPI_Request requests[], int* flag, MPI_Status statuse
   return Fail(failed, kFn, statuses == MPI_STATUSES_IGNORE ? first : MPI_ERR_IN_STATUS);
 }
 
-int MPI_Testany(int count, MPI_Request requests[], int* index, int* flag, MPI_Status* status) {
+static int Active_Testany(int count, MPI_Request requests[], int* index, int* flag,
+                          MPI_Status* status) {
   static const char* const kFn = "MPI_Testany";
   GOS_MPI_CHECK(MPI_COMM_WORLD, kFn, CheckRequests(count, requests));
   *index = MPI_UNDEFINED;
@@ -1310,7 +1313,7 @@ int MPI_Testany(int count, MPI_Request requests[], int* index, int* flag, MPI_St
   return MPI_SUCCESS;
 }
 
-int MPI_Waitany(int count, MPI_Request requests[], int* index, MPI_Status* status) {
+static int Active_Waitany(int count, MPI_Request requests[], int* index, MPI_Status* status) {
   static const char* const kFn = "MPI_Waitany";
   GOS_MPI_CHECK(MPI_COMM_WORLD, kFn, CheckRequests(count, requests));
   for (;;) {
@@ -1351,8 +1354,8 @@ static int Testsome(const char* fn, int incount, MPI_Request requests[], int* ou
   return Fail(failed, fn, statuses == MPI_STATUSES_IGNORE ? first : MPI_ERR_IN_STATUS);
 }
 
-int MPI_Waitsome(int incount, MPI_Request requests[], int* outcount, int indices[],
-                 MPI_Status statuses[]) {
+static int Active_Waitsome(int incount, MPI_Request requests[], int* outcount, int indices[],
+                           MPI_Status statuses[]) {
   static const char* const kFn = "MPI_Waitsome";
   for (;;) {
     int err = Testsome(kFn, incount, requests, outcount, indices, statuses);
@@ -1361,7 +1364,7 @@ int MPI_Waitsome(int incount, MPI_Request requests[], int* outcount, int indices
   }
 }
 
-int MPI_Cancel(MPI_Request* request) {
+static int Active_Cancel(MPI_Request* request) {
   if (request == nullptr) return Fail(MPI_COMM_WORLD, "MPI_Cancel", MPI_ERR_REQUEST);
   if (*request == MPI_REQUEST_NULL) return MPI_SUCCESS;
   Request* q = FindRequest(*request);
@@ -1379,7 +1382,7 @@ int MPI_Test_cancelled(const MPI_Status* status, int* flag) {
   return MPI_SUCCESS;
 }
 
-int MPI_Request_free(MPI_Request* request) {
+static int Active_Request_free(MPI_Request* request) {
   static const char* const kFn = "MPI_Request_free";
   if (request == nullptr) return Fail(MPI_COMM_WORLD, kFn, MPI_ERR_REQUEST);
   Request* q = FindRequest(*request);
@@ -1400,6 +1403,258 @@ int MPI_Request_free(MPI_Request* request) {
   }
   return MPI_SUCCESS;
 }
+
+}  // extern "C"
+
+namespace {
+
+// ---- Persistent requests (MPI_Send_init, MPI_Recv_init, MPI_Start) ----------------------
+// A persistent handle (kFirstPersistent + index) keeps the arguments; MPI_Start posts an
+// ordinary request for them (the handle's `active`). The completion functions see the active
+// requests in the persistent handles' places, and a persistent handle that completes stays
+// the program's, inactive, instead of becoming MPI_REQUEST_NULL.
+
+constexpr MPI_Request kFirstPersistent = 1 << 24;
+
+struct Persistent {
+  bool in_use = false;
+  bool send = false;
+  int flags = 0;  // GOS_SEND_SYNC for MPI_Ssend_init
+  const void* sbuf = nullptr;
+  void* rbuf = nullptr;
+  int count = 0;
+  MPI_Datatype type = MPI_DATATYPE_NULL;
+  int peer = 0, tag = 0;
+  MPI_Comm comm = MPI_COMM_NULL;
+  MPI_Request active = MPI_REQUEST_NULL;
+};
+
+std::vector<Persistent>& PersistentTable() {
+  static auto* t = new std::vector<Persistent>();
+  return *t;
+}
+
+Persistent* FindPersistent(MPI_Request r) {
+  auto& t = PersistentTable();
+  if (r < kFirstPersistent || static_cast<size_t>(r - kFirstPersistent) >= t.size()) return nullptr;
+  Persistent* p = &t[static_cast<size_t>(r - kFirstPersistent)];
+  return p->in_use ? p : nullptr;
+}
+
+// Runs `f` on a copy of requests[0, n) in which each persistent handle is replaced by its
+// active request (MPI_REQUEST_NULL when inactive), then writes back: a persistent handle
+// whose request completed becomes inactive and stays in place. Fails with MPI_ERR_REQUEST on
+// an unknown handle at or above kFirstPersistent.
+template <typename F>
+int WithActive(int n, MPI_Request* requests, F f) {
+  bool any = false;
+  for (int i = 0; i < n && requests != nullptr; ++i) any |= requests[i] >= kFirstPersistent;
+  if (!any) return f(requests);
+  std::vector<MPI_Request> inner(requests, requests + n);
+  std::vector<Persistent*> owner(static_cast<size_t>(n), nullptr);
+  for (int i = 0; i < n; ++i) {
+    if (requests[i] < kFirstPersistent) continue;
+    Persistent* p = FindPersistent(requests[i]);
+    if (p == nullptr) return Fail(MPI_COMM_WORLD, "request", MPI_ERR_REQUEST);
+    owner[static_cast<size_t>(i)] = p;
+    inner[static_cast<size_t>(i)] = p->active;
+  }
+  const int err = f(inner.data());
+  for (int i = 0; i < n; ++i) {
+    if (Persistent* p = owner[static_cast<size_t>(i)]) {
+      p->active = inner[static_cast<size_t>(i)];
+    } else {
+      requests[i] = inner[static_cast<size_t>(i)];
+    }
+  }
+  return err;
+}
+
+int NewPersistent(Persistent p, MPI_Request* request, const char* fn) {
+  if (request == nullptr) return Fail(p.comm, fn, MPI_ERR_ARG);
+  if (FindComm(p.comm) == nullptr) return Fail(p.comm, fn, MPI_ERR_COMM);
+  if (p.count < 0) return Fail(p.comm, fn, MPI_ERR_COUNT);
+  if (FindType(p.type) == nullptr) return Fail(p.comm, fn, MPI_ERR_TYPE);
+  p.in_use = true;
+  auto& t = PersistentTable();
+  for (size_t i = 0; i < t.size(); ++i) {
+    if (!t[i].in_use) {
+      t[i] = p;
+      *request = kFirstPersistent + static_cast<MPI_Request>(i);
+      return MPI_SUCCESS;
+    }
+  }
+  t.push_back(p);
+  *request = kFirstPersistent + static_cast<MPI_Request>(t.size() - 1);
+  return MPI_SUCCESS;
+}
+
+}  // namespace
+
+extern "C" {
+
+int MPI_Send_init(const void* buf, int count, MPI_Datatype datatype, int dest, int tag,
+                  MPI_Comm comm, MPI_Request* request) {
+  return NewPersistent({.send = true,
+                        .sbuf = buf,
+                        .count = count,
+                        .type = datatype,
+                        .peer = dest,
+                        .tag = tag,
+                        .comm = comm},
+                       request, "MPI_Send_init");
+}
+
+int MPI_Ssend_init(const void* buf, int count, MPI_Datatype datatype, int dest, int tag,
+                   MPI_Comm comm, MPI_Request* request) {
+  if (int e = MPI_Send_init(buf, count, datatype, dest, tag, comm, request)) return e;
+  if (Persistent* p = FindPersistent(*request)) p->flags = GOS_SEND_SYNC;
+  return MPI_SUCCESS;
+}
+
+int MPI_Recv_init(void* buf, int count, MPI_Datatype datatype, int source, int tag, MPI_Comm comm,
+                  MPI_Request* request) {
+  return NewPersistent(
+      {.rbuf = buf, .count = count, .type = datatype, .peer = source, .tag = tag, .comm = comm},
+      request, "MPI_Recv_init");
+}
+
+int MPI_Start(MPI_Request* request) {
+  static const char* const kFn = "MPI_Start";
+  Persistent* p = request != nullptr ? FindPersistent(*request) : nullptr;
+  if (p == nullptr) return Fail(MPI_COMM_WORLD, kFn, MPI_ERR_REQUEST);
+  if (p->active != MPI_REQUEST_NULL) return Fail(p->comm, kFn, MPI_ERR_REQUEST);  // still active
+  GOS_MPI_COMM(c, p->comm, kFn);
+  if (p->send) {
+    GOS_MPI_CHECK(p->comm, kFn,
+                  StartSend(p->sbuf, p->count, p->type, p->peer, p->tag, p->comm, c->g, p->flags,
+                            &p->active));
+  } else {
+    GOS_MPI_CHECK(
+        p->comm, kFn,
+        StartRecv(p->rbuf, p->count, p->type, p->peer, p->tag, p->comm, c->g, &p->active));
+  }
+  return MPI_SUCCESS;
+}
+
+int MPI_Startall(int count, MPI_Request requests[]) {
+  for (int i = 0; i < count; ++i) {
+    if (int e = MPI_Start(&requests[i])) return e;
+  }
+  return MPI_SUCCESS;
+}
+
+int MPI_Wait(MPI_Request* request, MPI_Status* status) {
+  return WithActive(1, request, [&](MPI_Request* r) { return Active_Wait(r, status); });
+}
+
+int MPI_Test(MPI_Request* request, int* flag, MPI_Status* status) {
+  return WithActive(1, request, [&](MPI_Request* r) { return Active_Test(r, flag, status); });
+}
+
+int MPI_Waitall(int count, MPI_Request requests[], MPI_Status statuses[]) {
+  return WithActive(count, requests,
+                    [&](MPI_Request* r) { return Active_Waitall(count, r, statuses); });
+}
+
+int MPI_Testall(int count, MPI_Request requests[], int* flag, MPI_Status statuses[]) {
+  return WithActive(count, requests,
+                    [&](MPI_Request* r) { return Active_Testall(count, r, flag, statuses); });
+}
+
+int MPI_Waitany(int count, MPI_Request requests[], int* index, MPI_Status* status) {
+  return WithActive(count, requests,
+                    [&](MPI_Request* r) { return Active_Waitany(count, r, index, status); });
+}
+
+int MPI_Testany(int count, MPI_Request requests[], int* index, int* flag, MPI_Status* status) {
+  return WithActive(count, requests,
+                    [&](MPI_Request* r) { return Active_Testany(count, r, index, flag, status); });
+}
+
+int MPI_Waitsome(int incount, MPI_Request requests[], int* outcount, int indices[],
+                 MPI_Status statuses[]) {
+  return WithActive(incount, requests, [&](MPI_Request* r) {
+    return Active_Waitsome(incount, r, outcount, indices, statuses);
+  });
+}
+
+int MPI_Cancel(MPI_Request* request) {
+  return WithActive(1, request, [&](MPI_Request* r) { return Active_Cancel(r); });
+}
+
+int MPI_Request_free(MPI_Request* request) {
+  if (request != nullptr && *request >= kFirstPersistent) {
+    Persistent* p = FindPersistent(*request);
+    if (p == nullptr) return Fail(MPI_COMM_WORLD, "MPI_Request_free", MPI_ERR_REQUEST);
+    // An active one is left to finish on its own, like any freed request.
+    if (p->active != MPI_REQUEST_NULL) {
+      if (int e = Active_Request_free(&p->active)) return e;
+    }
+    *p = Persistent{};
+    *request = MPI_REQUEST_NULL;
+    return MPI_SUCCESS;
+  }
+  return Active_Request_free(request);
+}
+
+// MPI_Rsend's precondition (the receive is posted) only allows an implementation to be
+// faster; a plain send is correct. MPI_Bsend: the message is copied at once and the call
+// returns; the buffer MPI_Buffer_attach gave is not needed for that.
+int MPI_Rsend(const void* buf, int count, MPI_Datatype datatype, int dest, int tag, MPI_Comm comm) {
+  return MPI_Send(buf, count, datatype, dest, tag, comm);
+}
+
+int MPI_Irsend(const void* buf, int count, MPI_Datatype datatype, int dest, int tag, MPI_Comm comm,
+               MPI_Request* request) {
+  return MPI_Isend(buf, count, datatype, dest, tag, comm, request);
+}
+
+int MPI_Bsend(const void* buf, int count, MPI_Datatype datatype, int dest, int tag, MPI_Comm comm) {
+  static const char* const kFn = "MPI_Bsend";
+  GOS_MPI_COMM(c, comm, kFn);
+  GOS_MPI_CHECK(comm, kFn, CheckCount(count));
+  TypePtr t = FindType(datatype);
+  if (t == nullptr) return Fail(comm, kFn, MPI_ERR_TYPE);
+  // A packed copy that the request owns, then the request is let go: the copy lives until the
+  // message has moved (a detached request), and the program's buffer is free at once.
+  std::vector<char> copy(gos::mpi::PackedSize(static_cast<size_t>(count), *t));
+  gos::mpi::Pack(buf, static_cast<size_t>(count), *t, copy.data());
+  MPI_Request r = MPI_REQUEST_NULL;
+  GOS_MPI_CHECK(comm, kFn,
+                StartSend(copy.data(), static_cast<int>(copy.size()), MPI_BYTE, dest, tag, comm,
+                          c->g, 0, &r));
+  Request* q = FindRequest(r);
+  if (q != nullptr && !q->proc_null && q->tmp.empty()) {
+    // gos may still read `copy` (a large message): keep it with the request.
+    q->tmp = std::move(copy);
+  }
+  return Active_Request_free(&r);
+}
+
+int MPI_Buffer_attach(void* buffer, int size) {
+  if (size < 0 || (buffer == nullptr && size > 0)) {
+    return Fail(MPI_COMM_WORLD, "MPI_Buffer_attach", MPI_ERR_BUFFER);
+  }
+  S().bsend_buffer = buffer;
+  S().bsend_size = size;
+  return MPI_SUCCESS;
+}
+
+int MPI_Buffer_detach(void* buffer_addr, int* size) {
+  // Every buffered send's data is in its own copy, so nothing needs to drain here.
+  *static_cast<void**>(buffer_addr) = S().bsend_buffer;
+  *size = S().bsend_size;
+  S().bsend_buffer = nullptr;
+  S().bsend_size = 0;
+  return MPI_SUCCESS;
+}
+
+}  // extern "C"
+
+namespace {}  // namespace
+
+extern "C" {
 
 int MPI_Barrier(MPI_Comm comm) {
   GOS_MPI_COMM(c, comm, "MPI_Barrier");
