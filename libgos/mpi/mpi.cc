@@ -10,6 +10,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <deque>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <span>
@@ -74,6 +75,12 @@ struct Request {
   void* user_buf = nullptr;
   size_t count = 0;
   TypePtr type;
+  // A nonblocking collective: done once every part is, then on_done runs (it may combine
+  // what the parts received); its MPI error, if any, is the request's.
+  bool compound = false;
+  std::vector<MPI_Request> parts;
+  std::function<int()> on_done;
+  int compound_error = MPI_SUCCESS;
 };
 
 struct State {
@@ -232,9 +239,36 @@ void NoteCompletion(Request* q, int err) {
   if (err != GOS_OK && q->st.error == GOS_OK) q->st.error = err;
 }
 
+int Poll(Request* q);
+int WaitDone(Request* q);
+int Finish(MPI_Request r, MPI_Status* status);
+
+// A compound request whose parts are all done: releases them and runs on_done.
+void FinishCompound(Request* q) {
+  int err = MPI_SUCCESS;
+  std::vector<MPI_Request> parts = std::move(q->parts);
+  std::function<int()> done = std::move(q->on_done);
+  for (MPI_Request p : parts) {
+    const int e = Finish(p, MPI_STATUS_IGNORE);
+    if (err == MPI_SUCCESS) err = e;
+  }
+  if (err == MPI_SUCCESS && done) err = done();
+  q->compound_error = err;
+  q->done = true;
+}
+
 // Marks a request done once gos reports it complete; never blocks.
 int Poll(Request* q) {
   if (q->done) return MPI_SUCCESS;
+  if (q->compound) {
+    for (MPI_Request p : q->parts) {
+      Request* pq = &S().reqs[static_cast<size_t>(p - 1)];
+      if (int e = Poll(pq)) return e;
+      if (!pq->done) return MPI_SUCCESS;
+    }
+    FinishCompound(q);
+    return MPI_SUCCESS;
+  }
   int flag = 0;
   const int err = gos_test(&q->g, &flag, &q->st);
   if (flag) {
@@ -246,6 +280,13 @@ int Poll(Request* q) {
 
 int WaitDone(Request* q) {
   if (q->done) return MPI_SUCCESS;
+  if (q->compound) {
+    for (MPI_Request p : q->parts) {
+      if (int e = WaitDone(&S().reqs[static_cast<size_t>(p - 1)])) return e;
+    }
+    FinishCompound(q);
+    return MPI_SUCCESS;
+  }
   const int err = gos_wait(&q->g, &q->st);
   if (q->g == GOS_REQUEST_NULL) {
     NoteCompletion(q, err);
@@ -262,7 +303,7 @@ int Finish(MPI_Request r, MPI_Status* status) {
     gos::mpi::Unpack(q->tmp.data(), std::min(q->st.len, q->tmp.size()), q->count, *q->type,
                      q->user_buf);
   }
-  int err = FromGos(q->st.error);
+  int err = q->compound ? q->compound_error : FromGos(q->st.error);
   if (status != MPI_STATUS_IGNORE) {
     status->MPI_SOURCE = q->proc_null ? MPI_PROC_NULL : q->st.source;
     status->MPI_TAG = q->proc_null ? MPI_ANY_TAG : q->st.tag;
@@ -534,7 +575,8 @@ int ScattervImpl(const char* fn, const void* sendbuf, const int* scounts, const 
 // For an allgather every sdispls[j] is 0 and scounts[j] the same.
 int ExchangeImpl(const char* fn, const void* sendbuf, const int* scounts, const int* sdispls,
                  MPI_Datatype sendtype, void* recvbuf, const int* rcounts, const int* rdispls,
-                 MPI_Datatype recvtype, Comm* c, MPI_Comm comm, bool self_copy) {
+                 MPI_Datatype recvtype, Comm* c, MPI_Comm comm, bool self_copy,
+                 std::vector<MPI_Request>* started = nullptr) {
   TypePtr st = FindType(sendtype);
   TypePtr rt = FindType(recvtype);
   if (st == nullptr || rt == nullptr) return Fail(comm, fn, MPI_ERR_TYPE);
@@ -563,6 +605,10 @@ int ExchangeImpl(const char* fn, const void* sendbuf, const int* scounts, const 
   if (err == MPI_SUCCESS && self_copy) {
     err = LocalCopy(At(sendbuf, sdispls[me], *st), scounts[me], *st, At(recvbuf, rdispls[me], *rt),
                     rcounts[me], *rt);
+  }
+  if (started != nullptr && err == MPI_SUCCESS) {
+    *started = std::move(reqs);  // a nonblocking collective waits for them
+    return MPI_SUCCESS;
   }
   int werr = WaitInternal(reqs);
   if (err == MPI_SUCCESS) err = werr;
@@ -660,48 +706,106 @@ enum class Span {
 // combines the ones it needs in rank order — x0 op (x1 op (... op xk)) — with a predefined op
 // on a basic type, or a user op on any committed type. `root` >= 0: only it stores the result
 // (MPI_Reduce). Serves the scans, and every reduction with a user op.
+// Every rank's contribution, a block per rank in the type's memory layout (as a user op sees
+// them), and how to combine them.
+struct Gathered {
+  std::vector<char> all;
+  size_t base = 0;   // room below a negative lower bound
+  size_t block = 0;  // bytes per rank
+  int count = 0;
+  MPI_Datatype dt = MPI_DATATYPE_NULL;
+  MPI_Op op = MPI_OP_NULL;
+  TypePtr type;
+  char* At(int r) { return all.data() + base + block * static_cast<size_t>(r); }
+};
+
+// Checks a reduction's arguments (a predefined op on a basic type, or a user op on any
+// committed type) and sizes the buffer for every rank's contribution.
+int PrepareGathered(const char* fn, Comm* c, MPI_Comm comm, int count, MPI_Datatype dt, MPI_Op op,
+                    Gathered* g) {
+  if (FindUserOp(op) == nullptr) GOS_MPI_CHECK(comm, fn, ReduceArgs(dt, op, count));
+  if (count < 0) return Fail(comm, fn, MPI_ERR_COUNT);
+  g->type = FindType(dt);
+  if (g->type == nullptr) return Fail(comm, fn, MPI_ERR_TYPE);
+  g->count = count;
+  g->dt = dt;
+  g->op = op;
+  g->block =
+      static_cast<size_t>(count) * static_cast<size_t>(std::max<ptrdiff_t>(g->type->extent(), 0));
+  g->base = static_cast<size_t>(-std::min<ptrdiff_t>(g->type->lb, 0));
+  g->all.assign(g->block * static_cast<size_t>(c->g.size) + g->base, 0);
+  return MPI_SUCCESS;
+}
+
+// recvbuf = x0 op (x1 op (... op x_last)), combined in rank order; only the type's data is
+// written, not the gaps between its blocks.
+int Combine(const char* fn, MPI_Comm comm, Gathered& g, int last, void* recvbuf) {
+  MPI_User_function* user = FindUserOp(g.op);
+  const size_t n = static_cast<size_t>(g.count);
+  std::vector<char> acc(g.block + g.base);
+  std::memcpy(acc.data(), g.At(last) - g.base, g.block + g.base);
+  char* a = acc.data() + g.base;
+  for (int r = last - 1; r >= 0; --r) {
+    if (user != nullptr) {
+      int len = g.count;
+      MPI_Datatype type = g.dt;
+      user(g.At(r), a, &len, &type);
+    } else {
+      GOS_MPI_CHECK(comm, fn,
+                    FromGos(gos_reduce_local(g.At(r), a, n, static_cast<gos_type_t>(g.dt - 1),
+                                             static_cast<gos_op_t>(g.op - 1))));
+    }
+  }
+  std::vector<char> packed(gos::mpi::PackedSize(n, *g.type));
+  gos::mpi::Pack(a, n, *g.type, packed.data());
+  gos::mpi::Unpack(packed.data(), packed.size(), n, *g.type, recvbuf);
+  return MPI_SUCCESS;
+}
+
+// Reductions by gathering: every contribution goes to every rank (MPI_Allgather), which
+// combines the ones it needs in rank order. `root` >= 0: only it stores the result
+// (MPI_Reduce). Serves the scans, and every reduction with a user op.
 int GatheredReduce(const char* fn, const void* sendbuf, void* recvbuf, int count, MPI_Datatype dt,
                    MPI_Op op, MPI_Comm comm, Span span, int root) {
   GOS_MPI_COMM(c, comm, fn);
-  MPI_User_function* user = FindUserOp(op);
-  if (user == nullptr) GOS_MPI_CHECK(comm, fn, ReduceArgs(dt, op, count));
-  if (count < 0) return Fail(comm, fn, MPI_ERR_COUNT);
-  TypePtr t = FindType(dt);
-  if (t == nullptr) return Fail(comm, fn, MPI_ERR_TYPE);
+  Gathered g;
+  if (int e = PrepareGathered(fn, c, comm, count, dt, op, &g)) return e;
   if (root >= c->g.size) return Fail(comm, fn, MPI_ERR_ROOT);
   const bool store = root < 0 || c->g.rank == root;
   if (sendbuf == MPI_IN_PLACE && !store) return Fail(comm, fn, MPI_ERR_BUFFER);
   const void* in = sendbuf == MPI_IN_PLACE ? recvbuf : sendbuf;
-  // Elements in their memory layout, as the user function sees them; a block per rank.
-  const size_t n = static_cast<size_t>(count);
-  const size_t block = n * static_cast<size_t>(std::max<ptrdiff_t>(t->extent(), 0));
-  const size_t base = static_cast<size_t>(-std::min<ptrdiff_t>(t->lb, 0));  // below a negative lb
-  std::vector<char> all(block * static_cast<size_t>(c->g.size) + base);
-  if (int e = MPI_Allgather(in, count, dt, all.data() + base, count, dt, comm)) return e;
-  const int first = 0;
+  if (int e = MPI_Allgather(in, count, dt, g.At(0), count, dt, comm)) return e;
   int last = c->g.size - 1;
   if (span == Span::kInclusive) last = c->g.rank;
   if (span == Span::kExclusive) last = c->g.rank - 1;
-  if (!store || last < first) return MPI_SUCCESS;  // Exscan's rank 0: recvbuf is undefined
-  auto at = [&](int r) { return all.data() + base + block * static_cast<size_t>(r); };
-  std::vector<char> acc(block + base);
-  std::memcpy(acc.data(), at(last) - base, block + base);
-  char* a = acc.data() + base;
-  for (int r = last - 1; r >= first; --r) {
-    if (user != nullptr) {
-      int len = count;
-      MPI_Datatype type = dt;
-      user(at(r), a, &len, &type);
-    } else {
-      GOS_MPI_CHECK(comm, fn,
-                    FromGos(gos_reduce_local(at(r), a, n, static_cast<gos_type_t>(dt - 1),
-                                             static_cast<gos_op_t>(op - 1))));
-    }
+  if (!store || last < 0) return MPI_SUCCESS;  // Exscan's rank 0: recvbuf is undefined
+  return Combine(fn, comm, g, last, recvbuf);
+}
+
+// A compound request (a nonblocking collective) over the started parts.
+MPI_Request Compound(MPI_Comm comm, std::vector<MPI_Request> parts, std::function<int()> on_done) {
+  MPI_Request r = AllocRequest();
+  Request* q = &S().reqs[static_cast<size_t>(r - 1)];
+  q->comm = comm;
+  q->compound = true;
+  q->parts = std::move(parts);
+  q->on_done = std::move(on_done);
+  return r;
+}
+
+// Starts the point-to-point exchange of a nonblocking collective (ExchangeImpl's layout) and
+// returns it as one compound request; on_done runs once every part is done.
+int StartExchange(const char* fn, Comm* c, MPI_Comm comm, const void* sbuf,
+                  const std::vector<int>& scounts, const std::vector<int>& sdispls,
+                  MPI_Datatype stype, void* rbuf, const std::vector<int>& rcounts,
+                  const std::vector<int>& rdispls, MPI_Datatype rtype, bool self_copy,
+                  std::function<int()> on_done, MPI_Request* request) {
+  std::vector<MPI_Request> parts;
+  if (int e = ExchangeImpl(fn, sbuf, scounts.data(), sdispls.data(), stype, rbuf, rcounts.data(),
+                           rdispls.data(), rtype, c, comm, self_copy, &parts)) {
+    return e;
   }
-  // Only the type's data goes to recvbuf, not the gaps between its blocks.
-  std::vector<char> packed(gos::mpi::PackedSize(n, *t));
-  gos::mpi::Pack(a, n, *t, packed.data());
-  gos::mpi::Unpack(packed.data(), packed.size(), n, *t, recvbuf);
+  *request = Compound(comm, std::move(parts), std::move(on_done));
   return MPI_SUCCESS;
 }
 
@@ -1393,7 +1497,7 @@ static int Active_Request_free(MPI_Request* request) {
   (void)Poll(q);
   if (q->done) {
     (void)Finish(r, MPI_STATUS_IGNORE);
-  } else if (q->tmp.empty()) {
+  } else if (q->tmp.empty() && !q->compound) {
     // Nothing of ours must outlive the transfer: gos finishes it on its own.
     GOS_MPI_CHECK(q->comm, kFn, FromGos(gos_request_free(&q->g)));
     ReleaseRequest(r);
@@ -1875,6 +1979,120 @@ int MPI_Cart_shift(MPI_Comm comm, int direction, int disp, int* rank_source, int
   *rank_source = from < 0 ? MPI_PROC_NULL : from;
   *rank_dest = to < 0 ? MPI_PROC_NULL : to;
   return MPI_SUCCESS;
+}
+
+// ---- Nonblocking collectives: point-to-point exchanges on the collective context, started
+// at the call (so a rank that has called it counts as entered, whatever it does next), and a
+// compound request that completes when they all have (docs/mpi.md).
+
+int MPI_Ibarrier(MPI_Comm comm, MPI_Request* request) {
+  static const char* const kFn = "MPI_Ibarrier";
+  GOS_MPI_COMM(c, comm, kFn);
+  // An empty message from every member to every other: all have entered once all arrived.
+  std::vector<int> zero(static_cast<size_t>(c->g.size), 0);
+  std::vector<MPI_Request> parts;
+  if (int e = ExchangeImpl(kFn, nullptr, zero.data(), zero.data(), MPI_BYTE, nullptr, zero.data(),
+                           zero.data(), MPI_BYTE, c, comm, false, &parts)) {
+    return e;
+  }
+  *request = Compound(comm, std::move(parts), nullptr);
+  return MPI_SUCCESS;
+}
+
+int MPI_Ibcast(void* buffer, int count, MPI_Datatype datatype, int root, MPI_Comm comm,
+               MPI_Request* request) {
+  static const char* const kFn = "MPI_Ibcast";
+  GOS_MPI_COMM(c, comm, kFn);
+  if (root < 0 || root >= c->g.size) return Fail(comm, kFn, MPI_ERR_ROOT);
+  const size_t n = static_cast<size_t>(c->g.size);
+  const bool is_root = c->g.rank == root;
+  std::vector<int> scounts(n, is_root ? count : 0), rcounts(n, 0), zero(n, 0);
+  if (!is_root) rcounts[static_cast<size_t>(root)] = count;
+  return StartExchange(kFn, c, comm, buffer, scounts, zero, datatype, buffer, rcounts, zero,
+                       datatype, false, nullptr, request);
+}
+
+}  // extern "C"
+
+namespace {
+
+// MPI_Iallgather (every rank gets the same block) and MPI_Ialltoall (block i to rank i).
+int StartBlocks(const char* fn, const void* sendbuf, int sendcount, MPI_Datatype sendtype,
+                void* recvbuf, int recvcount, MPI_Datatype recvtype, MPI_Comm comm,
+                bool block_per_rank, MPI_Request* request) {
+  GOS_MPI_COMM(c, comm, fn);
+  if (sendbuf == MPI_IN_PLACE) return Fail(comm, fn, MPI_ERR_BUFFER);
+  const size_t n = static_cast<size_t>(c->g.size);
+  std::vector<int> scounts(n, sendcount), sdispls(n, 0), rcounts(n, recvcount), rdispls(n);
+  for (size_t i = 0; i < n; ++i) {
+    if (block_per_rank) sdispls[i] = static_cast<int>(i) * sendcount;
+    rdispls[i] = static_cast<int>(i) * recvcount;
+  }
+  return StartExchange(fn, c, comm, sendbuf, scounts, sdispls, sendtype, recvbuf, rcounts, rdispls,
+                       recvtype, true, nullptr, request);
+}
+
+}  // namespace
+
+extern "C" {
+
+int MPI_Iallgather(const void* sendbuf, int sendcount, MPI_Datatype sendtype, void* recvbuf,
+                   int recvcount, MPI_Datatype recvtype, MPI_Comm comm, MPI_Request* request) {
+  return StartBlocks("MPI_Iallgather", sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype,
+                     comm, false, request);
+}
+
+int MPI_Ialltoall(const void* sendbuf, int sendcount, MPI_Datatype sendtype, void* recvbuf,
+                  int recvcount, MPI_Datatype recvtype, MPI_Comm comm, MPI_Request* request) {
+  return StartBlocks("MPI_Ialltoall", sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype,
+                     comm, true, request);
+}
+
+}  // extern "C"
+
+namespace {
+
+// MPI_Iallreduce (root < 0) and MPI_Ireduce: every contribution goes to every rank (or to the
+// root), which combines them in rank order when they have all arrived.
+int StartGatheredReduce(const char* fn, const void* sendbuf, void* recvbuf, int count,
+                        MPI_Datatype dt, MPI_Op op, int root, MPI_Comm comm, MPI_Request* request) {
+  GOS_MPI_COMM(c, comm, fn);
+  auto g = std::make_shared<Gathered>();
+  if (int e = PrepareGathered(fn, c, comm, count, dt, op, g.get())) return e;
+  if (root >= c->g.size) return Fail(comm, fn, MPI_ERR_ROOT);
+  const bool store = root < 0 || c->g.rank == root;
+  if (sendbuf == MPI_IN_PLACE && !store) return Fail(comm, fn, MPI_ERR_BUFFER);
+  const void* in = sendbuf == MPI_IN_PLACE ? recvbuf : sendbuf;
+  const size_t n = static_cast<size_t>(c->g.size);
+  std::vector<int> scounts(n, root < 0 ? count : 0), sdispls(n, 0), rcounts(n, store ? count : 0),
+      rdispls(n);
+  if (root >= 0) scounts[static_cast<size_t>(root)] = count;
+  for (size_t i = 0; i < n; ++i) rdispls[i] = static_cast<int>(i) * count;
+  // The own block is copied at once (self_copy): with MPI_IN_PLACE recvbuf is rewritten later.
+  const int last = c->g.size - 1;
+  return StartExchange(
+      fn, c, comm, in, scounts, sdispls, dt, g->At(0), rcounts, rdispls, dt, true,
+      [fn, comm, g, last, recvbuf, store] {
+        return store ? Combine(fn, comm, *g, last, recvbuf) : MPI_SUCCESS;
+      },
+      request);
+}
+
+}  // namespace
+
+extern "C" {
+
+int MPI_Iallreduce(const void* sendbuf, void* recvbuf, int count, MPI_Datatype datatype, MPI_Op op,
+                   MPI_Comm comm, MPI_Request* request) {
+  return StartGatheredReduce("MPI_Iallreduce", sendbuf, recvbuf, count, datatype, op, -1, comm,
+                             request);
+}
+
+int MPI_Ireduce(const void* sendbuf, void* recvbuf, int count, MPI_Datatype datatype, MPI_Op op,
+                int root, MPI_Comm comm, MPI_Request* request) {
+  if (root < 0) return Fail(comm, "MPI_Ireduce", MPI_ERR_ROOT);
+  return StartGatheredReduce("MPI_Ireduce", sendbuf, recvbuf, count, datatype, op, root, comm,
+                             request);
 }
 
 int MPI_Gather(const void* sendbuf, int sendcount, MPI_Datatype sendtype, void* recvbuf,
