@@ -183,7 +183,8 @@ class NodeAgentImpl final : public NodeAgent {
   void StrobeLoop();
   void StageLoop();
   void ApplyStrobe(const os::Strobe& s);
-  void Launch(const os::LaunchCommand& l, uint32_t current_row);
+  // origin: the strobe that first carried the LAUNCH (the incarnation's mark).
+  void Launch(const os::LaunchCommand& l, uint64_t origin, uint32_t current_row);
   void KillJob(LocalJob& j);
   void ForgetJob(uint64_t id);
   void OnChannel();
@@ -213,10 +214,11 @@ class NodeAgentImpl final : public NodeAgent {
   // kStop: freeze and hold the job; tell the coordinator where its ranks are (under mu_).
   void StopJob(LocalJob& j);
   // The job of a LAUNCH or RESTORE with this node's ranks in *mine, in its new freezer
-  // cgroup (frozen when `frozen`); nullptr if it has no rank here or is known already.
-  // *failure says why the cgroup could not be made.
-  LocalJob* NewLocalJob(const os::LaunchCommand& l, bool frozen, std::vector<uint32_t>* mine,
-                        std::string* failure);
+  // cgroup (frozen when `frozen`), marked with `origin` (the strobe that first carried the
+  // command: the incarnation its exit record names); nullptr if it has no rank here or is
+  // known already. *failure says why the cgroup could not be made.
+  LocalJob* NewLocalJob(const os::LaunchCommand& l, uint64_t origin, bool frozen,
+                        std::vector<uint32_t>* mine, std::string* failure);
   // A rank that could not start or be restored: exit 127, `why` on its stderr.
   Rank NotStarted(const std::shared_ptr<Channel>& ch, uint64_t job, uint32_t rank,
                   const std::string& why);
@@ -267,7 +269,6 @@ class NodeAgentImpl final : public NodeAgent {
   // Strobes applied lately, to apply each command once: the coordinator sends a command again
   // until a strobe carrying it is confirmed everywhere (under mu_).
   std::deque<uint64_t> applied_strobes_;
-  uint64_t command_origin_ = 0;  // origin of the LAUNCH or RESTORE being applied (under mu_)
   uint64_t last_stage_seq_ = 0;
   uint32_t current_row_ = 0;
 
@@ -810,10 +811,9 @@ void NodeAgentImpl::ApplyStrobe(const os::Strobe& s) {
                                           c.origin) != applied_strobes_.end()) {
       continue;  // applied with its first strobe
     }
-    command_origin_ = c.origin;
     switch (c.type) {
       case os::CommandType::kLaunch:
-        Launch(c.launch, s.row);
+        Launch(c.launch, c.origin, s.row);
         break;
       case os::CommandType::kSignal: {
         auto jt = jobs_.find(c.job);
@@ -877,7 +877,7 @@ void NodeAgentImpl::ApplyStrobe(const os::Strobe& s) {
   if (applied_strobes_.size() > 1024) applied_strobes_.pop_front();
 }
 
-LocalJob* NodeAgentImpl::NewLocalJob(const os::LaunchCommand& l, bool frozen,
+LocalJob* NodeAgentImpl::NewLocalJob(const os::LaunchCommand& l, uint64_t origin, bool frozen,
                                      std::vector<uint32_t>* mine, std::string* failure) {
   for (const auto& run : l.runs) {
     if (run.node != node_id_) continue;
@@ -886,7 +886,7 @@ LocalJob* NodeAgentImpl::NewLocalJob(const os::LaunchCommand& l, bool frozen,
   if (mine->empty() || jobs_.count(l.job)) return nullptr;
   LocalJob& j = jobs_[l.job];
   j.id = l.job;
-  j.launch = command_origin_;
+  j.launch = origin;
   j.slot = l.slot;
   j.row = l.row;
   j.program = l.program;
@@ -932,10 +932,10 @@ void NodeAgentImpl::WatchOutputs(LocalJob& j) {
   }
 }
 
-void NodeAgentImpl::Launch(const os::LaunchCommand& l, uint32_t current_row) {
+void NodeAgentImpl::Launch(const os::LaunchCommand& l, uint64_t origin, uint32_t current_row) {
   std::vector<uint32_t> mine;
   std::string failure;
-  LocalJob* jp = NewLocalJob(l, l.row != current_row, &mine, &failure);
+  LocalJob* jp = NewLocalJob(l, origin, l.row != current_row, &mine, &failure);
   if (jp == nullptr) return;
   LocalJob& j = *jp;
   ::mkdir(j.dir.c_str(), 0700);
@@ -1452,12 +1452,11 @@ void NodeAgentImpl::KeepDump(uint64_t job, uint64_t epoch) {
     }
     others.emplace_back(std::filesystem::last_write_time(e.path(), ec), name);
   }
+  // Above `epoch`: left by an earlier incarnation of the job.
+  auto previous = older.lower_bound(epoch);
+  if (previous != older.begin()) --previous;
   for (auto it = older.begin(); it != older.end(); ++it) {
-    if (it->first < epoch && std::next(it) != older.end() && std::next(it)->first < epoch) {
-      std::filesystem::remove_all(it->second, ec);
-    } else if (it->first > epoch) {
-      std::filesystem::remove_all(it->second, ec);  // left by an earlier incarnation
-    }
+    if (it != previous || it->first > epoch) std::filesystem::remove_all(it->second, ec);
   }
   std::sort(others.rbegin(), others.rend());
   for (size_t i = kKeptDumpJobs - 1; i < others.size(); ++i) {
@@ -1579,7 +1578,7 @@ void NodeAgentImpl::Restore(const os::StrobeCommand& c) {
   const os::LaunchCommand& l = c.launch;
   std::vector<uint32_t> mine;
   std::string failure;
-  LocalJob* jp = NewLocalJob(l, /*frozen=*/true, &mine, &failure);
+  LocalJob* jp = NewLocalJob(l, c.origin, /*frozen=*/true, &mine, &failure);
   if (jp == nullptr) return;
   LocalJob& j = *jp;
   j.hold = true;

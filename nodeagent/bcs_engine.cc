@@ -613,7 +613,7 @@ StatusOr<bool> BcsEngine::WaitSent(const Job& j, SteadyClock::time_point deadlin
     auto sent = node_->TestEvent(os::kEventBcsSent, deadline);
     // An error while every node of this job is up is the late error of a transfer of a job
     // that broke off earlier (to a node that has died since): not this job's.
-    if (sent.ok() || !PeersAlive(j)) return sent;
+    if (sent.ok() || !PeersAlive(j) || SteadyClock::now() >= deadline) return sent;
   }
 }
 

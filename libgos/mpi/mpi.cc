@@ -37,6 +37,8 @@ static_assert(MPI_MAXLOC == GOS_OP_COUNT);
 
 constexpr MPI_Datatype kFirstDerivedType = 64;
 constexpr MPI_Op kFirstUserOp = 64;  // MPI_Op_create's handles: kFirstUserOp + index
+// MPI_Send_init / MPI_Recv_init handles: kFirstPersistent + index (above any plain request).
+constexpr MPI_Request kFirstPersistent = 1 << 24;
 // Tags of the library's own point-to-point collectives (on the collective context), apart
 // from the tags gos.h's reductions use internally.
 constexpr int kCollTagBase = 0x40000000;
@@ -83,6 +85,20 @@ struct Request {
   int compound_error = MPI_SUCCESS;
 };
 
+// A persistent request's arguments (MPI_Send_init, MPI_Recv_init); MPI_Start posts them.
+struct Persistent {
+  bool in_use = false;
+  bool send = false;
+  int flags = 0;  // GOS_SEND_SYNC for MPI_Ssend_init
+  const void* sbuf = nullptr;
+  void* rbuf = nullptr;
+  int count = 0;
+  MPI_Datatype type = MPI_DATATYPE_NULL;
+  int peer = 0, tag = 0;
+  MPI_Comm comm = MPI_COMM_NULL;
+  MPI_Request active = MPI_REQUEST_NULL;
+};
+
 struct State {
   std::vector<std::unique_ptr<Comm>> comms;  // index = MPI_Comm; 0 = MPI_COMM_NULL
   std::vector<TypePtr> types;                // index = MPI_Datatype - kFirstDerivedType
@@ -90,6 +106,7 @@ struct State {
   std::vector<MPI_User_function*> user_ops;  // index = MPI_Op - kFirstUserOp; nullptr = freed
   void* bsend_buffer = nullptr;  // MPI_Buffer_attach's (not used: Bsend copies on its own)
   int bsend_size = 0;
+  std::vector<Persistent> persistent;  // index = MPI_Request - kFirstPersistent
   // Groups as world ranks in group order; index = MPI_Group (0 = MPI_GROUP_NULL, never set;
   // 1 = MPI_GROUP_EMPTY); nullopt = freed.
   std::vector<std::optional<std::vector<int>>> groups;
@@ -702,10 +719,6 @@ enum class Span {
   kExclusive,  // ranks 0..me-1 (Exscan; rank 0 gets nothing)
 };
 
-// Reductions by gathering: every contribution goes to every rank (MPI_Allgather), which
-// combines the ones it needs in rank order — x0 op (x1 op (... op xk)) — with a predefined op
-// on a basic type, or a user op on any committed type. `root` >= 0: only it stores the result
-// (MPI_Reduce). Serves the scans, and every reduction with a user op.
 // Every rank's contribution, a block per rank in the type's memory layout (as a user op sees
 // them), and how to combine them.
 struct Gathered {
@@ -1049,16 +1062,18 @@ namespace {
 
 // Union (a, then b's not in a), intersection (a's in b) or difference (a's not in b), in
 // the order of the first group, as MPI defines them.
-int GroupSetOp(const char* fn, MPI_Group g1, MPI_Group g2, MPI_Group* out, int which) {
+enum class SetOp { kUnion, kIntersection, kDifference };
+
+int GroupSetOp(const char* fn, MPI_Group g1, MPI_Group g2, MPI_Group* out, SetOp which) {
   const std::vector<int>* a = FindGroup(g1);
   const std::vector<int>* b = FindGroup(g2);
   if (a == nullptr || b == nullptr) return Fail(MPI_COMM_WORLD, fn, MPI_ERR_GROUP);
   std::vector<int> r;
   auto in = [](const std::vector<int>& g, int w) { return GroupRankOf(g, w) >= 0; };
   for (int w : *a) {
-    if (which == 0 || (which == 1) == in(*b, w)) r.push_back(w);
+    if (which == SetOp::kUnion || (which == SetOp::kIntersection) == in(*b, w)) r.push_back(w);
   }
-  if (which == 0) {
+  if (which == SetOp::kUnion) {
     for (int w : *b) {
       if (!in(*a, w)) r.push_back(w);
     }
@@ -1072,15 +1087,15 @@ int GroupSetOp(const char* fn, MPI_Group g1, MPI_Group g2, MPI_Group* out, int w
 extern "C" {
 
 int MPI_Group_union(MPI_Group group1, MPI_Group group2, MPI_Group* newgroup) {
-  return GroupSetOp("MPI_Group_union", group1, group2, newgroup, 0);
+  return GroupSetOp("MPI_Group_union", group1, group2, newgroup, SetOp::kUnion);
 }
 
 int MPI_Group_intersection(MPI_Group group1, MPI_Group group2, MPI_Group* newgroup) {
-  return GroupSetOp("MPI_Group_intersection", group1, group2, newgroup, 1);
+  return GroupSetOp("MPI_Group_intersection", group1, group2, newgroup, SetOp::kIntersection);
 }
 
 int MPI_Group_difference(MPI_Group group1, MPI_Group group2, MPI_Group* newgroup) {
-  return GroupSetOp("MPI_Group_difference", group1, group2, newgroup, 2);
+  return GroupSetOp("MPI_Group_difference", group1, group2, newgroup, SetOp::kDifference);
 }
 
 int MPI_Group_translate_ranks(MPI_Group group1, int n, const int ranks1[], MPI_Group group2,
@@ -1518,28 +1533,8 @@ namespace {
 // requests in the persistent handles' places, and a persistent handle that completes stays
 // the program's, inactive, instead of becoming MPI_REQUEST_NULL.
 
-constexpr MPI_Request kFirstPersistent = 1 << 24;
-
-struct Persistent {
-  bool in_use = false;
-  bool send = false;
-  int flags = 0;  // GOS_SEND_SYNC for MPI_Ssend_init
-  const void* sbuf = nullptr;
-  void* rbuf = nullptr;
-  int count = 0;
-  MPI_Datatype type = MPI_DATATYPE_NULL;
-  int peer = 0, tag = 0;
-  MPI_Comm comm = MPI_COMM_NULL;
-  MPI_Request active = MPI_REQUEST_NULL;
-};
-
-std::vector<Persistent>& PersistentTable() {
-  static auto* t = new std::vector<Persistent>();
-  return *t;
-}
-
 Persistent* FindPersistent(MPI_Request r) {
-  auto& t = PersistentTable();
+  auto& t = S().persistent;
   if (r < kFirstPersistent || static_cast<size_t>(r - kFirstPersistent) >= t.size()) return nullptr;
   Persistent* p = &t[static_cast<size_t>(r - kFirstPersistent)];
   return p->in_use ? p : nullptr;
@@ -1580,7 +1575,7 @@ int NewPersistent(Persistent p, MPI_Request* request, const char* fn) {
   if (p.count < 0) return Fail(p.comm, fn, MPI_ERR_COUNT);
   if (FindType(p.type) == nullptr) return Fail(p.comm, fn, MPI_ERR_TYPE);
   p.in_use = true;
-  auto& t = PersistentTable();
+  auto& t = S().persistent;
   for (size_t i = 0; i < t.size(); ++i) {
     if (!t[i].in_use) {
       t[i] = p;

@@ -54,19 +54,14 @@ int main(int argc, char** argv) {
   CHECK_MPI(MPI_Ireduce(mx, red, 3, MPI_INT, max3, 0, MPI_COMM_WORLD, &reqs[2]));
   CHECK_MPI(MPI_Iallgather(mine, 2, MPI_INT, gat, 2, MPI_INT, MPI_COMM_WORLD, &reqs[3]));
   CHECK_MPI(MPI_Ialltoall(a2a_in, 1, MPI_INT, a2a_out, 1, MPI_INT, MPI_COMM_WORLD, &reqs[4]));
-  /* Compute while they run, testing the broadcast now and then. */
+  /* Test the broadcast now and then while they run. */
   int flag = 0;
-  double work = 0;
-  for (int i = 0; i < 200000 && !flag; ++i) {
-    work += 1;
-    if (i % 1000 == 0) CHECK_MPI(MPI_Test(&reqs[0], &flag, MPI_STATUS_IGNORE));
-  }
+  for (int i = 0; i < 200 && !flag; ++i) CHECK_MPI(MPI_Test(&reqs[0], &flag, MPI_STATUS_IGNORE));
   if (!flag) CHECK_MPI(MPI_Wait(&reqs[0], MPI_STATUS_IGNORE));
   int index = -1;
   CHECK_MPI(MPI_Waitany(4, &reqs[1], &index, MPI_STATUS_IGNORE));
   CHECK(index >= 0 && index < 4, "Waitany index %d", index);
   CHECK_MPI(MPI_Waitall(4, &reqs[1], MPI_STATUSES_IGNORE));
-  CHECK(work > 0, "work %g", work);
   for (int i = 0; i < 4; ++i) CHECK(b[i] == 1.5 * i + root, "Ibcast b[%d] = %g", i, b[i]);
   CHECK(sum_out == (long)g_size * (g_size + 1) / 2, "Iallreduce %ld", sum_out);
   if (g_rank == 0) {
