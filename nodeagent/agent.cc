@@ -54,6 +54,7 @@ struct Rank {
   int out_fd = -1, err_fd = -1, status_fd = -1, stdin_fd = -1;
   bool exited = false;
   int wait_status = 0;
+  std::string init_dir;  // gos-rank-init's working directory, removed with the rank
 };
 
 // A checkpoint worker's job was killed or forgotten: it stops storing the epoch, and says
@@ -104,6 +105,7 @@ Rank StartedRank(uint32_t rank, const RankProcess& p) {
   r.err_fd = p.stderr_fd;
   r.status_fd = p.status_fd;
   r.stdin_fd = p.stdin_fd;
+  r.init_dir = p.init_dir;
   if (rank != 0) {
     ::close(r.stdin_fd);
     r.stdin_fd = -1;
@@ -196,6 +198,10 @@ class NodeAgentImpl final : public NodeAgent {
   void Watch(int fd);
   void Unwatch(int fd);
   void SweepStaleCgroups();
+  // A fresh, empty working directory for a rank's gos-rank-init (see launcher.h); "" if it
+  // cannot be made (the rank then starts in "/", and its dumps may collide with others').
+  std::string InitDir(uint64_t job, uint32_t rank);
+  static void RemoveInitDir(const std::string& dir);
   void OnPipeLocked(int fd);
   // Checkpoint and restore (docs/specs/checkpoint.md).
   void StartCheckpoints();
@@ -345,6 +351,10 @@ Status NodeAgentImpl::Init() {
   ::chmod((o_.state_dir + "/jobs").c_str(), 0755);
   if (o_.cores == 0) o_.cores = static_cast<uint32_t>(sysconf(_SC_NPROCESSORS_ONLN));
   SweepStaleCgroups();
+  {
+    std::error_code ec2;
+    std::filesystem::create_directories(o_.init_root, ec2);
+  }
 
   wake_fd_ = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
   epoll_fd_ = epoll_create1(EPOLL_CLOEXEC);
@@ -377,6 +387,19 @@ void NodeAgentImpl::SweepStaleCgroups() {
     }
     ::rmdir(agent_dir.path().c_str());
     GOS_LOG(kInfo, "nodeagent") << "removed the cgroups of dead nodeagent " << name;
+  }
+  // And the init working directories of dead nodeagents (empty directories).
+  for (const auto& agent_dir : std::filesystem::directory_iterator(o_.init_root, ec)) {
+    std::string name = agent_dir.path().filename().string();
+    size_t dot = name.rfind('.');
+    if (!agent_dir.is_directory() || dot == std::string::npos) continue;
+    pid_t pid = static_cast<pid_t>(std::atoi(name.c_str() + dot + 1));
+    if (pid <= 0 || ::kill(pid, 0) == 0 || errno != ESRCH) continue;
+    std::error_code ec2;
+    for (const auto& d : std::filesystem::directory_iterator(agent_dir.path(), ec2)) {
+      ::rmdir(d.path().c_str());
+    }
+    ::rmdir(agent_dir.path().c_str());
   }
 }
 
@@ -989,6 +1012,7 @@ void NodeAgentImpl::Launch(const os::LaunchCommand& l, uint64_t origin, uint32_t
       spec.gid = l.gid;
       spec.cgroup_procs = j.cgroup->procs_file();
       spec.init_path = o_.init_path;
+      spec.init_dir = InitDir(l.job, rank);
       auto p = LaunchRank(spec);
       if (p.ok()) {
         if (j.bcs) bcs_->SetRankInit(l.job, rank, p->pid);
@@ -1030,6 +1054,26 @@ void NodeAgentImpl::KillJob(LocalJob& j) {
   }
 }
 
+std::string NodeAgentImpl::InitDir(uint64_t job, uint32_t rank) {
+  const std::string dir = o_.init_root + "/" + o_.name + "." + std::to_string(getpid()) + "/j" +
+                          std::to_string(job) + "-r" + std::to_string(rank);
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);
+  if (ec) {
+    GOS_LOG(kWarn, "nodeagent") << "cannot create " << dir << ": " << ec.message();
+    return "";
+  }
+  ::chmod(dir.c_str(), 0700);
+  return dir;
+}
+
+// The directory, and its agent's directory if that is empty now.
+void NodeAgentImpl::RemoveInitDir(const std::string& dir) {
+  if (dir.empty()) return;
+  ::rmdir(dir.c_str());
+  ::rmdir(std::filesystem::path(dir).parent_path().c_str());
+}
+
 void NodeAgentImpl::ForgetJob(uint64_t id) {
   std::lock_guard<std::mutex> lock(mu_);
   auto jt = jobs_.find(id);
@@ -1054,6 +1098,7 @@ void NodeAgentImpl::ForgetJob(uint64_t id) {
       *fd = -1;
     }
     if (!r.exited && r.pid > 0) ::waitpid(r.pid, nullptr, 0);
+    RemoveInitDir(r.init_dir);
   }
   std::error_code ec;
   std::filesystem::remove_all(j.dir, ec);
@@ -1691,6 +1736,7 @@ void NodeAgentImpl::RestoreWorker(uint64_t job, uint64_t epoch, uint32_t slot,
       for (int fd : {r.out_fd, r.err_fd, r.status_fd, r.stdin_fd}) {
         if (fd >= 0) ::close(fd);
       }
+      RemoveInitDir(r.init_dir);
     }
     return;
   }

@@ -27,6 +27,9 @@ struct AgentOptions {
   std::string state_dir;
   // Freezer cgroups: <cgroup_root>/<name>.<pid>/j<job>. Default: /sys/fs/cgroup/freezer/gos.
   std::string cgroup_root = "/sys/fs/cgroup/freezer/gos";
+  // Working directories of the ranks' gos-rank-init (one each, for CRIU's dumps; see
+  // launcher.h): <init_root>/<name>.<pid>/j<job>-r<rank>. Default: /run/gos/init.
+  std::string init_root = "/run/gos/init";
   // gos-rank-init. Default: next to this executable.
   std::string init_path;
   // Cores to report. Default: 0 = online CPUs.

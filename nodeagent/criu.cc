@@ -35,7 +35,7 @@
 #include <poll.h>
 #include <signal.h>
 #include <spawn.h>
-#include <sys/file.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -51,6 +51,7 @@
 
 #include "gos/fd.h"
 #include "gos/log.h"
+#include "nodeagent/freezer.h"
 
 extern char** environ;
 
@@ -60,6 +61,7 @@ namespace {
 using Clock = std::chrono::steady_clock;
 
 constexpr char kFdsFile[] = "gos-fds";
+constexpr char kInitCwdFile[] = "gos-init-cwd";
 constexpr char kDumpLog[] = "dump.log";
 constexpr char kRestoreLog[] = "restore.log";
 constexpr char kCriuOutput[] = "criu.out";
@@ -260,6 +262,13 @@ StatusOr<DumpResult> DumpRank(const DumpRequest& req) {
     fds += std::to_string(fd) + " " + std::string(target.data(), static_cast<size_t>(n)) + "\n";
   }
 
+  // init's working directory, which the restore must recreate (see launcher.h).
+  std::string init_cwd;
+  {
+    std::error_code ec;
+    init_cwd = std::filesystem::read_symlink("/proc/" + pid + "/cwd", ec).string();
+  }
+
   const std::string criu = req.criu.empty() ? CriuPath() : req.criu;
   const std::string log = JoinPath(req.images_dir, kDumpLog);
   std::vector<std::string> args = {
@@ -273,18 +282,13 @@ StatusOr<DumpResult> DumpRank(const DumpRequest& req) {
       "--freeze-cgroup", req.freezer_cgroup,
       // The job's cgroup is the nodeagent's business, recreated by it at restore.
       "--manage-cgroups=ignore"};
-  // One dump at a time on this machine: criu's parasite mounts a private /proc for a task in
-  // another PID namespace at a fixed directory name relative to the task, so two dumps of
-  // ranks sharing a working directory (several nodeagents of one machine) collide (EEXIST).
-  int lock_fd = ::open("/run/lock/gos-criu-dump.lock", O_RDWR | O_CREAT | O_CLOEXEC, 0600);
-  if (lock_fd >= 0) ::flock(lock_fd, LOCK_EX);
   auto st = RunCriu(args, JoinPath(req.images_dir, kCriuOutput), {});
-  if (lock_fd >= 0) ::close(lock_fd);
   if (!st.ok()) return st.status().WithContext(what);
   if (*st != 0) {
     return InternalError(what + " failed (" + DescribeStatus(*st) + "); " + LogTail(log));
   }
   GOS_RETURN_IF_ERROR(WriteFile(JoinPath(req.images_dir, kFdsFile), fds));
+  GOS_RETURN_IF_ERROR(WriteFile(JoinPath(req.images_dir, kInitCwdFile), init_cwd));
 
   DumpResult r;
   r.ms = std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - start).count();
@@ -312,6 +316,21 @@ StatusOr<RankProcess> RestoreRank(const RestoreRequest& req) {
       if (fd >= 0 && fd < kRankFds) dumped[static_cast<size_t>(fd)] = target;
     }
   }
+
+  // init's working directory (a per-rank directory, see launcher.h) must exist again.
+  std::string init_dir;
+  if (auto cwd = ReadWholeFile(JoinPath(req.images_dir, kInitCwdFile));
+      cwd.ok() && !cwd->empty() && (*cwd)[0] == '/' && *cwd != "/") {
+    std::error_code ec;
+    std::filesystem::create_directories(*cwd, ec);
+    if (ec) return InternalError(what + ": cannot create " + *cwd + ": " + ec.message());
+    ::chmod(cwd->c_str(), 0700);  // as LaunchRank's caller made it: criu checks the mode
+    init_dir = *cwd;
+  }
+  // A restore that fails leaves no directory behind.
+  auto cleanup = [&] {
+    if (!init_dir.empty()) ::rmdir(init_dir.c_str());
+  };
 
   // New pipes, flags as LaunchRank's. ours[i] is the caller's end, theirs[i] the rank's.
   std::array<Fd, kRankFds> ours, theirs;
@@ -354,6 +373,7 @@ StatusOr<RankProcess> RestoreRank(const RestoreRequest& req) {
   }
   auto st = RunCriu(args, JoinPath(req.images_dir, kCriuOutput), pass);
   for (auto& fd : theirs) fd.Reset();
+  if (!st.ok() || *st != 0) cleanup();
   if (!st.ok()) return st.status().WithContext(what);
   if (*st != 0) {
     return InternalError(what + " failed (" + DescribeStatus(*st) + "); " + LogTail(log));
@@ -363,6 +383,7 @@ StatusOr<RankProcess> RestoreRank(const RestoreRequest& req) {
   {
     std::ifstream in(pidfile);
     if (!(in >> root) || root <= 0) {
+      cleanup();
       return InternalError(what + ": criu succeeded but wrote no pid to " + pidfile);
     }
   }
@@ -374,6 +395,7 @@ StatusOr<RankProcess> RestoreRank(const RestoreRequest& req) {
     Status s = WriteProcs(req.cgroup_procs, p);
     if (!s.ok()) {
       KillAndReap(root);
+      cleanup();
       return s.WithContext(what + ": restored init pid " + std::to_string(root));
     }
   }
@@ -385,6 +407,7 @@ StatusOr<RankProcess> RestoreRank(const RestoreRequest& req) {
   rp.stdout_fd = ours[1].Release();
   rp.stderr_fd = ours[2].Release();
   rp.status_fd = ours[3].Release();
+  rp.init_dir = init_dir;
   GOS_LOG(kDebug, "criu") << "restored " << req.images_dir << " as init pid " << root << " ("
                           << tree.size() << " processes) in " << req.cgroup_procs;
   return rp;

@@ -5,6 +5,7 @@
 #include <sched.h>
 #include <signal.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/prctl.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -24,14 +25,11 @@ namespace {
 struct ChildPlan {
   // The child's ends of the pipes: become fds 0, 1, 2, 3; go_fd becomes fd 4.
   int stdin_fd, stdout_fd, stderr_fd, status_fd;
-  int go_fd;  // read end; -1 if there is no cgroup to join
-  bool switch_user;
-  uid_t uid;
-  gid_t gid;
-  const char* cwd;
+  int go_fd;   // read end; -1 if there is no cgroup to join
+  int env_fd;  // memfd holding the rank's environment; becomes fd 5
+  const char* init_cwd;
   const char* init_path;
   char* const* init_argv;
-  char* const* envp;
 };
 
 // A fixed-size message buffer, so failures in the child can be reported in one write(2)
@@ -90,22 +88,22 @@ class ChildMessage {
     if (sig != SIGKILL && sig != SIGSTOP) ::sigaction(sig, &dfl, nullptr);
   }
 
-  // Move the pipe ends above 4 first, so none of them is clobbered by the dup2s below.
-  int src[5] = {p.stdin_fd, p.stdout_fd, p.stderr_fd, p.status_fd, p.go_fd};
-  int tmp[5];
-  for (int i = 0; i < 5; ++i) {
+  // Move the fds above 5 first, so none of them is clobbered by the dup2s below.
+  int src[6] = {p.stdin_fd, p.stdout_fd, p.stderr_fd, p.status_fd, p.go_fd, p.env_fd};
+  int tmp[6];
+  for (int i = 0; i < 6; ++i) {
     tmp[i] = -1;
     if (src[i] < 0) continue;
-    tmp[i] = ::fcntl(src[i], F_DUPFD_CLOEXEC, 5);
+    tmp[i] = ::fcntl(src[i], F_DUPFD_CLOEXEC, 6);
     if (tmp[i] < 0) ChildFail("dup", "pipe", errno);
   }
-  for (int i = 0; i < 5; ++i) {
+  for (int i = 0; i < 6; ++i) {
     if (tmp[i] >= 0 && ::dup2(tmp[i], i) < 0) ChildFail("dup2", "pipe", errno);
   }
-  // Nothing of the caller's leaks into the rank: close every other fd.
-  const unsigned first_other = p.go_fd >= 0 ? 5 : 4;
-  if (::syscall(SYS_close_range, first_other, ~0U, 0U) != 0) {
-    for (unsigned fd = first_other; fd < 65536; ++fd) ::close(static_cast<int>(fd));
+  // Nothing of the caller's leaks into the rank: close every other fd (4 too, if unused).
+  if (p.go_fd < 0) ::close(4);
+  if (::syscall(SYS_close_range, 6U, ~0U, 0U) != 0) {
+    for (unsigned fd = 6; fd < 65536; ++fd) ::close(static_cast<int>(fd));
   }
 
   if (p.go_fd >= 0) {
@@ -122,19 +120,15 @@ class ChildMessage {
   }
 
   if (::setsid() < 0) ChildFail("setsid", nullptr, errno);
-  if (p.switch_user) {
-    // Raw syscalls: glibc's setuid() would try to broadcast to the caller's other threads,
-    // which do not exist in this child.
-    gid_t groups[1] = {p.gid};
-    if (::syscall(SYS_setgroups, 1, groups) != 0) ChildFail("setgroups", nullptr, errno);
-    if (::syscall(SYS_setresgid, p.gid, p.gid, p.gid) != 0) ChildFail("setgid", nullptr, errno);
-    if (::syscall(SYS_setresuid, p.uid, p.uid, p.uid) != 0) ChildFail("setuid", nullptr, errno);
-  }
-  if (::chdir(p.cwd) != 0) ChildFail("chdir to", p.cwd, errno);
+  // init keeps the caller's identity (the user switch is init's child's, the rank's) and an
+  // empty environment: the rank's comes through fd 5, so nothing of the user's (LD_PRELOAD,
+  // ...) reaches a process that runs with the caller's privileges.
+  if (::chdir(p.init_cwd) != 0) ChildFail("chdir to", p.init_cwd, errno);
   // If the nodeagent dies (kill -9, crash), its ranks die with it: no orphan outlives the
-  // node's agent. Set after the user switch, which clears it.
+  // node's agent.
   ::prctl(PR_SET_PDEATHSIG, SIGKILL);
-  ::execve(p.init_path, p.init_argv, p.envp);
+  char* const no_env[] = {nullptr};
+  ::execve(p.init_path, p.init_argv, no_env);
   ChildFail("execute", p.init_path, errno);
 }
 
@@ -182,19 +176,41 @@ StatusOr<RankProcess> LaunchRank(const RankSpec& spec) {
     return InvalidArgumentError("rank cwd '" + spec.cwd + "' is not an absolute path");
   }
 
-  // argv of init: gos-rank-init -- PROGRAM ARGV0 ARGS...
-  std::vector<char*> init_argv = {const_cast<char*>("gos-rank-init"), const_cast<char*>("--"),
-                                  const_cast<char*>(spec.program.c_str())};
-  if (spec.argv.empty()) {
-    init_argv.push_back(const_cast<char*>(spec.program.c_str()));
-  } else {
-    for (const auto& a : spec.argv) init_argv.push_back(const_cast<char*>(a.c_str()));
+  if (!spec.init_dir.empty() && spec.init_dir[0] != '/') {
+    return InvalidArgumentError("init dir '" + spec.init_dir + "' is not an absolute path");
   }
+
+  // argv of init: gos-rank-init [--user UID:GID] --cwd DIR --env-fd 5 -- PROGRAM ARGV0 ARGS...
+  const std::string user = std::to_string(spec.uid) + ":" + std::to_string(spec.gid);
+  const std::string cwd = spec.cwd.empty() ? "/" : spec.cwd;
+  std::vector<std::string> args = {"gos-rank-init"};
+  if (spec.uid != ::geteuid() || spec.gid != ::getegid()) {
+    args.insert(args.end(), {"--user", user});
+  }
+  args.insert(args.end(), {"--cwd", cwd, "--env-fd", "5", "--", spec.program});
+  if (spec.argv.empty()) {
+    args.push_back(spec.program);
+  } else {
+    args.insert(args.end(), spec.argv.begin(), spec.argv.end());
+  }
+  std::vector<char*> init_argv;
+  for (auto& a : args) init_argv.push_back(a.data());
   init_argv.push_back(nullptr);
-  std::vector<char*> envp;
-  envp.reserve(spec.env.size() + 1);
-  for (const auto& e : spec.env) envp.push_back(const_cast<char*>(e.c_str()));
-  envp.push_back(nullptr);
+
+  // The rank's environment, NUL-terminated entries, for init to read from fd 5.
+  Fd env(::memfd_create("gos-rank-env", MFD_CLOEXEC));
+  if (env.get() < 0) return ErrnoError(errno, "memfd_create for the rank's environment");
+  {
+    std::string block;
+    for (const auto& e : spec.env) block.append(e).push_back('\0');
+    size_t done = 0;
+    while (done < block.size()) {
+      ssize_t n = ::write(env.get(), block.data() + done, block.size() - done);
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) return ErrnoError(errno, "write the rank's environment");
+      done += static_cast<size_t>(n);
+    }
+  }
 
   Pipe in, out, err, status, go;
   GOS_RETURN_IF_ERROR(MakePipe(&in, "stdin"));
@@ -213,13 +229,10 @@ StatusOr<RankProcess> LaunchRank(const RankSpec& spec) {
   plan.stderr_fd = err.write.get();
   plan.status_fd = status.write.get();
   plan.go_fd = join_cgroup ? go.read.get() : -1;
-  plan.switch_user = spec.uid != ::geteuid() || spec.gid != ::getegid();
-  plan.uid = spec.uid;
-  plan.gid = spec.gid;
-  plan.cwd = spec.cwd.empty() ? "/" : spec.cwd.c_str();
+  plan.env_fd = env.get();
+  plan.init_cwd = spec.init_dir.empty() ? "/" : spec.init_dir.c_str();
   plan.init_path = spec.init_path.c_str();
   plan.init_argv = init_argv.data();
-  plan.envp = envp.data();
 
   // Block every signal around the clone: the child must not run the caller's handlers
   // before it has reset them, and keeps them blocked until init has set up forwarding.
@@ -263,6 +276,7 @@ StatusOr<RankProcess> LaunchRank(const RankSpec& spec) {
 
   RankProcess rp;
   rp.pid = static_cast<pid_t>(pid);
+  rp.init_dir = spec.init_dir;
   rp.stdin_fd = in.write.Release();
   rp.stdout_fd = out.read.Release();
   rp.stderr_fd = err.read.Release();

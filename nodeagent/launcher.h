@@ -6,6 +6,12 @@
 //
 // When gos-rank-init exits, the kernel kills whatever is left in the namespace, so a rank
 // leaves no process behind. No private mount namespace is made, so CRIU can dump the tree.
+//
+// gos-rank-init keeps the caller's user (root, for a nodeagent) and gets an empty
+// environment; only the rank, its child, switches to RankSpec's user, cwd and environment.
+// CRIU needs that: to dump a tree whose root is a PID-namespace init, its parasite mounts a
+// /proc of that namespace from inside the root task, in the task's working directory -
+// which needs privilege, and a directory no concurrent dump uses (RankSpec::init_dir).
 #ifndef GOS_NODEAGENT_LAUNCHER_H_
 #define GOS_NODEAGENT_LAUNCHER_H_
 
@@ -29,16 +35,20 @@ struct RankSpec {
   // Working directory. If chdir fails, the rank fails: a message on its stderr and exit 127.
   // Default: empty = "/".
   std::string cwd;
-  // Run as this user: setgroups({gid}), setgid(gid), setuid(uid) unless both already equal
-  // the caller's effective ids. Default: 0 / 0.
+  // Run the rank as this user: setgroups({gid}), setgid(gid), setuid(uid) unless both already
+  // equal the caller's effective ids (gos-rank-init stays the caller's). Default: 0 / 0.
   uid_t uid = 0;
   gid_t gid = 0;
+  // Working directory of gos-rank-init: a directory of the caller's that no other rank uses
+  // (CRIU dumps mount a /proc in it for a moment). The caller creates and later removes it.
+  // Default: empty = "/" (then dumps of two such ranks must not overlap).
+  std::string init_dir;
   // cgroup.procs file (FreezerCgroup::procs_file()). LaunchRank moves the child into it
   // before the child may exec init, so init, the rank and everything it spawns live in that
   // cgroup, and it is already in when LaunchRank returns. The cgroup may be FROZEN: the rank
   // then starts at Thaw. Default: "" = none.
   std::string cgroup_procs;
-  // Path of the gos-rank-init binary. Required. It must be executable by uid.
+  // Path of the gos-rank-init binary. Required.
   std::string init_path;
 };
 
@@ -53,6 +63,9 @@ struct RankProcess {
   // Read end (O_NONBLOCK, O_CLOEXEC): init writes the rank's raw wait status (4 bytes,
   // native-endian int32) here just before it exits. Feed it to RankWaitStatus.
   int status_fd = -1;
+  // gos-rank-init's working directory (RankSpec::init_dir; for a restored rank, the dumped
+  // one, recreated): the caller removes it when the rank is gone. Empty: "/".
+  std::string init_dir;
 };
 
 // Starts a rank. The caller owns and must close all four fds of the result, and must reap

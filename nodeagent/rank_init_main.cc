@@ -1,8 +1,13 @@
 // gos-rank-init: PID 1 of a rank's PID namespace (started by LaunchRank).
 //
-//   gos-rank-init -- PROGRAM ARGV0 [ARGS...]
+//   gos-rank-init [--user UID:GID] [--cwd DIR] [--env-fd FD] -- PROGRAM ARGV0 [ARGS...]
 //
-// Forks the rank (execve(PROGRAM, ARGV0 ARGS..., inherited environment)), forwards SIGINT,
+// Forks the rank - which switches to UID:GID (supplementary groups: just GID), changes to
+// DIR and execs PROGRAM with ARGV0 ARGS... and the environment read from FD (NUL-terminated
+// "K=V" entries; without --env-fd, init's own) - while init itself keeps its user, working
+// directory and (empty) environment: CRIU dumps the namespace through init with privileges
+// the rank must not have (see launcher.h). A failed switch, chdir or exec is reported on
+// stderr as "gos-rank-init: cannot ..." and the rank exits 127. Init forwards SIGINT,
 // SIGTERM, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2, SIGCONT and SIGWINCH to it, reaps every child
 // (orphans re-parent to PID 1), and when the rank exits writes its raw wait status (int32) to
 // fd 3 and exits with the rank's exit code, or 128+signal. The kernel then kills whatever is
@@ -11,13 +16,18 @@
 // through it.
 #include <errno.h>
 #include <fcntl.h>
+#include <grp.h>
 #include <signal.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <cstdint>
+#include <string>
+#include <vector>
 
 extern char** environ;
 
@@ -44,16 +54,81 @@ int ExitCodeOf(int wait_status) {
   _exit(ExitCodeOf(rank_status));
 }
 
+[[noreturn]] void RankFail(const char* what, const char* arg, int err) {
+  dprintf(STDERR_FILENO, "gos-rank-init: cannot %s%s%s: %s\n", what, arg ? " " : "", arg ? arg : "",
+          strerror(err));
+  _exit(127);
+}
+
+// The rank's environment: NUL-terminated entries from fd (read from offset 0), then closed.
+bool ReadEnvironment(int fd, std::string* block) {
+  char buf[65536];
+  off_t off = 0;
+  while (true) {
+    ssize_t n = pread(fd, buf, sizeof buf, off);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) return false;
+    if (n == 0) break;
+    block->append(buf, static_cast<size_t>(n));
+    off += n;
+  }
+  close(fd);
+  return true;
+}
+
+int Usage() {
+  fprintf(stderr,
+          "usage: gos-rank-init [--user UID:GID] [--cwd DIR] [--env-fd FD] -- PROGRAM ARGV0 "
+          "[ARGS...]\n");
+  return 127;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
-  if (argc < 3 || strcmp(argv[1], "--") != 0) {
-    fprintf(stderr, "usage: gos-rank-init -- PROGRAM ARGV0 [ARGS...]\n");
-    return 127;
+  bool switch_user = false;
+  uid_t uid = 0;
+  gid_t gid = 0;
+  const char* cwd = nullptr;
+  int env_fd = -1;
+  int i = 1;
+  for (; i + 1 < argc && strcmp(argv[i], "--") != 0; i += 2) {
+    if (strcmp(argv[i], "--user") == 0) {
+      unsigned long u, g;
+      if (sscanf(argv[i + 1], "%lu:%lu", &u, &g) != 2) return Usage();
+      switch_user = true;
+      uid = static_cast<uid_t>(u);
+      gid = static_cast<gid_t>(g);
+    } else if (strcmp(argv[i], "--cwd") == 0) {
+      cwd = argv[i + 1];
+    } else if (strcmp(argv[i], "--env-fd") == 0) {
+      env_fd = atoi(argv[i + 1]);
+    } else {
+      return Usage();
+    }
   }
-  const char* program = argv[2];
-  char* default_argv[] = {argv[2], nullptr};
-  char** rank_argv = argc > 3 ? argv + 3 : default_argv;
+  if (i + 1 >= argc || strcmp(argv[i], "--") != 0) return Usage();
+  const char* program = argv[i + 1];
+  char* default_argv[] = {argv[i + 1], nullptr};
+  char** rank_argv = argc > i + 2 ? argv + i + 2 : default_argv;
+
+  std::string env_block;
+  std::vector<char*> rank_env;
+  if (env_fd >= 0) {
+    if (!ReadEnvironment(env_fd, &env_block)) {
+      fprintf(stderr, "gos-rank-init: cannot read the environment: %s\n", strerror(errno));
+      return 127;
+    }
+    for (size_t at = 0; at < env_block.size();) {
+      rank_env.push_back(env_block.data() + at);
+      at = env_block.find('\0', at);
+      if (at == std::string::npos) break;
+      ++at;
+    }
+  } else {
+    for (char** e = environ; *e != nullptr; ++e) rank_env.push_back(*e);
+  }
+  rank_env.push_back(nullptr);
 
   // fd 3 carries the status to the launcher; the rank must not inherit it.
   const bool report = fcntl(kStatusFd, F_SETFD, FD_CLOEXEC) == 0;
@@ -82,10 +157,15 @@ int main(int argc, char** argv) {
     sigset_t none;
     sigemptyset(&none);
     sigprocmask(SIG_SETMASK, &none, nullptr);
-    execve(program, rank_argv, environ);
-    int err = errno;
-    dprintf(STDERR_FILENO, "gos-rank-init: cannot execute %s: %s\n", program, strerror(err));
-    _exit(127);
+    if (switch_user) {
+      gid_t groups[1] = {gid};
+      if (setgroups(1, groups) != 0) RankFail("setgroups", nullptr, errno);
+      if (setresgid(gid, gid, gid) != 0) RankFail("setgid", nullptr, errno);
+      if (setresuid(uid, uid, uid) != 0) RankFail("setuid", nullptr, errno);
+    }
+    if (cwd != nullptr && chdir(cwd) != 0) RankFail("chdir to", cwd, errno);
+    execve(program, rank_argv, rank_env.data());
+    RankFail("execute", program, errno);
   }
 
   while (true) {

@@ -9,6 +9,9 @@
 //     its epoch refuse with a message naming job, epoch, rank and chunk, after a coordinator
 //     restart, and --epoch picks the older one, which restores; only the owner (or root) may
 //     checkpoint or restart.
+//   - AnotherUsersJobIsCheckpointedAndRestoredAsItsOwner: a job of user nobody on a root
+//     cluster is checkpointed, killed, restarted by its owner, runs as nobody again (its
+//     namespace inits as root, see nodeagent/launcher.h) and is checkpointed again.
 #include <dirent.h>
 #include <signal.h>
 #include <sys/stat.h>
@@ -228,6 +231,82 @@ TEST(CheckpointTest, IncrementalCorruptionCoordinatorRestart) {
   EXPECT_TRUE(good->OutputContains("dirty: passes=0 checksum=")) << good->output();
   Result ps = Execute({Bin("gos-ps")}, c->Env(), 30s);
   EXPECT_NE(ps.output.find("completed"), std::string::npos) << ps.Describe();
+}
+
+// The real, effective, saved and file-system uids of a process ("" if it is gone).
+std::string Uids(pid_t pid) {
+  std::istringstream in(ReadFile("/proc/" + std::to_string(pid) + "/status"));
+  for (std::string line; std::getline(in, line);) {
+    if (line.rfind("Uid:", 0) == 0) return line.substr(4);
+  }
+  return "";
+}
+
+TEST(CheckpointTest, AnotherUsersJobIsCheckpointedAndRestoredAsItsOwner) {
+  if (std::string why = Unsupported(false); !why.empty()) GTEST_SKIP() << why;
+  // User nobody runs the tools and the program from the build tree.
+  for (const std::string& file : {Bin("gos-run"), Example("dirty")}) {
+    for (std::filesystem::path p = std::filesystem::path(file).parent_path(); p != p.root_path();
+         p = p.parent_path()) {
+      struct stat st;
+      if (::stat(p.c_str(), &st) != 0 || (st.st_mode & S_IXOTH) == 0) {
+        GTEST_SKIP() << "user nobody cannot traverse " << p << " to reach " << file;
+      }
+    }
+  }
+  TestCluster c(2, /*netns=*/false);
+  ASSERT_EQ(c.Start(), "");
+  auto as_nobody = [](std::vector<std::string> argv) {
+    argv.insert(argv.begin(), {"setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "env",
+                               "--chdir=/"});
+    return argv;
+  };
+  // Each rank is the child of its namespace's gos-rank-init: check both.
+  auto expect_ranks_run_as_nobody = [&](const std::string& when) {
+    int ranks = 0;
+    for (const auto& [pid, cmdline] : c.LeftOver()) {
+      if (cmdline.find("gos-rank-init") == std::string::npos) continue;
+      EXPECT_EQ(Uids(pid), "\t0\t0\t0\t0") << when << ": init " << pid << " " << cmdline;
+      std::istringstream children(
+          ReadFile("/proc/" + std::to_string(pid) + "/task/" + std::to_string(pid) + "/children"));
+      for (pid_t child; children >> child; ++ranks) {
+        EXPECT_EQ(Uids(child), "\t65534\t65534\t65534\t65534") << when << ": rank " << child;
+      }
+    }
+    EXPECT_EQ(ranks, 2) << when;
+  };
+
+  auto run = Subprocess::Start(as_nobody({Bin("gos-run"), "-n", "2", "-N", "2", "--checkpoint=1s",
+                                          Example("dirty"), "16", "600", "5"}),
+                               c.Env());
+  ASSERT_TRUE(run.ok()) << run.status().ToString();
+  std::string job;
+  ASSERT_TRUE(WaitUntil(
+      [&] {
+        job = Find(run->output(), "checkpoint: job (\\d+) epoch \\d+ committed");
+        return !job.empty();
+      },
+      120s))
+      << run->output() << c.Logs();
+  expect_ranks_run_as_nobody("launched");
+  ASSERT_EQ(Execute(as_nobody({Bin("gos-kill"), job}), c.Env(), 30s).code, 0);
+  ASSERT_TRUE(run->Wait(SteadyClock::now() + 60s).has_value()) << run->output();
+
+  auto restart = Subprocess::Start(as_nobody({Bin("gos-restart"), job}), c.Env());
+  ASSERT_TRUE(restart.ok()) << restart.status().ToString();
+  ASSERT_TRUE(WaitUntil([&] { return restart->OutputContains("resumed"); }, 60s))
+      << restart->output() << c.Logs();
+  expect_ranks_run_as_nobody("restored");
+  // The restored job is the owner's to checkpoint again.
+  Result again = Execute(as_nobody({Bin("gos-ckpt"), job}), c.Env(), 120s);
+  EXPECT_EQ(again.code, 0) << again.Describe() << c.Logs();
+  EXPECT_NE(again.output.find("committed"), std::string::npos) << again.Describe();
+  ASSERT_EQ(Execute(as_nobody({Bin("gos-kill"), "-s", "TERM", job}), c.Env(), 30s).code, 0);
+  auto status = restart->Wait(SteadyClock::now() + 60s);
+  ASSERT_TRUE(status.has_value()) << restart->output();
+  EXPECT_EQ(WEXITSTATUS(*status), 0) << restart->output() << c.Logs();
+  EXPECT_EQ(FindAll(restart->output(), "(dirty: passes=0 checksum=)").size(), 2u)
+      << restart->output();
 }
 
 }  // namespace

@@ -190,9 +190,7 @@ class TestCluster {
     pid_t agent = AgentPid(i);
     std::vector<pid_t> criu = CriuDumpChildren(agent);
     const std::string dir = AgentCgroup(i);
-    // criu first, and gone before the agent: the agent holds this machine's CRIU dump lock
-    // (one dump at a time per machine), and another node's criu must not start while this
-    // one still runs, as it could not on a real host that died.
+    // criu first, and gone before the agent: a dump must not go on after its host died.
     for (pid_t pid : criu) ::kill(pid, SIGKILL);
     WaitUntil([&] { return CriuDumpChildren(agent).empty(); }, std::chrono::seconds(10));
     ::kill(agent, SIGKILL);

@@ -108,7 +108,7 @@ void NodeagentKilledMidCheckpoint(KillPoint point) {
   ASSERT_TRUE(e2.ok()) << e2.status().ToString();
   int victim = -1;
   if (point == KillPoint::kDump) {
-    // The first nodeagent seen running `criu dump` (one dump at a time per machine).
+    // The first nodeagent seen running `criu dump`.
     ASSERT_TRUE(WaitUntil(
         [&] {
           for (int i = 0; i < 2 && victim < 0; ++i) {
