@@ -9,6 +9,7 @@
 #include <sys/eventfd.h>
 #include <sys/signalfd.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -21,6 +22,7 @@
 #include <map>
 #include <mutex>
 #include <set>
+#include <sstream>
 #include <thread>
 
 #include "gos/bcs/channel.h"
@@ -239,8 +241,15 @@ class NodeAgentImpl final : public NodeAgent {
   void OnRestoreLocal(std::span<const uint8_t> payload);
   // Where this node keeps its copy of a rank's last stored dump.
   std::string CkptDir(uint64_t job, uint64_t epoch) const {
-    return o_.state_dir + "/ckpt/j" + std::to_string(job) + "-e" + std::to_string(epoch);
+    return o_.scratch_dir + "/ckpt/j" + std::to_string(job) + "-e" + std::to_string(epoch);
   }
+  // Where a dump goes that does not fit into the scratch dir (on a tmpfs); not kept.
+  std::string SpillDir(uint64_t job, uint64_t epoch) const {
+    return o_.state_dir + "/ckpt-spill/j" + std::to_string(job) + "-e" + std::to_string(epoch);
+  }
+  // Makes room for `need` bytes of dumps of `job` in the scratch dir: drops other jobs' kept
+  // dumps, then this job's. False if there is still not enough.
+  bool MakeScratchRoom(uint64_t job, uint64_t need);
   // Keeps the dump of (job, epoch) just stored and the newest older one of the job (the
   // newest committed epoch until this one commits); removes the job's other dumps, and the
   // dumps of all but the kKeptDumpJobs most recently stored jobs.
@@ -350,10 +359,13 @@ Status NodeAgentImpl::Init() {
   ::chmod(o_.state_dir.c_str(), 0755);
   ::chmod((o_.state_dir + "/jobs").c_str(), 0755);
   if (o_.cores == 0) o_.cores = static_cast<uint32_t>(sysconf(_SC_NPROCESSORS_ONLN));
+  if (o_.scratch_dir.empty()) o_.scratch_dir = o_.state_dir;
   SweepStaleCgroups();
   {
     std::error_code ec2;
     std::filesystem::create_directories(o_.init_root, ec2);
+    std::filesystem::create_directories(o_.scratch_dir, ec2);
+    if (ec2) return InternalError("cannot create " + o_.scratch_dir + ": " + ec2.message());
   }
 
   wake_fd_ = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
@@ -388,7 +400,7 @@ void NodeAgentImpl::SweepStaleCgroups() {
     ::rmdir(agent_dir.path().c_str());
     GOS_LOG(kInfo, "nodeagent") << "removed the cgroups of dead nodeagent " << name;
   }
-  // And the init working directories of dead nodeagents (empty directories).
+  // And the init working directories (empty) of dead nodeagents.
   for (const auto& agent_dir : std::filesystem::directory_iterator(o_.init_root, ec)) {
     std::string name = agent_dir.path().filename().string();
     size_t dot = name.rfind('.');
@@ -1215,6 +1227,25 @@ int64_t EpochMark(uint64_t job, uint64_t epoch) {
 }
 
 // "key=value" lines of the gos-rank file a checkpoint leaves next to the CRIU images.
+// Resident (and swapped) memory of the processes in a cgroup directory.
+uint64_t JobMemoryBytes(const std::string& cgroup) {
+  uint64_t total = 0;
+  auto text = [](const std::string& path) {
+    auto t = ReadWholeFile(path);
+    return t.ok() ? *t : std::string();
+  };
+  std::istringstream procs(text(cgroup + "/cgroup.procs"));
+  for (pid_t pid; procs >> pid;) {
+    std::istringstream status(text("/proc/" + std::to_string(pid) + "/status"));
+    for (std::string line; std::getline(status, line);) {
+      if (line.rfind("VmRSS:", 0) == 0 || line.rfind("VmSwap:", 0) == 0) {
+        total += std::strtoull(line.c_str() + line.find(':') + 1, nullptr, 10) << 10;
+      }
+    }
+  }
+  return total;
+}
+
 std::map<std::string, std::string> ParseMeta(const std::string& text) {
   std::map<std::string, std::string> out;
   size_t start = 0;
@@ -1336,7 +1367,14 @@ void NodeAgentImpl::CheckpointWorker(uint64_t job, uint64_t epoch, uint64_t base
                                      std::shared_ptr<CkptCancel> cancel) {
   const auto t0 = SteadyClock::now();
   const int64_t mark = EpochMark(job, epoch);
-  const std::string scratch = CkptDir(job, epoch);
+  // The dumps hold about the ranks' resident memory.
+  const uint64_t memory = JobMemoryBytes(cgroup);
+  const bool fits = MakeScratchRoom(job, memory + memory / 8 + (8u << 20));
+  const std::string scratch = fits ? CkptDir(job, epoch) : SpillDir(job, epoch);
+  if (!fits) {
+    GOS_LOG(kInfo, "nodeagent") << "job " << job << " epoch " << epoch << ": no room in "
+                                << o_.scratch_dir << "; dumping to " << scratch;
+  }
   std::error_code ec;
   std::filesystem::remove_all(scratch, ec);
   // Runs what tells the coordinator about the epoch, unless the job was killed or forgotten:
@@ -1384,7 +1422,11 @@ void NodeAgentImpl::CheckpointWorker(uint64_t job, uint64_t epoch, uint64_t base
     if (st.ok() && !program.empty()) {
       // The executable is not in CRIU's images: it goes with them (deduplicated by content).
       if (::link((job_dir + "/" + program).c_str(), (dir + "/job/" + program).c_str()) != 0) {
-        st = CopyFile(job_dir + "/" + program, dir + "/job/" + program, 0700);
+        // Another file system (the scratch dir on a tmpfs): a copy, with the mode CRIU checks.
+        struct stat exe {};
+        const mode_t mode =
+            ::stat((job_dir + "/" + program).c_str(), &exe) == 0 ? exe.st_mode & 07777 : 0700;
+        st = CopyFile(job_dir + "/" + program, dir + "/job/" + program, mode);
       }
     }
     if (st.ok() && channels.count(rank)) {
@@ -1468,7 +1510,8 @@ void NodeAgentImpl::CheckpointWorker(uint64_t job, uint64_t epoch, uint64_t base
   if (!report([&] { node_->Store(os::VarStored(slot), mark); })) return;
   // The dump stays here: a restart that places its ranks on this node again restores them
   // from it instead of receiving every chunk from the store.
-  if (const char* k = getenv("GOS_KEEP_DUMPS"); k != nullptr && std::strcmp(k, "0") == 0) {
+  if (const char* k = getenv("GOS_KEEP_DUMPS");
+      !fits || (k != nullptr && std::strcmp(k, "0") == 0)) {
     std::filesystem::remove_all(scratch, ec);
   } else {
     KeepDump(job, epoch);
@@ -1477,9 +1520,31 @@ void NodeAgentImpl::CheckpointWorker(uint64_t job, uint64_t epoch, uint64_t base
                               << " ranks dumped in " << pause_ms << " ms and shipped";
 }
 
+bool NodeAgentImpl::MakeScratchRoom(uint64_t job, uint64_t need) {
+  auto room = [&] {
+    struct statvfs vfs {};
+    if (::statvfs(o_.scratch_dir.c_str(), &vfs) != 0) return true;  // let the dump say why
+    return static_cast<uint64_t>(vfs.f_bavail) * vfs.f_frsize >= need;
+  };
+  if (room()) return true;
+  const std::string root = o_.scratch_dir + "/ckpt";
+  const std::string mine = "j" + std::to_string(job) + "-e";
+  std::error_code ec;
+  for (bool own : {false, true}) {
+    for (const auto& e : std::filesystem::directory_iterator(root, ec)) {
+      if ((e.path().filename().string().rfind(mine, 0) == 0) == own) {
+        std::error_code rec;
+        std::filesystem::remove_all(e.path(), rec);
+      }
+    }
+    if (room()) return true;
+  }
+  return false;
+}
+
 void NodeAgentImpl::KeepDump(uint64_t job, uint64_t epoch) {
   constexpr size_t kKeptDumpJobs = 4;
-  const std::string root = o_.state_dir + "/ckpt";
+  const std::string root = o_.scratch_dir + "/ckpt";
   const std::string mine = "j" + std::to_string(job) + "-e";
   const std::string keep = mine + std::to_string(epoch);
   std::error_code ec;
@@ -1548,8 +1613,13 @@ void NodeAgentImpl::OnRestoreLocal(std::span<const uint8_t> payload) {
       const std::filesystem::path to = std::filesystem::path(dst) / want.name;
       std::filesystem::create_directories(to.parent_path(), ec);
       if (::link((src + "/" + want.name).c_str(), to.c_str()) != 0) {
-        refuse("link " + want.name + ": " + std::strerror(errno));
-        break;
+        // The scratch dir is on another file system than the state dir: a copy.
+        Status copied = errno == EXDEV ? CopyFile(src + "/" + want.name, to.string(), want.mode)
+                                       : ErrnoError(errno, "link " + want.name);
+        if (!copied.ok()) {
+          refuse(copied.ToString());
+          break;
+        }
       }
     }
   }
@@ -1586,10 +1656,14 @@ void NodeAgentImpl::OnRestoreChunk(const os::RestoreChunk& m) {
     if (restore_fd_.get() < 0) return fail(std::string("create: ") + std::strerror(errno));
     restore_path_ = path;
   }
-  ssize_t n = ::pwrite(restore_fd_.get(), raw->data(), raw->size(), static_cast<off_t>(m.offset));
-  int err = errno;
-  if (n != static_cast<ssize_t>(raw->size()))
-    return fail(std::string("write: ") + std::strerror(err));
+  // Until all is written or an error (a short write is no error: ENOSPC shows on the next).
+  for (size_t done = 0; done < raw->size();) {
+    ssize_t n = ::pwrite(restore_fd_.get(), raw->data() + done, raw->size() - done,
+                         static_cast<off_t>(m.offset + done));
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return fail(std::string("write: ") + std::strerror(n < 0 ? errno : EIO));
+    done += static_cast<size_t>(n);
+  }
 }
 
 void NodeAgentImpl::OnRestoreRankEnd(const os::RestoreRankEnd& m) {

@@ -20,6 +20,7 @@ options:
   --name NAME             node name, unique in the cluster      (default host name)
   --state-dir DIR         job dirs        (default /var/lib/gos/nodeagent/NAME)
   --cgroup-root DIR       freezer cgroups     (default /sys/fs/cgroup/freezer/gos)
+  --scratch-dir DIR       checkpoint dumps, restore images   (default state dir)
   --init-root DIR         rank inits' working dirs         (default /run/gos/init)
   --cores N               cores to report                  (default online CPUs)
   --node ID               node id to ask for                          (default any)
@@ -45,6 +46,7 @@ int main(int argc, char** argv) {
   flags.String("--state-dir", &o.state_dir);
   flags.String("--cgroup-root", &o.cgroup_root);
   flags.String("--init-root", &o.init_root);
+  flags.String("--scratch-dir", &o.scratch_dir);
   flags.U32("--cores", &o.cores);
   flags.U32("--node", &o.requested_node);
   flags.Duration("--connect-timeout", &o.connect_timeout);
