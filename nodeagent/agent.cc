@@ -400,19 +400,6 @@ void NodeAgentImpl::SweepStaleCgroups() {
     ::rmdir(agent_dir.path().c_str());
     GOS_LOG(kInfo, "nodeagent") << "removed the cgroups of dead nodeagent " << name;
   }
-  // And the init working directories (empty) of dead nodeagents.
-  for (const auto& agent_dir : std::filesystem::directory_iterator(o_.init_root, ec)) {
-    std::string name = agent_dir.path().filename().string();
-    size_t dot = name.rfind('.');
-    if (!agent_dir.is_directory() || dot == std::string::npos) continue;
-    pid_t pid = static_cast<pid_t>(std::atoi(name.c_str() + dot + 1));
-    if (pid <= 0 || ::kill(pid, 0) == 0 || errno != ESRCH) continue;
-    std::error_code ec2;
-    for (const auto& d : std::filesystem::directory_iterator(agent_dir.path(), ec2)) {
-      ::rmdir(d.path().c_str());
-    }
-    ::rmdir(agent_dir.path().c_str());
-  }
 }
 
 void NodeAgentImpl::Watch(int fd) {
@@ -1067,8 +1054,10 @@ void NodeAgentImpl::KillJob(LocalJob& j) {
 }
 
 std::string NodeAgentImpl::InitDir(uint64_t job, uint32_t rank) {
-  const std::string dir = o_.init_root + "/" + o_.name + "." + std::to_string(getpid()) + "/j" +
-                          std::to_string(job) + "-r" + std::to_string(rank);
+  // Named by cluster, job and rank only: a restored rank keeps its dumped path (CRIU restores
+  // the working directory by name), whichever node and nodeagent it is restored by.
+  const std::string dir = o_.init_root + "/" + ClusterTag(key_) + "/j" + std::to_string(job) +
+                          "-r" + std::to_string(rank);
   std::error_code ec;
   std::filesystem::create_directories(dir, ec);
   if (ec) {

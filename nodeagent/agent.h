@@ -32,7 +32,8 @@ struct AgentOptions {
   // first (other jobs', then the job's own), then it spills to <state_dir>/ckpt-spill (not kept).
   std::string scratch_dir;
   // Working directories of the ranks' gos-rank-init (one each, for CRIU's dumps; see
-  // launcher.h): <init_root>/<name>.<pid>/j<job>-r<rank>. Default: /run/gos/init.
+  // launcher.h): <init_root>/<cluster tag>/j<job>-r<rank>, removed with the rank (a nodeagent
+  // killed with its ranks leaves its empty directories behind). Default: /run/gos/init.
   std::string init_root = "/run/gos/init";
   // gos-rank-init. Default: next to this executable.
   std::string init_path;

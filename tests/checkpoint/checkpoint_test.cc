@@ -67,14 +67,8 @@ TEST(CheckpointTest, KillHostThenRestartOnSurvivors) {
   argv.insert(argv.end(), jacobi.begin(), jacobi.end());
   auto run = Subprocess::Start(argv, c.Env());
   ASSERT_TRUE(run.ok()) << run.status().ToString();
-  std::string job;
-  ASSERT_TRUE(WaitUntil(
-      [&] {
-        job = Find(run->output(), "checkpoint: job (\\d+) epoch \\d+ committed");
-        return !job.empty();
-      },
-      120s))
-      << run->output() << c.Logs();
+  const std::string job = FirstCommittedJob(*run);
+  ASSERT_NE(job, "") << run->output() << c.Logs();
   c.KillHost(2);
   auto status = run->Wait(SteadyClock::now() + 60s);
   ASSERT_TRUE(status.has_value()) << run->output();
@@ -202,7 +196,8 @@ TEST(CheckpointTest, IncrementalCorruptionCoordinatorRestart) {
         << local->output() << c->Logs();
     EXPECT_TRUE(local->OutputContains("1 of 1 ranks from their nodes' own copies of the dump"))
         << local->output();
-    ASSERT_EQ(Execute({Bin("gos-kill"), job}, c->Env(), 30s).code, 0);
+    Result kill = Execute({Bin("gos-kill"), job}, c->Env(), 30s);
+    ASSERT_EQ(kill.code, 0) << kill.Describe() << local->output() << c->Logs();
     ASSERT_TRUE(local->Wait(SteadyClock::now() + 60s).has_value()) << local->output();
   }
   // ...and from the store the damaged chunk is found: the restart refuses, naming it.
@@ -224,7 +219,8 @@ TEST(CheckpointTest, IncrementalCorruptionCoordinatorRestart) {
   ASSERT_TRUE(good.ok());
   ASSERT_TRUE(WaitUntil([&] { return good->OutputContains("resumed"); }, 60s))
       << good->output() << c->Logs();
-  ASSERT_EQ(Execute({Bin("gos-kill"), "-s", "TERM", job}, c->Env(), 30s).code, 0);
+  Result term = Execute({Bin("gos-kill"), "-s", "TERM", job}, c->Env(), 30s);
+  ASSERT_EQ(term.code, 0) << term.Describe() << good->output() << c->Logs();
   auto status = good->Wait(SteadyClock::now() + 60s);
   ASSERT_TRUE(status.has_value()) << good->output();
   EXPECT_EQ(WEXITSTATUS(*status), 0) << good->output() << c->Logs();
@@ -280,14 +276,8 @@ TEST(CheckpointTest, AnotherUsersJobIsCheckpointedAndRestoredAsItsOwner) {
                                           Example("dirty"), "16", "600", "5"}),
                                c.Env());
   ASSERT_TRUE(run.ok()) << run.status().ToString();
-  std::string job;
-  ASSERT_TRUE(WaitUntil(
-      [&] {
-        job = Find(run->output(), "checkpoint: job (\\d+) epoch \\d+ committed");
-        return !job.empty();
-      },
-      120s))
-      << run->output() << c.Logs();
+  const std::string job = FirstCommittedJob(*run);
+  ASSERT_NE(job, "") << run->output() << c.Logs();
   expect_ranks_run_as_nobody("launched");
   ASSERT_EQ(Execute(as_nobody({Bin("gos-kill"), job}), c.Env(), 30s).code, 0);
   ASSERT_TRUE(run->Wait(SteadyClock::now() + 60s).has_value()) << run->output();

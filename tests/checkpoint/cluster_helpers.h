@@ -24,7 +24,7 @@
 #include <string>
 #include <vector>
 
-#include "gos/os/auth.h"
+#include "tests/support/cluster_files.h"
 #include "tests/support/netns.h"
 #include "tests/support/subprocess.h"
 
@@ -112,14 +112,8 @@ class TestCluster {
         10s);
     // The agents' freezer cgroups: they were killed with SIGKILL, so nothing removed them.
     for (const std::string& dir : agent_cgroups_) RemoveCgroups(dir);
-    // BCS channel files of ranks whose nodeagent was killed.
-    if (!state_.empty()) {
-      const std::string prefix = ChannelPrefix();
-      std::error_code ec;
-      for (const auto& e : std::filesystem::directory_iterator("/dev/shm", ec)) {
-        if (e.path().string().rfind(prefix, 0) == 0) ::unlink(e.path().c_str());
-      }
-    }
+    // BCS channel files and init working directories of ranks whose nodeagent was killed.
+    if (!state_.empty()) gos::testing::RemoveClusterFiles(state_);
     std::error_code ec;
     if (!state_.empty()) std::filesystem::remove_all(state_, ec);
   }
@@ -216,7 +210,7 @@ class TestCluster {
   }
 
   std::string ChannelPrefix() const {
-    return "/dev/shm/gos-" + ClusterTag(state_ + "/cluster.key") + "-j";
+    return "/dev/shm/gos-" + gos::testing::ClusterTag(state_ + "/cluster.key") + "-j";
   }
 
   // The nodeagent's pid (the Subprocess may be nsenter, which execs it).
@@ -280,19 +274,6 @@ class TestCluster {
     ::rmdir(dir.c_str());
   }
 
-  // The cluster part of its channel files' names (/dev/shm/gos-<tag>-j<job>-r<rank>): the
-  // nodeagent's ClusterTag (nodeagent/agent.cc), a 64-bit FNV-1a of the key's bytes, upper
-  // half in hex.
-  static std::string ClusterTag(const std::string& key_file) {
-    auto key = os::LoadClusterKey(key_file);
-    if (!key.ok()) return "no-key";  // matches no file
-    uint64_t h = 1469598103934665603ull;
-    for (uint8_t b : *key) h = (h ^ b) * 1099511628211ull;
-    char buf[17];
-    std::snprintf(buf, sizeof buf, "%08llx", static_cast<unsigned long long>(h >> 32));
-    return buf;
-  }
-
   static std::string Tail(const std::string& s) {
     return s.size() > 6000 ? "...\n" + s.substr(s.size() - 6000) : s;
   }
@@ -312,6 +293,19 @@ inline std::string Unsupported(bool netns) {
   if (::access("/sys/fs/cgroup/freezer/cgroup.procs", F_OK) != 0) return "no cgroup v1 freezer";
   if (netns) return NetnsHosts::Unsupported();
   return "";
+}
+
+// The job id of the first "checkpoint: job J epoch E committed" in a gos-run's output (waits
+// up to 120 s), or "".
+inline std::string FirstCommittedJob(const Subprocess& run) {
+  std::string job;
+  WaitUntil(
+      [&] {
+        job = Find(run.output(), "checkpoint: job (\\d+) epoch \\d+ committed");
+        return !job.empty();
+      },
+      120s);
+  return job;
 }
 
 // The committed epochs `gos-ckpt --list JOB` shows, in order.

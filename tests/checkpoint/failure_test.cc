@@ -31,6 +31,7 @@ using testing::Example;
 using testing::Execute;
 using testing::Find;
 using testing::FindAll;
+using testing::FirstCommittedJob;
 using testing::ListedEpochs;
 using testing::Result;
 using testing::Subprocess;
@@ -196,14 +197,8 @@ TEST(CheckpointFailureTest, RestartOnFailure) {
   argv.insert(argv.end(), jacobi.begin(), jacobi.end());
   auto run = Subprocess::Start(argv, c.Env());
   ASSERT_TRUE(run.ok()) << run.status().ToString();
-  std::string job;
-  ASSERT_TRUE(WaitUntil(
-      [&] {
-        job = Find(run->output(), "checkpoint: job (\\d+) epoch \\d+ committed");
-        return !job.empty();
-      },
-      120s))
-      << run->output() << c.Logs();
+  const std::string job = FirstCommittedJob(*run);
+  ASSERT_NE(job, "") << run->output() << c.Logs();
   // Rank 3 is host 3's: its channel file is what the restored rank maps again.
   EXPECT_EQ(::access((c.ChannelPrefix() + job + "-r3").c_str(), F_OK), 0) << c.ChannelPrefix();
   c.KillHost(2);

@@ -45,6 +45,7 @@
 
 #include "gos/os/channel.h"
 #include "gos/os/messages.h"
+#include "tests/support/cluster_files.h"
 #include "tests/support/netns.h"
 #include "tests/support/subprocess.h"
 
@@ -133,6 +134,7 @@ class Cluster {
            "down:\n"
         << Describe(left);
     for (const auto& [pid, what] : FindProcesses(state_)) ::kill(pid, SIGKILL);
+    gos::testing::RemoveClusterFiles(state_);
     std::error_code ec;
     std::filesystem::remove_all(state_, ec);
   }
@@ -464,6 +466,7 @@ TEST_F(MpiTest, TwoNetworkNamespaceHosts) {
   std::map<pid_t, std::string> left;
   EXPECT_TRUE(WaitUntil([&] { return (left = FindProcesses(state)).empty(); }, 10s))
       << Describe(left);
+  gos::testing::RemoveClusterFiles(state);
   std::error_code ec;
   std::filesystem::remove_all(state, ec);
 }
@@ -523,6 +526,7 @@ TEST(MpiStall, StalledPeerFailsTheJobInsteadOfHanging) {
   EXPECT_TRUE(WaitUntil([&] { return (left = FindProcesses(state)).empty(); }, 15s))
       << Describe(left);
   for (const auto& [pid, what] : FindProcesses(state)) ::kill(pid, SIGKILL);
+  gos::testing::RemoveClusterFiles(state);
   std::error_code ec;
   std::filesystem::remove_all(state, ec);
 }

@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "gtest/gtest.h"
+#include "tests/support/cluster_files.h"
 #include "tests/support/subprocess.h"
 
 namespace {
@@ -487,6 +488,7 @@ TEST_F(ReplayTest, CoordinatorKeepsTheNewestLogs) {
   EXPECT_EQ(down.code, 0) << down.Describe();
   EXPECT_TRUE(WaitUntil([&] { return FindProcesses(state).empty(); }, 15s));
   for (const auto& [pid, what] : FindProcesses(state)) ::kill(pid, SIGKILL);
+  gos::testing::RemoveClusterFiles(state);
   std::error_code ec;
   std::filesystem::remove_all(state, ec);
 }

@@ -35,6 +35,7 @@
 #include "gos/os/channel.h"
 #include "gos/os/messages.h"
 #include "gos/storage/tables.h"
+#include "tests/support/cluster_files.h"
 #include "tests/support/netns.h"
 #include "tests/support/subprocess.h"
 
@@ -550,6 +551,7 @@ void OsTest::TearDown() {
     RemoveCgroupTree(cg);
   }
   if (HasFailure()) std::printf("daemon logs of %s:\n%s\n", state_.c_str(), Logs().c_str());
+  gos::testing::RemoveClusterFiles(state_);
   std::error_code ec;
   std::filesystem::remove_all(state_, ec);
 }
