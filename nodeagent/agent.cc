@@ -248,7 +248,7 @@ class NodeAgentImpl final : public NodeAgent {
     return o_.state_dir + "/ckpt-spill/j" + std::to_string(job) + "-e" + std::to_string(epoch);
   }
   // Makes room for `need` bytes of dumps of `job` in the scratch dir: drops other jobs' kept
-  // dumps, then this job's. False if there is still not enough.
+  // dumps, then this job's. False, dropping nothing, if even that would not be enough.
   bool MakeScratchRoom(uint64_t job, uint64_t need);
   // Keeps the dump of (job, epoch) just stored and the newest older one of the job (the
   // newest committed epoch until this one commits); removes the job's other dumps, and the
@@ -1519,6 +1519,12 @@ bool NodeAgentImpl::MakeScratchRoom(uint64_t job, uint64_t need) {
   const std::string root = o_.scratch_dir + "/ckpt";
   const std::string mine = "j" + std::to_string(job) + "-e";
   std::error_code ec;
+  // Nothing is dropped for a dump that would not fit even then.
+  struct statvfs vfs {};
+  if (::statvfs(o_.scratch_dir.c_str(), &vfs) == 0 &&
+      static_cast<uint64_t>(vfs.f_bavail) * vfs.f_frsize + DirBytes(root) < need) {
+    return false;
+  }
   for (bool own : {false, true}) {
     for (const auto& e : std::filesystem::directory_iterator(root, ec)) {
       if ((e.path().filename().string().rfind(mine, 0) == 0) == own) {

@@ -29,7 +29,8 @@ struct AgentOptions {
   std::string cgroup_root = "/sys/fs/cgroup/freezer/gos";
   // Checkpoint dumps (<scratch_dir>/ckpt), e.g. on a tmpfs; restore images always go to
   // <state_dir>/restore. Default: state_dir. When a dump would not fit, the node's kept dumps go
-  // first (other jobs', then the job's own), then it spills to <state_dir>/ckpt-spill (not kept).
+  // first (other jobs', then the job's own) if that makes room, else it spills to
+  // <state_dir>/ckpt-spill (not kept).
   std::string scratch_dir;
   // Working directories of the ranks' gos-rank-init (one each, for CRIU's dumps; see
   // launcher.h): <init_root>/<cluster tag>/j<job>-r<rank>, removed with the rank (a nodeagent

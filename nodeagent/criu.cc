@@ -173,19 +173,6 @@ StatusOr<int> RunCriu(const std::vector<std::string>& args, const std::string& o
   return st;
 }
 
-uint64_t DirBytes(const std::string& dir) {
-  uint64_t total = 0;
-  std::error_code ec;
-  for (const auto& e : std::filesystem::recursive_directory_iterator(dir, ec)) {
-    std::error_code fec;
-    if (e.is_regular_file(fec)) {
-      uint64_t n = e.file_size(fec);
-      if (!fec) total += n;
-    }
-  }
-  return total;
-}
-
 Status WriteFile(const std::string& path, const std::string& text) {
   std::ofstream out(path, std::ios::trunc);
   out << text;
@@ -235,6 +222,19 @@ void KillAndReap(pid_t pid) {
 }
 
 }  // namespace
+
+uint64_t DirBytes(const std::string& dir) {
+  uint64_t total = 0;
+  std::error_code ec;
+  for (const auto& e : std::filesystem::recursive_directory_iterator(dir, ec)) {
+    std::error_code fec;
+    if (e.is_regular_file(fec)) {
+      uint64_t n = e.file_size(fec);
+      if (!fec) total += n;
+    }
+  }
+  return total;
+}
 
 std::string CriuPath() {
   const char* env = std::getenv("GOS_CRIU");

@@ -41,6 +41,9 @@ namespace gos::nodeagent {
 // The criu binary: $GOS_CRIU, else /usr/local/sbin/criu, else criu on PATH.
 std::string CriuPath();
 
+// Bytes in the regular files under dir (0 if it does not exist).
+uint64_t DirBytes(const std::string& dir);
+
 struct DumpRequest {
   pid_t init_pid = -1;         // the rank's gos-rank-init (host pid): root of the dumped tree
   std::string images_dir;      // existing, empty directory; gos-fds, criu's dump.log and

@@ -9,6 +9,9 @@
 //     its epoch refuse with a message naming job, epoch, rank and chunk, after a coordinator
 //     restart, and --epoch picks the older one, which restores; only the owner (or root) may
 //     checkpoint or restart.
+//   - ScratchDirMakesRoomThenSpills: with --scratch-dir on a small tmpfs, a node drops its kept
+//     dumps to make room for a new one, and a dump that cannot fit goes to the state dir and
+//     is not kept; a kept dump on the tmpfs restores the rank (copied across file systems).
 //   - AnotherUsersJobIsCheckpointedAndRestoredAsItsOwner: a job of user nobody on a root
 //     cluster is checkpointed, killed, restarted by its owner, runs as nobody again (its
 //     namespace inits as root, see nodeagent/launcher.h) and is checkpointed again.
@@ -227,6 +230,84 @@ TEST(CheckpointTest, IncrementalCorruptionCoordinatorRestart) {
   EXPECT_TRUE(good->OutputContains("dirty: passes=0 checksum=")) << good->output();
   Result ps = Execute({Bin("gos-ps")}, c->Env(), 30s);
   EXPECT_NE(ps.output.find("completed"), std::string::npos) << ps.Describe();
+}
+
+// The names in a directory ("" entries for none).
+std::set<std::string> Names(const std::string& dir) {
+  std::set<std::string> out;
+  std::error_code ec;
+  for (const auto& e : std::filesystem::directory_iterator(dir, ec)) {
+    out.insert(e.path().filename().string());
+  }
+  return out;
+}
+
+TEST(CheckpointTest, ScratchDirMakesRoomThenSpills) {
+  if (std::string why = Unsupported(false); !why.empty()) GTEST_SKIP() << why;
+  char tmpl[] = "/tmp/gos-scratch-test-XXXXXX";
+  ASSERT_NE(::mkdtemp(tmpl), nullptr);
+  const std::string scratch = tmpl;
+  if (Execute({"mount", "-t", "tmpfs", "-o", "size=40m", "tmpfs", scratch}, {}, 30s).code != 0) {
+    ::rmdir(scratch.c_str());
+    GTEST_SKIP() << "cannot mount a tmpfs on " << scratch;
+  }
+  struct Unmount {
+    std::string dir;
+    ~Unmount() {
+      Execute({"umount", "-l", dir}, {}, 30s);
+      ::rmdir(dir.c_str());
+    }
+  } unmount{scratch};
+  TestCluster c(1, /*netns=*/false);
+  c.agent_args = {"--scratch-dir", scratch};
+  ASSERT_EQ(c.Start(), "");
+  const std::string spill = c.state() + "/nodes/h0/ckpt-spill";
+  // A dump takes about the rank's resident memory (the node asks for 1/8 more and 8 MiB).
+  auto start = [&](const std::string& mib) {
+    auto run =
+        Subprocess::Start({Bin("gos-run"), "-n", "1", Example("dirty"), mib, "600", "1"}, c.Env());
+    EXPECT_TRUE(run.ok());
+    EXPECT_TRUE(WaitUntil([&] { return run->OutputContains("MiB ready"); }, 60s)) << run->output();
+    return std::move(*run);
+  };
+  auto checkpoint = [&](const std::string& job) {
+    Result r = Execute({Bin("gos-ckpt"), job}, c.Env(), 120s);
+    EXPECT_EQ(r.code, 0) << r.Describe() << c.Logs();
+    EXPECT_NE(r.output.find("committed"), std::string::npos) << r.Describe();
+  };
+
+  // Job 1 (16 MiB) fits and its dump is kept on the tmpfs.
+  auto one = start("16");
+  checkpoint("1");
+  EXPECT_EQ(Names(scratch + "/ckpt"), std::set<std::string>{"j1-e1"});
+  // Job 2 (24 MiB) fits only without job 1's kept dump.
+  auto two = start("24");
+  checkpoint("2");
+  EXPECT_EQ(Names(scratch + "/ckpt"), std::set<std::string>{"j2-e1"});
+  // Job 3 (48 MiB) cannot fit: it spills to the state dir, and that dump is not kept. (Job 1
+  // makes room for it first: at MPL 2 a node runs two jobs.)
+  ASSERT_EQ(Execute({Bin("gos-kill"), "1"}, c.Env(), 30s).code, 0);
+  ASSERT_TRUE(one.Wait(SteadyClock::now() + 60s).has_value()) << one.output();
+  auto three = start("48");
+  checkpoint("3");
+  EXPECT_EQ(Names(scratch + "/ckpt"), std::set<std::string>{"j2-e1"});
+  EXPECT_TRUE(Names(spill).empty()) << spill;
+  // Job 2 restarts from the tmpfs copy, job 3 from the store.
+  for (const std::string job : {"2", "3"}) {
+    ASSERT_EQ(Execute({Bin("gos-kill"), job}, c.Env(), 30s).code, 0);
+    Subprocess& run = job == "2" ? two : three;
+    ASSERT_TRUE(run.Wait(SteadyClock::now() + 60s).has_value()) << run.output();
+    auto restart = Subprocess::Start({Bin("gos-restart"), job}, c.Env());
+    ASSERT_TRUE(restart.ok());
+    ASSERT_TRUE(WaitUntil([&] { return restart->OutputContains("resumed"); }, 60s))
+        << restart->output() << c.Logs();
+    EXPECT_EQ(restart->OutputContains("1 of 1 ranks from their nodes' own copies"), job == "2")
+        << restart->output();
+    ASSERT_EQ(Execute({Bin("gos-kill"), "-s", "TERM", job}, c.Env(), 30s).code, 0);
+    auto status = restart->Wait(SteadyClock::now() + 60s);
+    ASSERT_TRUE(status.has_value()) << restart->output();
+    EXPECT_EQ(WEXITSTATUS(*status), 0) << restart->output();
+  }
 }
 
 // The real, effective, saved and file-system uids of a process ("" if it is gone).

@@ -118,6 +118,9 @@ class TestCluster {
     if (!state_.empty()) std::filesystem::remove_all(state_, ec);
   }
 
+  // More arguments for every nodeagent (set before Start).
+  std::vector<std::string> agent_args;
+
   // "" when ready, else what went wrong.
   std::string Start() {
     if (netns_) {
@@ -167,6 +170,7 @@ class TestCluster {
                                      "--node",
                                      std::to_string(i + 1),
                                      "--exit-with-coordinator"};
+    argv.insert(argv.end(), agent_args.begin(), agent_args.end());
     if (netns_) {
       // nsenter --net, not `ip netns exec` (which remounts /sys and hides the freezer).
       argv.insert(argv.begin(), {"nsenter", "--net=/run/netns/" + hosts_->name(i), "--"});
