@@ -1748,6 +1748,7 @@ void NodeAgentImpl::RestoreWorker(uint64_t job, uint64_t epoch, uint32_t slot,
                                   uint32_t gid) {
   std::vector<Rank> restored;
   std::string restored_dir, restored_program;
+  os::JobExit failed;  // the first rank that could not be restored (job 0: none)
   for (uint32_t rank : ranks) {
     const std::string dir = RestoreDir(job, epoch, rank);
     Status st;
@@ -1786,9 +1787,20 @@ void NodeAgentImpl::RestoreWorker(uint64_t job, uint64_t epoch, uint32_t slot,
       }
       st = p.status();
     }
-    restored.push_back(NotStarted(channel(), job, rank,
-                                  "cannot restore rank " + std::to_string(rank) + " from epoch " +
-                                      std::to_string(epoch) + ": " + st.ToString()));
+    const std::string why = "cannot restore rank " + std::to_string(rank) + " from epoch " +
+                            std::to_string(epoch) + ": " + st.ToString();
+    restored.push_back(NotStarted(channel(), job, rank, why));
+    if (failed.job == 0) {
+      failed.job = job;
+      failed.failed_rank = static_cast<int32_t>(rank);
+      failed.failed_node = static_cast<int32_t>(node_id_);
+      failed.exit_code = 127;
+      failed.message = "node " + std::to_string(node_id_) + " (" + o_.name + "): " + why;
+    }
+  }
+  // The job fails at once: the coordinator kills it, naming the rank.
+  if (auto ch = channel(); ch && failed.job != 0) {
+    ch->Send(Frame::kRankFailed, os::Encode(failed)).IgnoreError();
   }
   std::error_code ec;
   std::filesystem::remove_all(
@@ -1818,7 +1830,8 @@ void NodeAgentImpl::RestoreWorker(uint64_t job, uint64_t epoch, uint32_t slot,
     j.ranks.push_back(r);
   }
   WatchOutputs(j);
-  node_->Store(os::VarStarted(slot), static_cast<int64_t>(job));
+  // Not when a rank could not be restored: the job is not resumed, the coordinator kills it.
+  if (failed.job == 0) node_->Store(os::VarStarted(slot), static_cast<int64_t>(job));
   // A rank that died while this worker registered it was reaped by nobody yet: look now.
   NotifyEventFd(wake_fd_);
   MaybeReport(j);

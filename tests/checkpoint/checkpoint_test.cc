@@ -12,6 +12,8 @@
 //   - ScratchDirMakesRoomThenSpills: with --scratch-dir on a small tmpfs, a node drops its kept
 //     dumps to make room for a new one, and a dump that cannot fit goes to the state dir and
 //     is not kept; a kept dump on the tmpfs restores the rank (copied across file systems).
+//   - FailedRestoreFailsTheRestartNamingTheRank: a rank CRIU cannot restore fails the restart
+//     with a message naming rank, node and cause, and the job is not reported resumed.
 //   - AnotherUsersJobIsCheckpointedAndRestoredAsItsOwner: a job of user nobody on a root
 //     cluster is checkpointed, killed, restarted by its owner, runs as nobody again (its
 //     namespace inits as root, see nodeagent/launcher.h) and is checkpointed again.
@@ -308,6 +310,35 @@ TEST(CheckpointTest, ScratchDirMakesRoomThenSpills) {
     ASSERT_TRUE(status.has_value()) << restart->output();
     EXPECT_EQ(WEXITSTATUS(*status), 0) << restart->output();
   }
+}
+
+TEST(CheckpointTest, FailedRestoreFailsTheRestartNamingTheRank) {
+  if (std::string why = Unsupported(false); !why.empty()) GTEST_SKIP() << why;
+  TestCluster c(1, /*netns=*/false);
+  ASSERT_EQ(c.Start(), "");
+  auto run =
+      Subprocess::Start({Bin("gos-run"), "-n", "1", Example("dirty"), "8", "600", "1"}, c.Env());
+  ASSERT_TRUE(run.ok());
+  ASSERT_TRUE(WaitUntil([&] { return run->OutputContains("MiB ready"); }, 60s)) << run->output();
+  Result ckpt = Execute({Bin("gos-ckpt"), "1"}, c.Env(), 120s);
+  ASSERT_EQ(ckpt.code, 0) << ckpt.Describe() << c.Logs();
+  ASSERT_EQ(Execute({Bin("gos-kill"), "1"}, c.Env(), 30s).code, 0);
+  ASSERT_TRUE(run->Wait(SteadyClock::now() + 60s).has_value()) << run->output();
+  // Where the restore puts the executable back, a file of the same size but another mode: the
+  // restore keeps it, and CRIU refuses it.
+  const std::string dir = c.state() + "/nodes/h0/jobs/1";
+  std::filesystem::create_directories(dir);
+  std::filesystem::copy_file(Example("dirty"), dir + "/dirty",
+                             std::filesystem::copy_options::overwrite_existing);
+  ASSERT_EQ(::chmod((dir + "/dirty").c_str(), 0600), 0);
+
+  Result restart = Execute({Bin("gos-restart"), "1"}, c.Env(), 120s);
+  EXPECT_EQ(restart.code, 127) << restart.Describe() << c.Logs();
+  for (const std::string part :
+       {"job 1: job failed: node 1 (h0): cannot restore rank 0 from epoch 1", "bad mode"}) {
+    EXPECT_NE(restart.output.find(part), std::string::npos) << restart.Describe();
+  }
+  EXPECT_EQ(restart.output.find("resumed"), std::string::npos) << restart.Describe();
 }
 
 // The real, effective, saved and file-system uids of a process ("" if it is gone).
