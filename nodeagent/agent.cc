@@ -15,6 +15,7 @@
 
 #include <atomic>
 #include <condition_variable>
+#include <cstdint>
 #include <cstring>
 #include <deque>
 #include <filesystem>
@@ -243,7 +244,7 @@ class NodeAgentImpl final : public NodeAgent {
   std::string CkptDir(uint64_t job, uint64_t epoch) const {
     return o_.scratch_dir + "/ckpt/j" + std::to_string(job) + "-e" + std::to_string(epoch);
   }
-  // Where a dump goes that does not fit into the scratch dir (on a tmpfs); not kept.
+  // Where a dump goes that does not fit into the scratch dir; not kept.
   std::string SpillDir(uint64_t job, uint64_t epoch) const {
     return o_.state_dir + "/ckpt-spill/j" + std::to_string(job) + "-e" + std::to_string(epoch);
   }
@@ -1068,7 +1069,7 @@ std::string NodeAgentImpl::InitDir(uint64_t job, uint32_t rank) {
   return dir;
 }
 
-// The directory, and its agent's directory if that is empty now.
+// The directory, and its cluster's directory if that is empty now.
 void NodeAgentImpl::RemoveInitDir(const std::string& dir) {
   if (dir.empty()) return;
   ::rmdir(dir.c_str());
@@ -1510,21 +1511,18 @@ void NodeAgentImpl::CheckpointWorker(uint64_t job, uint64_t epoch, uint64_t base
 }
 
 bool NodeAgentImpl::MakeScratchRoom(uint64_t job, uint64_t need) {
-  auto room = [&] {
+  // Free bytes there; if that cannot be told, plenty (the dump then says what is wrong).
+  auto available = [&] {
     struct statvfs vfs {};
-    if (::statvfs(o_.scratch_dir.c_str(), &vfs) != 0) return true;  // let the dump say why
-    return static_cast<uint64_t>(vfs.f_bavail) * vfs.f_frsize >= need;
+    if (::statvfs(o_.scratch_dir.c_str(), &vfs) != 0) return UINT64_MAX / 2;
+    return static_cast<uint64_t>(vfs.f_bavail) * vfs.f_frsize;
   };
-  if (room()) return true;
+  if (available() >= need) return true;
   const std::string root = o_.scratch_dir + "/ckpt";
   const std::string mine = "j" + std::to_string(job) + "-e";
-  std::error_code ec;
   // Nothing is dropped for a dump that would not fit even then.
-  struct statvfs vfs {};
-  if (::statvfs(o_.scratch_dir.c_str(), &vfs) == 0 &&
-      static_cast<uint64_t>(vfs.f_bavail) * vfs.f_frsize + DirBytes(root) < need) {
-    return false;
-  }
+  if (available() + DirBytes(root) < need) return false;
+  std::error_code ec;
   for (bool own : {false, true}) {
     for (const auto& e : std::filesystem::directory_iterator(root, ec)) {
       if ((e.path().filename().string().rfind(mine, 0) == 0) == own) {
@@ -1532,7 +1530,7 @@ bool NodeAgentImpl::MakeScratchRoom(uint64_t job, uint64_t need) {
         std::filesystem::remove_all(e.path(), rec);
       }
     }
-    if (room()) return true;
+    if (available() >= need) return true;
   }
   return false;
 }
