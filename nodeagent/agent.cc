@@ -148,16 +148,6 @@ std::string HostName() {
   return buf;
 }
 
-// Channel files are named after the cluster (a hash of its key), the job and the rank, so
-// that the same path can be recreated on any node of the cluster.
-std::string ClusterTag(const std::vector<uint8_t>& key) {
-  uint64_t h = 1469598103934665603ull;
-  for (uint8_t b : key) h = (h ^ b) * 1099511628211ull;
-  char buf[17];
-  std::snprintf(buf, sizeof buf, "%08llx", static_cast<unsigned long long>(h >> 32));
-  return buf;
-}
-
 std::string ReadFirstLine(const std::string& path) {
   FILE* f = std::fopen(path.c_str(), "r");
   if (!f) return "";
@@ -251,10 +241,10 @@ class NodeAgentImpl final : public NodeAgent {
   // Makes room for `need` bytes of dumps of `job` in the scratch dir: drops other jobs' kept
   // dumps, then this job's. False, dropping nothing, if even that would not be enough.
   bool MakeScratchRoom(uint64_t job, uint64_t need);
-  // Keeps the dump of (job, epoch) just stored and the newest older one of the job (the
-  // newest committed epoch until this one commits); removes the job's other dumps, and the
-  // dumps of all but the kKeptDumpJobs most recently stored jobs.
-  void KeepDump(uint64_t job, uint64_t epoch);
+  // Keeps the dump of (job, epoch) just stored and that of its last committed epoch `base`
+  // (until this one commits); removes the job's other dumps, and the dumps of all but the
+  // kKeptDumpJobs most recently stored jobs.
+  void KeepDump(uint64_t job, uint64_t epoch, uint64_t base);
   std::string RestoreDir(uint64_t job, uint64_t epoch, uint32_t rank) const {
     return o_.state_dir + "/restore/j" + std::to_string(job) + "-e" + std::to_string(epoch) + "/r" +
            std::to_string(rank);
@@ -469,7 +459,7 @@ Status NodeAgentImpl::Connect() {
   GOS_ASSIGN_OR_RETURN(node_, prim::Node::Join(no));
   BcsEngineOptions bo;
   bo.node = node_id_;
-  bo.channel_prefix = "/dev/shm/gos-" + ClusterTag(key_);
+  bo.channel_prefix = "/dev/shm/gos-" + os::ClusterTag(key_);
   bo.on_replay_stop = [this](const ReplayStop& stop) {
     os::ReplayStopped m;
     m.job = stop.job;
@@ -1057,7 +1047,7 @@ void NodeAgentImpl::KillJob(LocalJob& j) {
 std::string NodeAgentImpl::InitDir(uint64_t job, uint32_t rank) {
   // Named by cluster, job and rank only: a restored rank keeps its dumped path (CRIU restores
   // the working directory by name), whichever node and nodeagent it is restored by.
-  const std::string dir = o_.init_root + "/" + ClusterTag(key_) + "/j" + std::to_string(job) +
+  const std::string dir = o_.init_root + "/" + os::ClusterTag(key_) + "/j" + std::to_string(job) +
                           "-r" + std::to_string(rank);
   std::error_code ec;
   std::filesystem::create_directories(dir, ec);
@@ -1504,7 +1494,7 @@ void NodeAgentImpl::CheckpointWorker(uint64_t job, uint64_t epoch, uint64_t base
       !fits || (k != nullptr && std::strcmp(k, "0") == 0)) {
     std::filesystem::remove_all(scratch, ec);
   } else {
-    KeepDump(job, epoch);
+    KeepDump(job, epoch, base);
   }
   GOS_LOG(kInfo, "nodeagent") << "job " << job << " epoch " << epoch << ": " << ranks.size()
                               << " ranks dumped in " << pause_ms << " ms and shipped";
@@ -1535,35 +1525,34 @@ bool NodeAgentImpl::MakeScratchRoom(uint64_t job, uint64_t need) {
   return false;
 }
 
-void NodeAgentImpl::KeepDump(uint64_t job, uint64_t epoch) {
+void NodeAgentImpl::KeepDump(uint64_t job, uint64_t epoch, uint64_t base) {
   constexpr size_t kKeptDumpJobs = 4;
   const std::string root = o_.scratch_dir + "/ckpt";
   const std::string mine = "j" + std::to_string(job) + "-e";
-  const std::string keep = mine + std::to_string(epoch);
   std::error_code ec;
-  // Newest first: (mtime, name) of every other job's kept dump.
-  std::vector<std::pair<std::filesystem::file_time_type, std::string>> others;
-  // This job's other epochs: the newest older one stays too (this epoch is stored here but
-  // not committed yet; if it never is, a restart wants the one before).
-  std::map<uint64_t, std::filesystem::path> older;
+  // Newest dump first, per other job: job prefix -> (mtime, its dump dirs).
+  std::map<std::string, std::pair<std::filesystem::file_time_type, std::vector<std::string>>>
+      others;
   for (const auto& e : std::filesystem::directory_iterator(root, ec)) {
     const std::string name = e.path().filename().string();
-    if (name == keep) continue;
     if (name.rfind(mine, 0) == 0) {
-      older[std::strtoull(name.c_str() + mine.size(), nullptr, 10)] = e.path();
+      // This job keeps `epoch` and its last committed epoch `base` (a restart wants that one
+      // if `epoch` never commits); anything else is aborted or superseded.
+      if (name != mine + std::to_string(epoch) && name != mine + std::to_string(base)) {
+        std::filesystem::remove_all(e.path(), ec);
+      }
       continue;
     }
-    others.emplace_back(std::filesystem::last_write_time(e.path(), ec), name);
+    auto& [newest, dirs] = others[name.substr(0, name.find("-e"))];
+    newest = std::max(newest, std::filesystem::last_write_time(e.path(), ec));
+    dirs.push_back(name);
   }
-  // Above `epoch`: left by an earlier incarnation of the job.
-  auto previous = older.lower_bound(epoch);
-  if (previous != older.begin()) --previous;
-  for (auto it = older.begin(); it != older.end(); ++it) {
-    if (it != previous || it->first > epoch) std::filesystem::remove_all(it->second, ec);
-  }
-  std::sort(others.rbegin(), others.rend());
-  for (size_t i = kKeptDumpJobs - 1; i < others.size(); ++i) {
-    std::filesystem::remove_all(root + "/" + others[i].second, ec);
+  std::vector<std::pair<std::filesystem::file_time_type, const std::vector<std::string>*>> jobs;
+  for (const auto& [prefix, kept] : others) jobs.emplace_back(kept.first, &kept.second);
+  std::sort(jobs.rbegin(), jobs.rend());
+  for (size_t i = kKeptDumpJobs - 1; i < jobs.size(); ++i) {
+    for (const std::string& name : *jobs[i].second)
+      std::filesystem::remove_all(root + "/" + name, ec);
   }
 }
 

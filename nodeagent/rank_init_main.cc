@@ -4,7 +4,7 @@
 //
 // Forks the rank - which switches to UID:GID (supplementary groups: just GID), changes to
 // DIR and execs PROGRAM with ARGV0 ARGS... and the environment read from FD (NUL-terminated
-// "K=V" entries; without --env-fd, init's own) - while init itself keeps its user, working
+// "K=V" entries; without --env-fd, none) - while init itself keeps its user, working
 // directory and (empty) environment: CRIU dumps the namespace through init with privileges
 // the rank must not have (see launcher.h). A failed switch, chdir or exec is reported on
 // stderr as "gos-rank-init: cannot ..." and the rank exits 127. Init forwards SIGINT,
@@ -21,15 +21,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <cstdint>
 #include <string>
 #include <vector>
-
-extern char** environ;
 
 namespace {
 
@@ -113,20 +110,14 @@ int main(int argc, char** argv) {
   char** rank_argv = argc > i + 2 ? argv + i + 2 : default_argv;
 
   std::string env_block;
+  if (env_fd >= 0 && !ReadEnvironment(env_fd, &env_block)) {
+    fprintf(stderr, "gos-rank-init: cannot read the environment: %s\n", strerror(errno));
+    return 127;
+  }
+  if (!env_block.empty() && env_block.back() != '\0') env_block.push_back('\0');
   std::vector<char*> rank_env;
-  if (env_fd >= 0) {
-    if (!ReadEnvironment(env_fd, &env_block)) {
-      fprintf(stderr, "gos-rank-init: cannot read the environment: %s\n", strerror(errno));
-      return 127;
-    }
-    for (size_t at = 0; at < env_block.size();) {
-      rank_env.push_back(env_block.data() + at);
-      at = env_block.find('\0', at);
-      if (at == std::string::npos) break;
-      ++at;
-    }
-  } else {
-    for (char** e = environ; *e != nullptr; ++e) rank_env.push_back(*e);
+  for (size_t at = 0; at < env_block.size(); at = env_block.find('\0', at) + 1) {
+    rank_env.push_back(env_block.data() + at);
   }
   rank_env.push_back(nullptr);
 

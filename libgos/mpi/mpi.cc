@@ -312,6 +312,16 @@ int WaitDone(Request* q) {
   return FromGos(err);
 }
 
+// Fills a status unless it is MPI_STATUS_IGNORE.
+void SetStatus(MPI_Status* status, int source, int tag, int error, size_t bytes, int cancelled) {
+  if (status == MPI_STATUS_IGNORE) return;
+  status->MPI_SOURCE = source;
+  status->MPI_TAG = tag;
+  status->MPI_ERROR = error;
+  status->gos_bytes = bytes;
+  status->gos_cancelled = cancelled;
+}
+
 // Finishes a completed request: unpacks a staged receive, fills `status`, releases the
 // request. Returns the operation's error (MPI_ERR_TRUNCATE for a too-long message).
 int Finish(MPI_Request r, MPI_Status* status) {
@@ -321,13 +331,8 @@ int Finish(MPI_Request r, MPI_Status* status) {
                      q->user_buf);
   }
   int err = q->compound ? q->compound_error : FromGos(q->st.error);
-  if (status != MPI_STATUS_IGNORE) {
-    status->MPI_SOURCE = q->proc_null ? MPI_PROC_NULL : q->st.source;
-    status->MPI_TAG = q->proc_null ? MPI_ANY_TAG : q->st.tag;
-    status->MPI_ERROR = err;
-    status->gos_bytes = q->st.len;
-    status->gos_cancelled = q->st.cancelled;
-  }
+  SetStatus(status, q->proc_null ? MPI_PROC_NULL : q->st.source,
+            q->proc_null ? MPI_ANY_TAG : q->st.tag, err, q->st.len, q->st.cancelled);
   ReleaseRequest(r);
   return err;
 }
@@ -354,12 +359,7 @@ void SweepDetached(bool block) {
 }
 
 void SetEmptyStatus(MPI_Status* status, int source) {
-  if (status == MPI_STATUS_IGNORE) return;
-  status->MPI_SOURCE = source;
-  status->MPI_TAG = MPI_ANY_TAG;
-  status->MPI_ERROR = MPI_SUCCESS;
-  status->gos_bytes = 0;
-  status->gos_cancelled = 0;
+  SetStatus(status, source, MPI_ANY_TAG, MPI_SUCCESS, 0, 0);
 }
 
 // The request of an operation with peer MPI_PROC_NULL: complete at once, moving nothing.
@@ -1250,13 +1250,7 @@ int MPI_Iprobe(int source, int tag, MPI_Comm comm, int* flag, MPI_Status* status
   GOS_MPI_CHECK(comm, kFn,
                 FromGos(gos_iprobe(source == MPI_ANY_SOURCE ? GOS_ANY_SOURCE : source,
                                    tag == MPI_ANY_TAG ? GOS_ANY_TAG : tag, &c->g, flag, &st)));
-  if (*flag && status != MPI_STATUS_IGNORE) {
-    status->MPI_SOURCE = st.source;
-    status->MPI_TAG = st.tag;
-    status->MPI_ERROR = MPI_SUCCESS;
-    status->gos_bytes = st.len;
-    status->gos_cancelled = 0;
-  }
+  if (*flag) SetStatus(status, st.source, st.tag, MPI_SUCCESS, st.len, 0);
   return MPI_SUCCESS;
 }
 
@@ -1275,13 +1269,7 @@ int MPI_Probe(int source, int tag, MPI_Comm comm, MPI_Status* status) {
   GOS_MPI_CHECK(comm, kFn,
                 FromGos(gos_probe(source == MPI_ANY_SOURCE ? GOS_ANY_SOURCE : source,
                                   tag == MPI_ANY_TAG ? GOS_ANY_TAG : tag, &c->g, &st)));
-  if (status != MPI_STATUS_IGNORE) {
-    status->MPI_SOURCE = st.source;
-    status->MPI_TAG = st.tag;
-    status->MPI_ERROR = MPI_SUCCESS;
-    status->gos_bytes = st.len;
-    status->gos_cancelled = 0;
-  }
+  SetStatus(status, st.source, st.tag, MPI_SUCCESS, st.len, 0);
   return MPI_SUCCESS;
 }
 
@@ -1749,12 +1737,6 @@ int MPI_Buffer_detach(void* buffer_addr, int* size) {
   return MPI_SUCCESS;
 }
 
-}  // extern "C"
-
-namespace {}  // namespace
-
-extern "C" {
-
 int MPI_Barrier(MPI_Comm comm) {
   GOS_MPI_COMM(c, comm, "MPI_Barrier");
   GOS_MPI_CHECK(comm, "MPI_Barrier", FromGos(gos_barrier(&c->g)));
@@ -1985,13 +1967,8 @@ int MPI_Ibarrier(MPI_Comm comm, MPI_Request* request) {
   GOS_MPI_COMM(c, comm, kFn);
   // An empty message from every member to every other: all have entered once all arrived.
   std::vector<int> zero(static_cast<size_t>(c->g.size), 0);
-  std::vector<MPI_Request> parts;
-  if (int e = ExchangeImpl(kFn, nullptr, zero.data(), zero.data(), MPI_BYTE, nullptr, zero.data(),
-                           zero.data(), MPI_BYTE, c, comm, false, &parts)) {
-    return e;
-  }
-  *request = Compound(comm, std::move(parts), nullptr);
-  return MPI_SUCCESS;
+  return StartExchange(kFn, c, comm, nullptr, zero, zero, MPI_BYTE, nullptr, zero, zero, MPI_BYTE,
+                       false, nullptr, request);
 }
 
 int MPI_Ibcast(void* buffer, int count, MPI_Datatype datatype, int root, MPI_Comm comm,

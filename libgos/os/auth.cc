@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
 
 namespace gos::os {
@@ -24,6 +25,14 @@ int HexValue(char c) {
 }
 
 }  // namespace
+
+std::string ClusterTag(std::span<const uint8_t> key) {
+  uint64_t h = 1469598103934665603ull;
+  for (uint8_t b : key) h = (h ^ b) * 1099511628211ull;
+  char buf[17];
+  std::snprintf(buf, sizeof buf, "%08llx", static_cast<unsigned long long>(h >> 32));
+  return buf;
+}
 
 StatusOr<std::vector<uint8_t>> LoadClusterKey(const std::string& path) {
   int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);

@@ -213,9 +213,7 @@ class TestCluster {
     WaitUntil([&] { return LeftOver().empty(); }, 10s);
   }
 
-  std::string ChannelPrefix() const {
-    return "/dev/shm/gos-" + gos::testing::ClusterTag(state_ + "/cluster.key") + "-j";
-  }
+  std::string ChannelPrefix() const { return gos::testing::ChannelFilePrefix(state_); }
 
   // The nodeagent's pid (the Subprocess may be nsenter, which execs it).
   pid_t AgentPid(int i) const { return agents_.at(i)->pid(); }

@@ -260,6 +260,18 @@ TEST(GangMatrixTest, RankHomesArePreferred) {
   ASSERT_TRUE(ps);
   EXPECT_EQ(ps->nodes, (Nodes{2}));  // row 1: 3 and 4 taken by job 8
   EXPECT_EQ(ps->rank_nodes, (Nodes{2, 2}));
+
+  // An excluded home (free in row 1) is passed over too.
+  GangMatrix free_m(1);
+  for (NodeId n = 1; n <= 4; ++n) free_m.SetNode(n, true);
+  JobRequest x = Job(10, 2);
+  x.nodes = 1;
+  x.rank_home = {3, 3};
+  x.exclude = {3};
+  auto px = free_m.TryPlace(x);
+  ASSERT_TRUE(px);
+  EXPECT_EQ(px->nodes, (Nodes{1}));
+  EXPECT_EQ(px->rank_nodes, (Nodes{1, 1}));
 }
 
 TEST(GangMatrixTest, RemoveFreesCells) {

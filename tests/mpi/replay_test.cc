@@ -403,7 +403,6 @@ TEST_F(ReplayTest, RecordedInputIsReplayed) {
   EXPECT_NE(replay.output.find(want), std::string::npos) << replay.Describe();
 }
 
-// gos-store stats counts the replay logs with the checkpoints.
 // Cancels are matcher inputs like any descriptor: a recorded run with cancelled receives
 // replays without divergence and prints the same.
 TEST_F(ReplayTest, CancelledReceivesReplay) {
@@ -416,6 +415,7 @@ TEST_F(ReplayTest, CancelledReceivesReplay) {
   EXPECT_EQ(replay.output.find("diverge"), std::string::npos) << replay.Describe();
 }
 
+// gos-store stats counts the replay logs with the checkpoints.
 TEST_F(ReplayTest, StoreStatsCountReplayLogs) {
   RunResult run = Gos("gos-run", {"-n", "2", GosExample("ring")});
   ASSERT_EQ(run.code, 0) << run.Describe();

@@ -24,6 +24,10 @@ using Mac = std::array<uint8_t, kMacBytes>;
 StatusOr<std::vector<uint8_t>> LoadClusterKey(const std::string& path);
 // Loads the key, creating it (0600, 32 bytes from getrandom) if the file does not exist.
 StatusOr<std::vector<uint8_t>> LoadOrCreateClusterKey(const std::string& path);
+// A short public name of the cluster derived from its key (8 hex digits: the upper half of a
+// 64-bit FNV-1a of the key), for paths that must be the same on every node of the cluster
+// and differ between clusters: BCS channel files, the ranks' init working directories.
+std::string ClusterTag(std::span<const uint8_t> key);
 
 // HMAC-SHA256 over the concatenation of parts.
 Mac Hmac(std::span<const uint8_t> key, std::initializer_list<std::span<const uint8_t>> parts);
