@@ -86,8 +86,8 @@ TEST(CheckpointTest, KillHostThenRestartOnSurvivors) {
   EXPECT_EQ(restart.code, 0) << restart.Describe() << c.Logs();
   EXPECT_NE(restart.output.find("on nodes 1,2"), std::string::npos) << restart.Describe();
   // Ranks 0-2 are back where they were dumped and restore from those nodes' own copies (each
-  // node keeps its last two stored epochs: the one being stored when host 3 died never
-  // committed); only rank 3's images come from the store.
+  // node keeps the epoch it stored last and the last committed one: the one being stored when
+  // host 3 died never committed); only rank 3's images come from the store.
   EXPECT_NE(restart.output.find("3 of 4 ranks from their nodes' own copies"), std::string::npos)
       << restart.Describe();
   EXPECT_EQ(Find(restart.output, "(iterations=\\d+ residual=\\S+ checksum=\\S+)"), checksum)
