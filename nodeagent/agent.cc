@@ -10,6 +10,7 @@
 #include <sys/signalfd.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -51,6 +52,11 @@ using SteadyClock = std::chrono::steady_clock;
 
 constexpr size_t kReadChunk = 64u << 10;
 
+// SIGKILL to the process of a pidfd (none: -1); unlike a pid, it cannot hit a reused pid.
+void KillPidfd(int pidfd) {
+  if (pidfd >= 0) ::syscall(SYS_pidfd_send_signal, pidfd, SIGKILL, nullptr, 0);
+}
+
 struct Rank {
   uint32_t rank = 0;
   pid_t pid = -1;
@@ -65,6 +71,7 @@ struct Rank {
 struct CkptCancel {
   std::mutex mu;  // held while the worker reports; taken to cancel
   std::atomic<bool> cancelled{false};
+  int criu_pidfd = -1;  // the running `criu dump`, under mu: cancelling kills it
 };
 
 struct LocalJob {
@@ -271,6 +278,8 @@ class NodeAgentImpl final : public NodeAgent {
   std::map<uint64_t, LocalJob> jobs_;
   std::map<int, std::pair<uint64_t, uint32_t>> pipes_;            // fd -> (job, index of rank)
   std::map<uint64_t, std::pair<std::string, bool>> early_stdin_;  // job -> (bytes, EOF)
+  // Killed ranks of forgotten jobs that were not reapable yet: Reap waits for them.
+  std::vector<pid_t> unreaped_;
   uint64_t last_strobe_ = 0;
   // Strobes applied lately, to apply each command once: the coordinator sends a command again
   // until a strobe carrying it is confirmed everywhere (under mu_).
@@ -680,6 +689,7 @@ void NodeAgentImpl::OnPipeLocked(int fd) {
 // restore workers are theirs to reap.
 void NodeAgentImpl::Reap() {
   std::lock_guard<std::mutex> lock(mu_);
+  std::erase_if(unreaped_, [](pid_t pid) { return ::waitpid(pid, nullptr, WNOHANG) == pid; });
   {
     for (auto& [id, j] : jobs_) {
       for (Rank& r : j.ranks) {
@@ -1029,9 +1039,11 @@ void NodeAgentImpl::Launch(const os::LaunchCommand& l, uint64_t origin, uint32_t
 void NodeAgentImpl::KillJob(LocalJob& j) {
   j.killed = true;
   if (j.ckpt_cancel) {
-    // Waits for a report the worker is sending; it sends nothing after this.
+    // Waits for a report the worker is sending; it sends nothing after this. Its criu goes
+    // too: a dump whose tree is killed can hang, holding the ranks traced (unreapable).
     std::lock_guard<std::mutex> cl(j.ckpt_cancel->mu);
     j.ckpt_cancel->cancelled = true;
+    KillPidfd(j.ckpt_cancel->criu_pidfd);
   }
   if (j.cgroup) {
     // Kills every process of the job on this node (thawing first so SIGKILL is delivered).
@@ -1089,7 +1101,11 @@ void NodeAgentImpl::ForgetJob(uint64_t id) {
       ::close(*fd);
       *fd = -1;
     }
-    if (!r.exited && r.pid > 0) ::waitpid(r.pid, nullptr, 0);
+    // Killed, but maybe not reapable yet (e.g. still traced): never waited for here, on the
+    // strobe thread.
+    if (!r.exited && r.pid > 0 && ::waitpid(r.pid, nullptr, WNOHANG) != r.pid) {
+      unreaped_.push_back(r.pid);
+    }
     RemoveInitDir(r.init_dir);
   }
   std::error_code ec;
@@ -1381,6 +1397,10 @@ void NodeAgentImpl::CheckpointWorker(uint64_t job, uint64_t epoch, uint64_t base
   // 1. Dump every local rank (the job is frozen and held).
   Status st;
   for (const auto& [rank, pid] : ranks) {
+    if (cancel->cancelled) {
+      st = CancelledError("the job was killed");
+      break;
+    }
     const std::string dir = scratch + "/r" + std::to_string(rank);
     std::filesystem::create_directories(dir + "/job", ec);
     if (ec) {
@@ -1391,6 +1411,11 @@ void NodeAgentImpl::CheckpointWorker(uint64_t job, uint64_t epoch, uint64_t base
     req.init_pid = pid;
     req.images_dir = dir;
     req.freezer_cgroup = cgroup;
+    req.on_running = [&cancel](int pidfd) {
+      std::lock_guard<std::mutex> cl(cancel->mu);
+      cancel->criu_pidfd = pidfd;
+      if (cancel->cancelled) KillPidfd(pidfd);
+    };
     auto dumped = DumpRank(req);
     if (!dumped.ok()) {
       st = dumped.status().WithContext("rank " + std::to_string(rank));
@@ -1799,7 +1824,7 @@ void NodeAgentImpl::RestoreWorker(uint64_t job, uint64_t epoch, uint32_t slot,
     for (Rank& r : restored) {
       if (r.pid > 0) {
         ::kill(r.pid, SIGKILL);
-        ::waitpid(r.pid, nullptr, 0);
+        if (::waitpid(r.pid, nullptr, WNOHANG) != r.pid) unreaped_.push_back(r.pid);
       }
       for (int fd : {r.out_fd, r.err_fd, r.status_fd, r.stdin_fd}) {
         if (fd >= 0) ::close(fd);

@@ -101,8 +101,10 @@ std::string DescribeStatus(int st) {
 // Runs criu with `args` (argv[0] = criu). Its stdin is /dev/null, its stdout and stderr go to
 // output_path (appended), and pass[i] becomes its fd kFirstInheritFd + i; no other fd of ours
 // is inherited. Returns criu's wait status; DEADLINE_EXCEEDED (criu killed) after the deadline.
+// `running`, if set, is told criu's pidfd while criu runs (see DumpRequest::on_running).
 StatusOr<int> RunCriu(const std::vector<std::string>& args, const std::string& output_path,
-                      const std::vector<int>& pass) {
+                      const std::vector<int>& pass,
+                      const std::function<void(int)>& running = nullptr) {
   std::vector<char*> argv;
   for (const auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
   argv.push_back(nullptr);
@@ -143,6 +145,7 @@ StatusOr<int> RunCriu(const std::vector<std::string>& args, const std::string& o
 
   int pidfd = static_cast<int>(::syscall(SYS_pidfd_open, pid, 0));
   if (pidfd >= 0) {
+    if (running) running(pidfd);
     pollfd pfd{pidfd, POLLIN, 0};
     const auto deadline = Clock::now() + kCriuDeadline;
     int ready = 0;
@@ -153,6 +156,7 @@ StatusOr<int> RunCriu(const std::vector<std::string>& args, const std::string& o
       ready = ::poll(&pfd, 1, static_cast<int>(left));
       if (ready >= 0 || errno != EINTR) break;
     }
+    if (running) running(-1);
     ::close(pidfd);
     if (ready == 0) {
       ::kill(pid, SIGKILL);
@@ -282,7 +286,7 @@ StatusOr<DumpResult> DumpRank(const DumpRequest& req) {
       "--freeze-cgroup", req.freezer_cgroup,
       // The job's cgroup is the nodeagent's business, recreated by it at restore.
       "--manage-cgroups=ignore"};
-  auto st = RunCriu(args, JoinPath(req.images_dir, kCriuOutput), {});
+  auto st = RunCriu(args, JoinPath(req.images_dir, kCriuOutput), {}, req.on_running);
   if (!st.ok()) return st.status().WithContext(what);
   if (*st != 0) {
     return InternalError(what + " failed (" + DescribeStatus(*st) + "); " + LogTail(log));

@@ -31,6 +31,7 @@
 #include <sys/types.h>
 
 #include <cstdint>
+#include <functional>
 #include <string>
 
 #include "gos/status.h"
@@ -50,6 +51,10 @@ struct DumpRequest {
                                // criu.out (its stdout/stderr) go here as well
   std::string freezer_cgroup;  // the job's freezer cgroup directory (FreezerCgroup::path())
   std::string criu;            // default: CriuPath()
+  // Called with criu's pidfd once criu runs, and with -1 once it has ended (before that fd is
+  // closed). Meanwhile the fd may be used to kill criu (pidfd_send_signal): a dump of a tree
+  // that was killed can hang until the deadline, holding the tree's tasks traced.
+  std::function<void(int pidfd)> on_running;
 };
 
 struct DumpResult {

@@ -9,6 +9,7 @@
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -307,6 +308,37 @@ TEST_F(CriuTest, DumpOfMissingPidFailsWithLog) {
   EXPECT_NE(msg.find(std::to_string(missing)), std::string::npos) << msg;
   EXPECT_NE(msg.find("dump.log"), std::string::npos) << msg;
   EXPECT_NE(msg.find("Error"), std::string::npos) << "no criu error lines in: " << msg;
+}
+
+// on_running hands out criu's pidfd while criu runs: killing criu through it fails the dump at
+// once (as the nodeagent does when a job is killed mid-dump), and the rank is unharmed.
+TEST_F(CriuTest, DumpKilledThroughItsPidfdFails) {
+  FreezerCgroup* cg = MakeCgroup("killed");
+  ASSERT_NE(cg, nullptr);
+  Rank* rank = LaunchCounter(cg, 1000);
+  ASSERT_NE(rank, nullptr);
+  ASSERT_TRUE(rank->ReadUntilStdout(StepLine(2))) << rank->out();
+  ASSERT_TRUE(cg->Freeze().ok());
+  std::vector<int> seen;
+  DumpRequest req{
+      .init_pid = rank->pid(), .images_dir = NewImagesDir("images"), .freezer_cgroup = cg->path()};
+  req.on_running = [&](int pidfd) {
+    seen.push_back(pidfd);
+    if (pidfd >= 0) {
+      EXPECT_EQ(::syscall(SYS_pidfd_send_signal, pidfd, SIGKILL, nullptr, 0), 0);
+    }
+  };
+  auto dumped = DumpRank(req);
+  ASSERT_FALSE(dumped.ok());
+  EXPECT_NE(dumped.status().message().find("killed by signal 9"), std::string::npos)
+      << dumped.status().ToString();
+  ASSERT_EQ(seen.size(), 2u);
+  EXPECT_GE(seen[0], 0);
+  EXPECT_EQ(seen[1], -1);
+  // criu died before it touched the rank, or released it as it died: it counts on.
+  ASSERT_TRUE(cg->Thaw().ok());
+  const int last = Steps(rank->out()).back();
+  EXPECT_TRUE(rank->ReadUntilStdout(StepLine(last + 2))) << rank->out();
 }
 
 TEST_F(CriuTest, RestoreWithoutImagesFails) {
