@@ -4,7 +4,12 @@
 #include <netinet/in.h>
 #include <rdma/fi_rma.h>
 #include <sys/mman.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
 
+#include <cstddef>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 
@@ -49,6 +54,28 @@ std::string ResolveProvider(const std::string& requested) {
 }
 
 bool ProviderUsesIp(const std::string& provider) { return provider.rfind("shm", 0) != 0; }
+
+namespace {
+
+// The abstract unix address of the bell of the endpoint with this name: "\0gos-bell/" and
+// a 64-bit FNV-1a hash of the name (endpoint names are unique on a host).
+std::string BellAddress(const std::vector<uint8_t>& name) {
+  uint64_t h = 1469598103934665603ull;
+  for (uint8_t b : name) h = (h ^ b) * 1099511628211ull;
+  char hex[17];
+  std::snprintf(hex, sizeof hex, "%016llx", static_cast<unsigned long long>(h));
+  return std::string(1, '\0') + "gos-bell/" + hex;
+}
+
+sockaddr_un UnixAddress(const std::string& path, socklen_t* len) {
+  sockaddr_un sa{};
+  sa.sun_family = AF_UNIX;
+  std::memcpy(sa.sun_path, path.data(), path.size());
+  *len = static_cast<socklen_t>(offsetof(sockaddr_un, sun_path) + path.size());
+  return sa;
+}
+
+}  // namespace
 
 StatusOr<std::unique_ptr<Fabric>> Fabric::Open(const FabricConfig& config) {
   std::unique_ptr<Fabric> f(new Fabric());
@@ -110,6 +137,16 @@ StatusOr<std::unique_ptr<Fabric>> Fabric::Open(const FabricConfig& config) {
     return FabricError(rc, "bind cq");
   }
   if ((rc = fi_enable(f->ep_)) != 0) return FabricError(rc, "fi_enable");
+  if (f->cq_fd_ < 0) {
+    GOS_ASSIGN_OR_RETURN(std::vector<uint8_t> name, f->LocalName());
+    f->bell_fd_ = ::socket(AF_UNIX, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    if (f->bell_fd_ < 0) return ErrnoError(errno, "doorbell socket");
+    socklen_t len;
+    sockaddr_un sa = UnixAddress(BellAddress(name), &len);
+    if (::bind(f->bell_fd_, reinterpret_cast<sockaddr*>(&sa), len) != 0) {
+      return ErrnoError(errno, "bind of the doorbell socket");
+    }
+  }
 
   f->region_bytes_ = config.region_bytes;
   if (f->region_bytes_ > 0) {
@@ -126,6 +163,7 @@ StatusOr<std::unique_ptr<Fabric>> Fabric::Open(const FabricConfig& config) {
 }
 
 Fabric::~Fabric() {
+  if (bell_fd_ >= 0) ::close(bell_fd_);
   if (ep_ != nullptr) fi_close(&ep_->fid);
   if (mr_ != nullptr) fi_close(&mr_->fid);
   if (cq_ != nullptr) fi_close(&cq_->fid);
@@ -179,6 +217,10 @@ StatusOr<fi_addr_t> Fabric::InsertPeer(const std::vector<uint8_t>& name) {
   fi_addr_t addr = FI_ADDR_NOTAVAIL;
   int rc = fi_av_insert(av_, name.data(), 1, &addr, 0, nullptr);
   if (rc != 1) return FabricError(rc < 0 ? rc : -FI_EINVAL, "fi_av_insert");
+  if (bell_fd_ >= 0) {
+    if (bells_.size() <= addr) bells_.resize(addr + 1);
+    bells_[addr] = BellAddress(name);
+  }
   return addr;
 }
 
@@ -189,6 +231,24 @@ Status Fabric::ReadCqError(fi_cq_err_entry* entry) {
   char buf[256];
   const char* detail = fi_cq_strerror(cq_, entry->prov_errno, entry->err_data, buf, sizeof buf);
   return FabricError(entry->err, detail != nullptr ? detail : "completion error");
+}
+
+void Fabric::DrainBell() {
+  if (bell_fd_ < 0) return;
+  char buf[64];
+  while (::recv(bell_fd_, buf, sizeof buf, MSG_DONTWAIT) > 0) {
+  }
+}
+
+bool Fabric::Ring(fi_addr_t addr) {
+  if (bell_fd_ < 0 || addr >= bells_.size() || bells_[addr].empty()) return false;
+  socklen_t len;
+  sockaddr_un sa = UnixAddress(bells_[addr], &len);
+  const char one = 1;
+  ssize_t n = ::sendto(bell_fd_, &one, 1, MSG_DONTWAIT | MSG_NOSIGNAL,
+                       reinterpret_cast<sockaddr*>(&sa), len);
+  // A full bell has rung already.
+  return n == 1 || errno == EAGAIN || errno == EWOULDBLOCK;
 }
 
 bool Fabric::TryWait() {

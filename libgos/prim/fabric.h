@@ -49,8 +49,18 @@ class Fabric {
   fid_cq* cq() const { return cq_; }
   fid_fabric* fabric() const { return fabric_; }
   const fi_info* info() const { return info_; }
-  // Wait fd of the CQ, or -1 if the provider offers none (then poll).
+  // Wait fd of the CQ, or -1 if the provider offers none (then poll, or sleep on the bell).
   int cq_fd() const { return cq_fd_; }
+  // Providers without a CQ wait fd (shm) get a doorbell: a datagram socket named after the
+  // endpoint (an abstract unix address, so peers on this host and network namespace reach
+  // it). A peer rings it after posting to this endpoint, so that the owner sleeps on bell_fd()
+  // until there is work instead of polling its queue. -1 without a bell.
+  int bell_fd() const { return bell_fd_; }
+  // Empties the bell; call before reading the CQ, so that a ring after that read wakes again.
+  void DrainBell();
+  // Rings the bell of the peer at `addr` (from InsertPeer), if it has one; false when the
+  // ring could not be delivered (no such bell: e.g. another network namespace).
+  bool Ring(fi_addr_t addr);
   std::string provider_name() const;
 
   std::byte* region() const { return region_; }
@@ -81,6 +91,8 @@ class Fabric {
   fid_ep* ep_ = nullptr;
   fid_mr* mr_ = nullptr;
   int cq_fd_ = -1;
+  int bell_fd_ = -1;
+  std::vector<std::string> bells_;  // by fi_addr_t: each peer's bell address ("" none)
   std::byte* region_ = nullptr;
   size_t region_bytes_ = 0;
 };

@@ -70,6 +70,8 @@ bool Compare(CompareOp op, int64_t local, int64_t value) {
 namespace {
 
 constexpr int kRxBuffers = 64;
+// The longest sleep on a doorbell (Fabric::bell_fd): bounds the delay of an unrung message.
+constexpr int kBellSleepMs = 10;
 constexpr int kMaxLoggedRejects = 20;
 constexpr auto kLeaveGrace = std::chrono::seconds(2);
 
@@ -188,6 +190,7 @@ class NodeImpl final : public Node {
   void RepostRecv(OpContext* ctx);
   void Post(OpContext* ctx);
   bool TryPost(OpContext* ctx, ssize_t* rc);
+  void RingPeer(NodeId id);  // after posting to it (doorbell providers)
   void RetryBacklog();
   void SendControl(NodeId to, const ControlMsg& msg);
   void WriteThenSend(NodeId to, const void* src, size_t len, uint64_t remote_offset, void* desc,
@@ -269,9 +272,11 @@ class NodeImpl final : public Node {
   int logged_rejects_ = 0;
   Clock::time_point last_busy_;
   std::chrono::microseconds spin_{0};
+  bool bell_warned_ = false;
   std::vector<std::pair<NodeId, Clock::time_point>> deferred_failures_;
 
-  std::atomic<uint64_t> sent_{0}, received_{0}, rejected_{0}, rma_bytes_{0}, forwarded_{0};
+  std::atomic<uint64_t> sent_{0}, received_{0}, rejected_{0}, rma_bytes_{0}, forwarded_{0},
+      bell_wakeups_{0};
 };
 
 Status NodeImpl::Init() {
@@ -360,7 +365,7 @@ Status NodeImpl::Init() {
   wake_fd_ = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
   epoll_fd_ = epoll_create1(EPOLL_CLOEXEC);
   if (wake_fd_ < 0 || epoll_fd_ < 0) return ErrnoError(errno, "eventfd/epoll");
-  for (int fd : {wake_fd_, bootstrap_fd_, fabric_->cq_fd()}) {
+  for (int fd : {wake_fd_, bootstrap_fd_, fabric_->cq_fd(), fabric_->bell_fd()}) {
     if (fd < 0) continue;
     epoll_event ev{};
     ev.events = EPOLLIN;
@@ -407,6 +412,7 @@ NodeStats NodeImpl::stats() const {
   s.messages_rejected = rejected_.load();
   s.rma_bytes_written = rma_bytes_.load();
   s.xfers_forwarded = forwarded_.load();
+  s.bell_wakeups = bell_wakeups_.load();
   return s;
 }
 
@@ -653,16 +659,25 @@ void NodeImpl::RunLoop(const std::function<bool()>& keep_going) {
                                           .count()) +
                      1;
     if (!deferred_failures_.empty()) timeout_ms = std::min(timeout_ms, 50);
-    if (fabric_->cq_fd() < 0) {
+    // With a doorbell (shm), peers ring after posting here: sleep on it, except while a
+    // transmission of ours waits for a peer's progress (its completion comes unrung), and
+    // never longer than kBellSleep in case a peer cannot reach the bell.
+    const bool poll = fabric_->bell_fd() >= 0 ? tx_pending_ > 0 : fabric_->cq_fd() < 0;
+    if (poll) {
       timeout_ms = 0;
+    } else if (fabric_->bell_fd() >= 0) {
+      timeout_ms = std::min(timeout_ms, kBellSleepMs);
     } else if (!fabric_->TryWait()) {
       continue;
     }
     epoll_event evs[4];
     int n = epoll_wait(epoll_fd_, evs, 4, std::max(timeout_ms, 0));
-    if (fabric_->cq_fd() < 0 && n == 0) usleep(100);
+    if (poll && n == 0) usleep(100);
     for (int i = 0; i < n; ++i) {
-      if (evs[i].data.fd == wake_fd_) {
+      if (evs[i].data.fd == fabric_->bell_fd()) {
+        fabric_->DrainBell();  // the CQ is read next, after this
+        bell_wakeups_++;
+      } else if (evs[i].data.fd == wake_fd_) {
         uint64_t v;
         ssize_t rc = ::read(wake_fd_, &v, sizeof v);
         (void)rc;
@@ -797,6 +812,7 @@ void NodeImpl::Post(OpContext* ctx) {
     backlog_.push_back(ctx);
     return;
   }
+  if (rc == 0) RingPeer(ctx->peer);
   if (rc != 0) {
     NodeId peer = ctx->peer;
     tx_pending_--;
@@ -819,6 +835,7 @@ void NodeImpl::RetryBacklog() {
     ssize_t rc;
     if (!TryPost(ctx, &rc)) return;
     backlog_.pop_front();
+    if (rc == 0) RingPeer(ctx->peer);
     if (rc != 0) {
       NodeId peer = ctx->peer;
       tx_pending_--;
@@ -827,6 +844,15 @@ void NodeImpl::RetryBacklog() {
       MarkDown(peer, FabricError(rc, "posting to it failed").message(), false);
     }
   }
+}
+
+void NodeImpl::RingPeer(NodeId id) {
+  if (fabric_->bell_fd() < 0 || fabric_->Ring(peers_[id].addr) || bell_warned_) return;
+  const int err = errno;
+  bell_warned_ = true;
+  GOS_LOG(kWarn, "prim") << "node " << self_ << ": cannot ring the doorbell of " << Describe(id)
+                         << " (" << std::strerror(err) << "): it polls every " << kBellSleepMs
+                         << " ms instead (shm needs its peers on this host and network namespace)";
 }
 
 void NodeImpl::SendControl(NodeId to, const ControlMsg& msg) {

@@ -6,6 +6,8 @@
 #include <signal.h>
 #include <sys/wait.h>
 
+#include <regex>
+#include <string>
 #include <thread>
 
 #include "gos/prim/bootstrap.h"
@@ -128,6 +130,21 @@ TEST(PrimLoopbackTest, ProviderByOption) {
     g.ExpectAllPass(60s);
     EXPECT_TRUE(g.node(0).OutputContains(std::string("provider ") + p + "\n"))
         << g.node(0).output();
+    // shm has no completion wait fd: peers ring each node's doorbell, which wakes it (no
+    // bell, or none rung, and it would only poll).
+    for (int i = 0; i < 4; ++i) {
+      std::smatch m;
+      const std::string out = g.node(i).output();
+      ASSERT_TRUE(std::regex_search(
+          out, m, std::regex("node " + std::to_string(i) + ": doorbell wakeups (\\d+)")))
+          << out;
+      const std::string wakeups = m[1];
+      if (std::string(p) == "shm") {
+        EXPECT_GT(std::atoi(wakeups.c_str()), 0) << g.node(i).output();
+      } else {
+        EXPECT_EQ(wakeups, "0") << g.node(i).output();
+      }
+    }
   }
 }
 

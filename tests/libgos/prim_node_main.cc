@@ -488,6 +488,8 @@ int main(int argc, char** argv) {
     return 2;
   }
   if (s != "kill_peer") Barrier(n);  // Nobody leaves while others still need it.
+  std::printf("node %u: doorbell wakeups %llu\n", n.id(),
+              static_cast<unsigned long long>(n.stats().bell_wakeups));
   std::printf("node %u: PASS\n", n.id());
   return 0;
 }

@@ -94,6 +94,7 @@ struct NodeStats {
   uint64_t messages_rejected = 0;  // Malformed, oversized or out-of-range control messages.
   uint64_t rma_bytes_written = 0;
   uint64_t xfers_forwarded = 0;
+  uint64_t bell_wakeups = 0;  // Sleeps ended by a peer ringing the doorbell (shm).
 };
 
 class Node {
