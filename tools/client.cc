@@ -98,7 +98,14 @@ StatusOr<std::unique_ptr<LocalCluster>> LocalCluster::Start(const LocalClusterOp
   if (!o.mpl.empty()) argv.insert(argv.end(), {"--mpl", o.mpl});
   if (!o.failure_timeout.empty()) argv.insert(argv.end(), {"--failure-timeout", o.failure_timeout});
   if (!o.keep_logs.empty()) argv.insert(argv.end(), {"--keep-logs", o.keep_logs});
-  if (!o.provider.empty()) argv.insert(argv.end(), {"--provider", o.provider});
+  // Every node on this host and in one network namespace: shared memory (with doorbells),
+  // about twice as fast per message as tcp;ofi_rxm here, unless a provider is asked for.
+  std::string provider = o.provider;
+  const char* env_provider = std::getenv("GOS_FABRIC_PROVIDER");
+  if (provider.empty() && o.netns.empty() && (env_provider == nullptr || *env_provider == '\0')) {
+    provider = "shm";
+  }
+  if (!provider.empty()) argv.insert(argv.end(), {"--provider", provider});
   if (!o.listen.empty()) argv.insert(argv.end(), {"--listen", o.listen});
   if (o.embedded) argv.push_back("--exit-when-idle");
   pid_t cpid = Spawn(argv, state + "/log/coordinator.log", o.detach);

@@ -30,12 +30,13 @@ StatusOr<std::unique_ptr<os::Channel>> ConnectCoordinator(const std::string& add
 
 struct LocalClusterOptions {
   uint32_t nodes = 1;
-  std::string state_dir;           // default StateDir()
-  std::string timeslice;           // e.g. "10ms"; "" = default
-  std::string mpl;                 // "" = default
-  std::string failure_timeout;     // "" = default
-  std::string keep_logs;           // gos-coordinator --keep-logs; "" = default
-  std::string provider;            // "" = default
+  std::string state_dir;        // default StateDir()
+  std::string timeslice;        // e.g. "10ms"; "" = default
+  std::string mpl;              // "" = default
+  std::string failure_timeout;  // "" = default
+  std::string keep_logs;        // gos-coordinator --keep-logs; "" = default
+  // "" = $GOS_FABRIC_PROVIDER if set, else shm (tcp;ofi_rxm when the nodes have netns)
+  std::string provider;
   bool embedded = true;            // exit when idle (gos-run) vs. persistent (gos-cluster)
   bool detach = false;             // new session, survives the caller (gos-cluster up)
   std::vector<std::string> netns;  // per node: run its nodeagent in this network namespace

@@ -26,18 +26,21 @@ options for up:
       --mpl M             multiprogramming level                           (default 2)
       --failure-timeout DUR                                              (default 2s)
       --keep-logs N       replay logs kept, of the most recent jobs; 0 = all (default 1000)
+      --provider NAME     libfabric provider between the nodes: shm (default: all are on
+                          this host; $GOS_FABRIC_PROVIDER overrides), tcp;ofi_rxm, tcp
   -h, --help              this text
 )";
 
 int Main(int argc, char** argv) {
   uint32_t nodes = 4;
-  std::string timeslice, mpl, failure_timeout, keep_logs;
+  std::string timeslice, mpl, failure_timeout, keep_logs, provider;
   os::Flags flags(argc, argv, kUsage);
   flags.U32("-N|--nodes", &nodes);
   flags.String("--timeslice", &timeslice);
   flags.String("--mpl", &mpl);
   flags.String("--failure-timeout", &failure_timeout);
   flags.String("--keep-logs", &keep_logs);
+  flags.String("--provider", &provider);
   if (int rc = flags.Parse(); rc >= 0) return rc;
   if (flags.positional().size() != 1) {
     std::fprintf(stderr, "gos-cluster: say up, down or status (see --help)\n");
@@ -57,6 +60,7 @@ int Main(int argc, char** argv) {
     o.mpl = mpl;
     o.failure_timeout = failure_timeout;
     o.keep_logs = keep_logs;
+    o.provider = provider;
     o.embedded = false;
     o.detach = true;
     auto c = LocalCluster::Start(o);
