@@ -6,6 +6,8 @@
 #include <signal.h>
 #include <sys/wait.h>
 
+#include <cerrno>
+#include <fstream>
 #include <regex>
 #include <string>
 #include <thread>
@@ -124,10 +126,24 @@ TEST(PrimLoopbackTest, MalformedControlMessagesAreRejected) {
 
 // Provider chosen at run time: by option, and by GOS_FABRIC_PROVIDER.
 TEST(PrimLoopbackTest, ProviderByOption) {
+  // What a process killed with SIGKILL leaves of its shm endpoint, and a live process's.
+  pid_t dead = 4'000'000;
+  while (::kill(dead, 0) == 0 || errno != ESRCH) ++dead;
+  const std::string stale = "/dev/shm/" + std::to_string(dead) + ":0:0";
+  const std::string live = "/dev/shm/" + std::to_string(::getpid()) + ":7:7";
   for (const char* p : {"tcp", "sockets", "shm"}) {
     SCOPED_TRACE(p);
+    const bool shm = std::string(p) == "shm";
+    if (shm) {
+      for (const std::string& f : {stale, live}) ASSERT_TRUE(std::ofstream(f).good()) << f;
+    }
     Group g({.nodes = 4, .scenario = "caw", .provider = p});
     g.ExpectAllPass(60s);
+    if (shm) {
+      // shm endpoints remove the regions of dead processes, and only those.
+      EXPECT_NE(::access(stale.c_str(), F_OK), 0) << stale;
+      EXPECT_EQ(::access(live.c_str(), F_OK), 0) << live;
+    }
     EXPECT_TRUE(g.node(0).OutputContains(std::string("provider ") + p + "\n"))
         << g.node(0).output();
     // shm has no completion wait fd: peers ring each node's doorbell, which wakes it (no
@@ -146,6 +162,8 @@ TEST(PrimLoopbackTest, ProviderByOption) {
       }
     }
   }
+  ::unlink(stale.c_str());
+  ::unlink(live.c_str());
 }
 
 TEST(PrimLoopbackTest, ProviderByEnvironment) {
