@@ -272,7 +272,7 @@ class NodeImpl final : public Node {
   int logged_rejects_ = 0;
   Clock::time_point last_busy_;
   std::chrono::microseconds spin_{0};
-  bool bell_warned_ = false;
+  bool bell_unreachable_ = false;  // a peer's doorbell could not be rung (RingPeer)
   std::vector<std::pair<NodeId, Clock::time_point>> deferred_failures_;
 
   std::atomic<uint64_t> sent_{0}, received_{0}, rejected_{0}, rma_bytes_{0}, forwarded_{0},
@@ -380,6 +380,11 @@ Status NodeImpl::Init() {
     ssize_t rc = fi_recv(fabric_->ep(), ctx->buf.data(), ctx->buf.size(), nullptr, FI_ADDR_UNSPEC,
                          &ctx->fi_ctx);
     if (rc != 0) return FabricError(rc, "fi_recv");
+  }
+  // Every doorbell is bound before its node joins: ring each once, so that a node that cannot
+  // reach its peers' bells (another network namespace) knows it from the start.
+  for (NodeId id = 0; id < size_ && fabric_->bell_fd() >= 0; ++id) {
+    if (id != self_) RingPeer(id);
   }
   GOS_LOG(kInfo, "prim") << "node " << self_ << "/" << size_ << " joined via " << options_.bootstrap
                          << " on " << provider_ << " at " << fabric_->PrintableName(name);
@@ -661,12 +666,12 @@ void NodeImpl::RunLoop(const std::function<bool()>& keep_going) {
     if (!deferred_failures_.empty()) timeout_ms = std::min(timeout_ms, 50);
     // With a doorbell (shm), peers ring after posting here: sleep on it, except while a
     // transmission of ours waits for a peer's progress (its completion comes unrung), and
-    // never longer than kBellSleep in case a peer cannot reach the bell.
+    // never longer than kBellSleepMs once a bell proved unreachable (then ours may be too).
     const bool poll = fabric_->bell_fd() >= 0 ? tx_pending_ > 0 : fabric_->cq_fd() < 0;
     if (poll) {
       timeout_ms = 0;
     } else if (fabric_->bell_fd() >= 0) {
-      timeout_ms = std::min(timeout_ms, kBellSleepMs);
+      if (bell_unreachable_) timeout_ms = std::min(timeout_ms, kBellSleepMs);
     } else if (!fabric_->TryWait()) {
       continue;
     }
@@ -847,9 +852,9 @@ void NodeImpl::RetryBacklog() {
 }
 
 void NodeImpl::RingPeer(NodeId id) {
-  if (fabric_->bell_fd() < 0 || fabric_->Ring(peers_[id].addr) || bell_warned_) return;
+  if (fabric_->bell_fd() < 0 || fabric_->Ring(peers_[id].addr) || bell_unreachable_) return;
   const int err = errno;
-  bell_warned_ = true;
+  bell_unreachable_ = true;
   GOS_LOG(kWarn, "prim") << "node " << self_ << ": cannot ring the doorbell of " << Describe(id)
                          << " (" << std::strerror(err) << "): it polls every " << kBellSleepMs
                          << " ms instead (shm needs its peers on this host and network namespace)";
