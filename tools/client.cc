@@ -13,6 +13,7 @@
 #include <thread>
 
 #include "gos/os/messages.h"
+#include "tools/netns.h"
 
 namespace gos::tools {
 namespace {
@@ -92,6 +93,10 @@ StatusOr<std::unique_ptr<LocalCluster>> LocalCluster::Start(const LocalClusterOp
   c->socket_ = state + "/coordinator.sock";
   // A stale address file would send the nodeagents to a dead coordinator.
   ::unlink((state + "/coordinator.addr").c_str());
+  NetnsHosts hosts;
+  if (o.netns) {
+    GOS_ASSIGN_OR_RETURN(hosts, CreateNetnsHosts(state, o.nodes));
+  }
   std::vector<std::string> argv = {bin + "/gos-coordinator", "--data-dir", state, "--nodes",
                                    std::to_string(o.nodes)};
   if (!o.timeslice.empty()) argv.insert(argv.end(), {"--timeslice", o.timeslice});
@@ -102,11 +107,15 @@ StatusOr<std::unique_ptr<LocalCluster>> LocalCluster::Start(const LocalClusterOp
   // about twice as fast per message as tcp;ofi_rxm here, unless a provider is asked for.
   std::string provider = o.provider;
   const char* env_provider = std::getenv("GOS_FABRIC_PROVIDER");
-  if (provider.empty() && o.netns.empty() && (env_provider == nullptr || *env_provider == '\0')) {
+  if (provider.empty() && !o.netns && (env_provider == nullptr || *env_provider == '\0')) {
     provider = "shm";
   }
   if (!provider.empty()) argv.insert(argv.end(), {"--provider", provider});
-  if (!o.listen.empty()) argv.insert(argv.end(), {"--listen", o.listen});
+  if (!o.listen.empty()) {
+    argv.insert(argv.end(), {"--listen", o.listen});
+  } else if (o.netns) {
+    argv.insert(argv.end(), {"--listen", hosts.bridge_ip + ":0"});
+  }
   if (o.embedded) argv.push_back("--exit-when-idle");
   pid_t cpid = Spawn(argv, state + "/log/coordinator.log", o.detach);
   if (cpid < 0) return ErrnoError(errno, "fork");
@@ -123,6 +132,7 @@ StatusOr<std::unique_ptr<LocalCluster>> LocalCluster::Start(const LocalClusterOp
                                   "--node",
                                   std::to_string(i),
                                   "--exit-with-coordinator"};
+    if (o.netns) a = InNetns(hosts.names[i - 1], a);
     pid_t pid = Spawn(a, state + "/log/" + name + ".log", o.detach);
     if (pid < 0) return ErrnoError(errno, "fork");
     c->pids_.push_back(pid);

@@ -37,10 +37,12 @@ struct LocalClusterOptions {
   std::string keep_logs;        // gos-coordinator --keep-logs; "" = default
   // "" = $GOS_FABRIC_PROVIDER if set, else shm (tcp;ofi_rxm when the nodes have netns)
   std::string provider;
-  bool embedded = true;            // exit when idle (gos-run) vs. persistent (gos-cluster)
-  bool detach = false;             // new session, survives the caller (gos-cluster up)
-  std::vector<std::string> netns;  // per node: run its nodeagent in this network namespace
-  std::string listen;              // coordinator's nodeagent address, "" = 127.0.0.1:0
+  bool embedded = true;  // exit when idle (gos-run) vs. persistent (gos-cluster)
+  bool detach = false;   // new session, survives the caller (gos-cluster up)
+  // Each nodeagent in a network namespace of its own (tools/netns.h), the coordinator on
+  // their bridge; the namespaces are recorded in the state dir for RemoveNetnsHosts.
+  bool netns = false;
+  std::string listen;  // coordinator's nodeagent address, "" = 127.0.0.1:0 (netns: the bridge)
 };
 
 // A coordinator and K nodeagents started on this machine. Logs go to <state>/log/.

@@ -8,6 +8,7 @@
 #include "gos/os/flags.h"
 #include "gos/os/messages.h"
 #include "tools/client.h"
+#include "tools/netns.h"
 
 namespace gos::tools {
 namespace {
@@ -28,12 +29,16 @@ options for up:
       --keep-logs N       replay logs kept, of the most recent jobs; 0 = all (default 1000)
       --provider NAME     libfabric provider between the nodes: shm (default: all are on
                           this host; $GOS_FABRIC_PROVIDER overrides), tcp;ofi_rxm, tcp
+      --netns             each nodeagent in a network namespace of its own, on a bridge
+                          (198.19.K.0/24), like separate hosts: tcp;ofi_rxm between them;
+                          `down` removes the namespaces (root only)
   -h, --help              this text
 )";
 
 int Main(int argc, char** argv) {
   uint32_t nodes = 4;
   std::string timeslice, mpl, failure_timeout, keep_logs, provider;
+  bool netns = false;
   os::Flags flags(argc, argv, kUsage);
   flags.U32("-N|--nodes", &nodes);
   flags.String("--timeslice", &timeslice);
@@ -41,6 +46,7 @@ int Main(int argc, char** argv) {
   flags.String("--failure-timeout", &failure_timeout);
   flags.String("--keep-logs", &keep_logs);
   flags.String("--provider", &provider);
+  flags.Bool("--netns", &netns);
   if (int rc = flags.Parse(); rc >= 0) return rc;
   if (flags.positional().size() != 1) {
     std::fprintf(stderr, "gos-cluster: say up, down or status (see --help)\n");
@@ -61,6 +67,7 @@ int Main(int argc, char** argv) {
     o.failure_timeout = failure_timeout;
     o.keep_logs = keep_logs;
     o.provider = provider;
+    o.netns = netns;
     o.embedded = false;
     o.detach = true;
     auto c = LocalCluster::Start(o);
@@ -74,6 +81,7 @@ int Main(int argc, char** argv) {
       std::fprintf(stderr, "gos-cluster: the cluster did not form: %s (logs in %s/log)\n",
                    s.message().c_str(), state.c_str());
       (*c)->Kill();
+      RemoveNetnsHosts(state);
       return 1;
     }
     (*c)->Detach();
@@ -96,8 +104,9 @@ int Main(int argc, char** argv) {
                    text.ok() ? text->c_str() : text.status().message().c_str());
       return 1;
     }
-    // Wait until the socket stops answering, then remove the namespaces.
+    // Wait until the socket stops answering, then remove the namespaces (--netns).
     for (int i = 0; i < 500 && !FindCoordinator().empty(); ++i) usleep(10000);
+    RemoveNetnsHosts(state);
     std::printf("gos-cluster: stopped\n");
     return 0;
   }

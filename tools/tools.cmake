@@ -1,4 +1,4 @@
-gos_cc_library(NAME client SRCS client.cc follow.cc DEPS gos::os)
+gos_cc_library(NAME client SRCS client.cc follow.cc netns.cc DEPS gos::os)
 gos_cc_binary(NAME gos-run SRCS run_main.cc DEPS gos::client)
 gos_cc_binary(NAME gos-ps SRCS ps_main.cc DEPS gos::client gos::render gos::coordinator)
 gos_cc_binary(NAME gos-kill SRCS kill_main.cc DEPS gos::client)

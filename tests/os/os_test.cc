@@ -945,6 +945,67 @@ TEST_F(OsTest, ThreeNetworkNamespaceHosts) {
   }
 }
 
+// The same made by the tool: `gos-cluster up --netns` puts each nodeagent (and so its ranks)
+// in a network namespace of its own on a bridge, and `down` removes them.
+TEST_F(OsTest, ClusterUpNetnsPutsEachNodeInItsOwnNamespace) {
+  if (std::string why = NetnsHosts::Unsupported(); !why.empty()) GTEST_SKIP() << why;
+  // Whatever happens below, nothing the tool recorded stays behind.
+  struct Cleanup {
+    std::string record;
+    ~Cleanup() {
+      std::ifstream in(record);
+      std::string kind, name;
+      while (in >> kind >> name) {
+        if (kind == "veth") gos::testing::RunCommand({"ip", "link", "del", name}).IgnoreError();
+        if (kind == "netns") gos::testing::RunCommand({"ip", "netns", "del", name}).IgnoreError();
+        if (kind == "bridge") gos::testing::RunCommand({"ip", "link", "del", name}).IgnoreError();
+      }
+    }
+  } cleanup{state_ + "/netns"};
+  auto up = Run({Bin("gos-cluster"), "up", "-N", "3", "--netns"}, {}, 60s);
+  ASSERT_EQ(up->ExitCode(), 0) << up->Describe() << Logs();
+  const std::vector<std::string> record = Lines(ReadFile(cleanup.record));
+  ASSERT_EQ(record.size(), 7u) << ReadFile(cleanup.record);
+  ASSERT_EQ(record[0].rfind("bridge gosbr", 0), 0u) << record[0];
+  const std::string bridge = record[0].substr(7);
+  std::vector<std::string> names, veths;
+  for (size_t i = 1; i + 1 < record.size(); i += 2) {
+    ASSERT_EQ(record[i].rfind("netns gos-c", 0), 0u) << record[i];
+    ASSERT_EQ(record[i + 1].rfind("veth gosv", 0), 0u) << record[i + 1];
+    names.push_back(record[i].substr(6));
+    veths.push_back(record[i + 1].substr(5));
+  }
+  // The coordinator listens on the bridge, where the namespaces reach it.
+  EXPECT_EQ(Trim(ReadFile(state_ + "/coordinator.addr")).rfind("198.19.", 0), 0u)
+      << ReadFile(state_ + "/coordinator.addr");
+
+  auto where = Run({Bin("gos-run"), "-n", "3", "-l", RankHelper(), "netns"}, {}, 60s);
+  EXPECT_EQ(where->ExitCode(), 0) << where->Describe() << Logs();
+  std::vector<std::string> expected;
+  for (int i = 0; i < 3; ++i) {
+    struct stat st {};
+    ASSERT_EQ(::stat(("/run/netns/" + names[i]).c_str(), &st), 0) << names[i];
+    expected.push_back(std::to_string(i) + ": netns " + std::to_string(st.st_ino));
+  }
+  std::vector<std::string> got = Lines(where->Out());
+  std::sort(got.begin(), got.end());
+  EXPECT_EQ(got, expected) << where->Describe();
+
+  auto down = Run({Bin("gos-cluster"), "down"}, {}, 30s);
+  EXPECT_EQ(down->ExitCode(), 0) << down->Describe();
+  for (const std::string& name : names) {
+    EXPECT_NE(::access(("/run/netns/" + name).c_str(), F_OK), 0) << name << " left behind";
+  }
+  for (const std::string& link : veths) {
+    EXPECT_NE(::access(("/sys/class/net/" + link).c_str(), F_OK), 0) << link << " left behind";
+  }
+  EXPECT_NE(::access(("/sys/class/net/" + bridge).c_str(), F_OK), 0) << bridge << " left behind";
+  EXPECT_NE(::access(cleanup.record.c_str(), F_OK), 0) << "the record outlived the cluster";
+  EXPECT_TRUE(WaitUntil([&] { return ClusterProcesses().empty(); }, 15s))
+      << "gos-cluster down left:\n"
+      << Describe(ClusterProcesses());
+}
+
 // ---- 8. Only a job's owner or root may kill it -------------------------------------------------
 
 TEST_F(OsTest, AnotherUsersKillIsRefused) {
