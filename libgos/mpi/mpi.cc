@@ -11,9 +11,12 @@
 #include <cstring>
 #include <deque>
 #include <functional>
+#include <map>
 #include <memory>
 #include <optional>
 #include <span>
+#include <string>
+#include <thread>
 #include <vector>
 
 #include "gos/gos.h"
@@ -113,6 +116,8 @@ struct State {
   std::deque<Request> reqs;  // index + 1 = MPI_Request; a deque keeps Request* valid
   std::vector<int> free_reqs;
   int detached = 0;  // requests freed by the program that are still in flight
+  std::map<MPI_Comm, std::string> comm_names;  // MPI_Comm_set_name's; erased at MPI_Comm_free
+  std::thread::id main_thread;                 // the thread that called MPI_Init
 };
 
 State& S() {
@@ -835,6 +840,7 @@ int MPI_Init(int* /*argc*/, char*** /*argv*/) {
     gos_abort(1);
   }
   GOS_MPI_CHECK(MPI_COMM_WORLD, "MPI_Init", InitState());
+  S().main_thread = std::this_thread::get_id();
   return MPI_SUCCESS;
 }
 
@@ -1149,6 +1155,7 @@ int MPI_Comm_free(MPI_Comm* comm) {
     return Fail(comm != nullptr ? *comm : MPI_COMM_WORLD, "MPI_Comm_free", MPI_ERR_COMM);
   }
   S().comms[static_cast<size_t>(*comm)].reset();
+  S().comm_names.erase(*comm);
   *comm = MPI_COMM_NULL;
   return MPI_SUCCESS;
 }
@@ -2411,6 +2418,183 @@ int MPI_Error_string(int errorcode, char* string, int* resultlen) {
   }
   *resultlen = static_cast<int>(std::strlen(string));
   return MPI_SUCCESS;
+}
+
+int MPI_Testsome(int incount, MPI_Request requests[], int* outcount, int indices[],
+                 MPI_Status statuses[]) {
+  static const char* const kFn = "MPI_Testsome";
+  if (outcount == nullptr || incount < 0 ||
+      (incount > 0 && (requests == nullptr || indices == nullptr))) {
+    return Fail(MPI_COMM_WORLD, kFn, MPI_ERR_ARG);
+  }
+  int active = 0, done = 0;
+  for (int i = 0; i < incount; ++i) {
+    if (requests[i] == MPI_REQUEST_NULL) continue;
+    if (requests[i] >= kFirstPersistent) {
+      // An inactive persistent request counts as a null one.
+      Persistent* p = FindPersistent(requests[i]);
+      if (p != nullptr && p->active == MPI_REQUEST_NULL) continue;
+    }
+    ++active;
+    int flag = 0;
+    MPI_Status st;
+    if (int e = MPI_Test(&requests[i], &flag, &st)) return e;
+    if (!flag) continue;
+    indices[done] = i;
+    if (statuses != MPI_STATUSES_IGNORE) statuses[done] = st;
+    ++done;
+  }
+  *outcount = active == 0 ? MPI_UNDEFINED : done;
+  return MPI_SUCCESS;
+}
+
+int MPI_Pack_size(int incount, MPI_Datatype datatype, MPI_Comm comm, int* size) {
+  static const char* const kFn = "MPI_Pack_size";
+  TypePtr t = FindType(datatype, /*for_transfer=*/false);
+  if (t == nullptr) return Fail(comm, kFn, MPI_ERR_TYPE);
+  if (incount < 0) return Fail(comm, kFn, MPI_ERR_COUNT);
+  if (size == nullptr) return Fail(comm, kFn, MPI_ERR_ARG);
+  *size = static_cast<int>(gos::mpi::PackedSize(static_cast<size_t>(incount), *t));
+  return MPI_SUCCESS;
+}
+
+int MPI_Pack(const void* inbuf, int incount, MPI_Datatype datatype, void* outbuf, int outsize,
+             int* position, MPI_Comm comm) {
+  static const char* const kFn = "MPI_Pack";
+  TypePtr t = FindType(datatype);
+  if (t == nullptr) return Fail(comm, kFn, MPI_ERR_TYPE);
+  if (incount < 0) return Fail(comm, kFn, MPI_ERR_COUNT);
+  if (position == nullptr || *position < 0 || *position > outsize) {
+    return Fail(comm, kFn, MPI_ERR_ARG);
+  }
+  const size_t bytes = gos::mpi::PackedSize(static_cast<size_t>(incount), *t);
+  if (bytes > static_cast<size_t>(outsize - *position)) return Fail(comm, kFn, MPI_ERR_TRUNCATE);
+  gos::mpi::Pack(inbuf, static_cast<size_t>(incount), *t, static_cast<char*>(outbuf) + *position);
+  *position += static_cast<int>(bytes);
+  return MPI_SUCCESS;
+}
+
+int MPI_Unpack(const void* inbuf, int insize, int* position, void* outbuf, int outcount,
+               MPI_Datatype datatype, MPI_Comm comm) {
+  static const char* const kFn = "MPI_Unpack";
+  TypePtr t = FindType(datatype);
+  if (t == nullptr) return Fail(comm, kFn, MPI_ERR_TYPE);
+  if (outcount < 0) return Fail(comm, kFn, MPI_ERR_COUNT);
+  if (position == nullptr || *position < 0 || *position > insize) {
+    return Fail(comm, kFn, MPI_ERR_ARG);
+  }
+  const size_t bytes = gos::mpi::PackedSize(static_cast<size_t>(outcount), *t);
+  if (bytes > static_cast<size_t>(insize - *position)) return Fail(comm, kFn, MPI_ERR_TRUNCATE);
+  gos::mpi::Unpack(static_cast<const char*>(inbuf) + *position, bytes,
+                   static_cast<size_t>(outcount), *t, outbuf);
+  *position += static_cast<int>(bytes);
+  return MPI_SUCCESS;
+}
+
+int MPI_Error_class(int errorcode, int* errorclass) {
+  // Every error code gos returns is itself a class.
+  if (errorclass == nullptr || ErrorText(errorcode) == nullptr) {
+    return Fail(MPI_COMM_WORLD, "MPI_Error_class", MPI_ERR_ARG);
+  }
+  *errorclass = errorcode;
+  return MPI_SUCCESS;
+}
+
+int MPI_Get_library_version(char* version, int* resultlen) {
+  std::snprintf(version, MPI_MAX_LIBRARY_VERSION_STRING,
+                "gos MPI (MPI %d.%d subset over buffered coscheduling; docs/mpi.md)", MPI_VERSION,
+                MPI_SUBVERSION);
+  *resultlen = static_cast<int>(std::strlen(version));
+  return MPI_SUCCESS;
+}
+
+int MPI_Is_thread_main(int* flag) {
+  if (flag == nullptr) return Fail(MPI_COMM_WORLD, "MPI_Is_thread_main", MPI_ERR_ARG);
+  *flag = std::this_thread::get_id() == S().main_thread;
+  return MPI_SUCCESS;
+}
+
+int MPI_Comm_set_name(MPI_Comm comm, const char* comm_name) {
+  GOS_MPI_COMM(c, comm, "MPI_Comm_set_name");
+  (void)c;
+  if (comm_name == nullptr) return Fail(comm, "MPI_Comm_set_name", MPI_ERR_ARG);
+  S().comm_names[comm] = std::string(comm_name).substr(0, MPI_MAX_OBJECT_NAME - 1);
+  return MPI_SUCCESS;
+}
+
+int MPI_Comm_get_name(MPI_Comm comm, char* comm_name, int* resultlen) {
+  GOS_MPI_COMM(c, comm, "MPI_Comm_get_name");
+  (void)c;
+  if (comm_name == nullptr || resultlen == nullptr) {
+    return Fail(comm, "MPI_Comm_get_name", MPI_ERR_ARG);
+  }
+  // Unnamed communicators have the empty name; the predefined ones their own (MPI 4.1, 7.8).
+  std::string name;
+  if (auto it = S().comm_names.find(comm); it != S().comm_names.end()) {
+    name = it->second;
+  } else if (comm == MPI_COMM_WORLD) {
+    name = "MPI_COMM_WORLD";
+  } else if (comm == MPI_COMM_SELF) {
+    name = "MPI_COMM_SELF";
+  }
+  std::snprintf(comm_name, MPI_MAX_OBJECT_NAME, "%s", name.c_str());
+  *resultlen = static_cast<int>(std::strlen(comm_name));
+  return MPI_SUCCESS;
+}
+
+}  // extern "C"
+
+namespace {
+
+// MPI_Reduce_scatter(_block): an Allreduce of all `total` elements into a scratch vector, of
+// which this rank keeps `count` elements from element `offset` on.
+int ReduceScatter(const char* fn, const void* sendbuf, void* recvbuf, size_t total, size_t offset,
+                  int count, MPI_Datatype datatype, MPI_Op op, MPI_Comm comm) {
+  TypePtr t = FindType(datatype);
+  if (t == nullptr) return Fail(comm, fn, MPI_ERR_TYPE);
+  if (t->lb != 0) return Fail(comm, fn, MPI_ERR_TYPE);  // scratch laid out from 0
+  const size_t extent = static_cast<size_t>(t->extent());
+  std::vector<unsigned char> all(std::max<size_t>(total * extent, 1));
+  // In place, the whole input vector is in recvbuf.
+  const void* in = sendbuf == MPI_IN_PLACE ? recvbuf : sendbuf;
+  if (int e = MPI_Allreduce(in, all.data(), static_cast<int>(total), datatype, op, comm)) return e;
+  // Element by element through the type map, so that gaps in recvbuf stay untouched.
+  std::vector<unsigned char> packed(gos::mpi::PackedSize(static_cast<size_t>(count), *t));
+  gos::mpi::Pack(all.data() + offset * extent, static_cast<size_t>(count), *t, packed.data());
+  gos::mpi::Unpack(packed.data(), packed.size(), static_cast<size_t>(count), *t, recvbuf);
+  return MPI_SUCCESS;
+}
+
+}  // namespace
+
+extern "C" {
+
+int MPI_Reduce_scatter(const void* sendbuf, void* recvbuf, const int recvcounts[],
+                       MPI_Datatype datatype, MPI_Op op, MPI_Comm comm) {
+  static const char* const kFn = "MPI_Reduce_scatter";
+  int size = 0, rank = 0;
+  if (int e = MPI_Comm_size(comm, &size)) return e;
+  if (int e = MPI_Comm_rank(comm, &rank)) return e;
+  if (recvcounts == nullptr) return Fail(comm, kFn, MPI_ERR_ARG);
+  size_t total = 0, offset = 0;
+  for (int i = 0; i < size; ++i) {
+    if (recvcounts[i] < 0) return Fail(comm, kFn, MPI_ERR_COUNT);
+    if (i < rank) offset += static_cast<size_t>(recvcounts[i]);
+    total += static_cast<size_t>(recvcounts[i]);
+  }
+  return ReduceScatter(kFn, sendbuf, recvbuf, total, offset, recvcounts[rank], datatype, op, comm);
+}
+
+int MPI_Reduce_scatter_block(const void* sendbuf, void* recvbuf, int recvcount,
+                             MPI_Datatype datatype, MPI_Op op, MPI_Comm comm) {
+  static const char* const kFn = "MPI_Reduce_scatter_block";
+  int size = 0, rank = 0;
+  if (int e = MPI_Comm_size(comm, &size)) return e;
+  if (int e = MPI_Comm_rank(comm, &rank)) return e;
+  if (recvcount < 0) return Fail(comm, kFn, MPI_ERR_COUNT);
+  const size_t n = static_cast<size_t>(recvcount);
+  return ReduceScatter(kFn, sendbuf, recvbuf, n * static_cast<size_t>(size),
+                       n * static_cast<size_t>(rank), recvcount, datatype, op, comm);
 }
 
 }  // extern "C"

@@ -67,6 +67,8 @@ typedef struct MPI_Status {
 
 #define MPI_MAX_PROCESSOR_NAME 256
 #define MPI_MAX_ERROR_STRING 512
+#define MPI_MAX_LIBRARY_VERSION_STRING 256
+#define MPI_MAX_OBJECT_NAME 128
 
 #define MPI_THREAD_SINGLE 0
 #define MPI_THREAD_FUNNELED 1
@@ -120,6 +122,8 @@ typedef struct MPI_Status {
 #define MPI_SIGNED_CHAR ((MPI_Datatype)2)
 #define MPI_UNSIGNED_CHAR ((MPI_Datatype)3)
 #define MPI_BYTE ((MPI_Datatype)4)
+/* What MPI_Pack writes: raw bytes (every rank of a gos job shares one data representation). */
+#define MPI_PACKED MPI_BYTE
 #define MPI_SHORT ((MPI_Datatype)5)
 #define MPI_UNSIGNED_SHORT ((MPI_Datatype)6)
 #define MPI_INT ((MPI_Datatype)7)
@@ -251,6 +255,8 @@ int MPI_Sendrecv_replace(void* buf, int count, MPI_Datatype datatype, int dest, 
 int MPI_Wait(MPI_Request* request, MPI_Status* status);
 int MPI_Waitall(int count, MPI_Request requests[], MPI_Status statuses[]);
 int MPI_Waitany(int count, MPI_Request requests[], int* index, MPI_Status* status);
+int MPI_Testsome(int incount, MPI_Request requests[], int* outcount, int indices[],
+                 MPI_Status statuses[]);
 int MPI_Waitsome(int incount, MPI_Request requests[], int* outcount, int indices[],
                  MPI_Status statuses[]);
 int MPI_Test(MPI_Request* request, int* flag, MPI_Status* status);
@@ -269,6 +275,11 @@ int MPI_Reduce(const void* sendbuf, void* recvbuf, int count, MPI_Datatype datat
                int root, MPI_Comm comm);
 int MPI_Allreduce(const void* sendbuf, void* recvbuf, int count, MPI_Datatype datatype, MPI_Op op,
                   MPI_Comm comm);
+/* An Allreduce of the whole vector, of which each rank keeps its own block. */
+int MPI_Reduce_scatter(const void* sendbuf, void* recvbuf, const int recvcounts[],
+                       MPI_Datatype datatype, MPI_Op op, MPI_Comm comm);
+int MPI_Reduce_scatter_block(const void* sendbuf, void* recvbuf, int recvcount,
+                             MPI_Datatype datatype, MPI_Op op, MPI_Comm comm);
 int MPI_Gather(const void* sendbuf, int sendcount, MPI_Datatype sendtype, void* recvbuf,
                int recvcount, MPI_Datatype recvtype, int root, MPI_Comm comm);
 int MPI_Gatherv(const void* sendbuf, int sendcount, MPI_Datatype sendtype, void* recvbuf,
@@ -327,6 +338,12 @@ int MPI_Type_create_resized(MPI_Datatype oldtype, MPI_Aint lb, MPI_Aint extent,
                             MPI_Datatype* newtype);
 int MPI_Type_dup(MPI_Datatype oldtype, MPI_Datatype* newtype);
 int MPI_Type_get_extent(MPI_Datatype datatype, MPI_Aint* lb, MPI_Aint* extent);
+/* Packing: the bytes MPI_Pack writes are the typed data in type-map order, back to back. */
+int MPI_Pack(const void* inbuf, int incount, MPI_Datatype datatype, void* outbuf, int outsize,
+             int* position, MPI_Comm comm);
+int MPI_Unpack(const void* inbuf, int insize, int* position, void* outbuf, int outcount,
+               MPI_Datatype datatype, MPI_Comm comm);
+int MPI_Pack_size(int incount, MPI_Datatype datatype, MPI_Comm comm, int* size);
 int MPI_Get_address(const void* location, MPI_Aint* address);
 /* MPI-1 names removed in MPI-3, still used by older codes (HPL): the same as
  * MPI_Get_address and MPI_Type_create_struct. */
@@ -352,8 +369,13 @@ double MPI_Wtime(void);
 double MPI_Wtick(void);
 int MPI_Get_processor_name(char* name, int* resultlen);
 int MPI_Error_string(int errorcode, char* string, int* resultlen);
+int MPI_Error_class(int errorcode, int* errorclass);
 int MPI_Get_version(int* version, int* subversion);
+int MPI_Get_library_version(char* version, int* resultlen);
 int MPI_Query_thread(int* provided);
+int MPI_Is_thread_main(int* flag);
+int MPI_Comm_set_name(MPI_Comm comm, const char* comm_name);
+int MPI_Comm_get_name(MPI_Comm comm, char* comm_name, int* resultlen);
 int MPI_Pcontrol(const int level, ...);
 
 #ifdef __cplusplus

@@ -1,0 +1,142 @@
+/* MPI calls beyond the issue's list that real programs use: MPI_Reduce_scatter (also in
+ * place) and MPI_Reduce_scatter_block against a serial reference, MPI_Testsome over a ring
+ * exchange, MPI_Pack/MPI_Unpack/MPI_Pack_size with a vector type and a message of
+ * MPI_PACKED, communicator names, MPI_Error_class, MPI_Get_library_version and
+ * MPI_Is_thread_main. */
+#include "check.h"
+
+int main(int argc, char** argv) {
+  StartTest(&argc, &argv, "extras");
+  MPI_Comm comm = MPI_COMM_WORLD;
+  MPI_Comm_set_errhandler(comm, MPI_ERRORS_RETURN);
+  const int rank = g_rank, size = g_size;
+
+  /* Reduce_scatter: rank r contributes r * 100 + i at element i; rank k keeps k + 1 elements. */
+  int counts[64], total = 0, off = 0;
+  for (int i = 0; i < size; ++i) {
+    counts[i] = i + 1;
+    if (i < rank) off += counts[i];
+    total += counts[i];
+  }
+  int* in = malloc(sizeof(int) * (size_t)total);
+  int* out = malloc(sizeof(int) * (size_t)counts[rank]);
+  for (int i = 0; i < total; ++i) in[i] = rank * 100 + i;
+  CHECK_MPI(MPI_Reduce_scatter(in, out, counts, MPI_INT, MPI_SUM, comm));
+  for (int j = 0; j < counts[rank]; ++j) {
+    const int want = 100 * size * (size - 1) / 2 + size * (off + j);
+    CHECK(out[j] == want, "element %d: %d, want %d", j, out[j], want);
+  }
+  /* In place: the whole vector in, this rank's block out at the start. */
+  CHECK_MPI(MPI_Reduce_scatter(MPI_IN_PLACE, in, counts, MPI_INT, MPI_MAX, comm));
+  for (int j = 0; j < counts[rank]; ++j) {
+    const int want = (size - 1) * 100 + off + j;
+    CHECK(in[j] == want, "in place, element %d: %d, want %d", j, in[j], want);
+  }
+  free(in);
+  free(out);
+
+  /* Reduce_scatter_block: 3 doubles per rank. */
+  double* blk = malloc(sizeof(double) * 3 * (size_t)size);
+  double mine[3];
+  for (int i = 0; i < 3 * size; ++i) blk[i] = rank + 0.5 * i;
+  CHECK_MPI(MPI_Reduce_scatter_block(blk, mine, 3, MPI_DOUBLE, MPI_SUM, comm));
+  for (int k = 0; k < 3; ++k) {
+    const double want = size * (size - 1) / 2.0 + size * 0.5 * (rank * 3 + k);
+    CHECK(mine[k] == want, "block element %d: %g, want %g", k, mine[k], want);
+  }
+  free(blk);
+
+  /* Testsome over a ring exchange: both requests complete once, then only nulls are left. */
+  const int right = (rank + 1) % size, left = (rank + size - 1) % size;
+  int got = -1, sent = rank;
+  MPI_Request reqs[3] = {MPI_REQUEST_NULL, MPI_REQUEST_NULL, MPI_REQUEST_NULL};
+  CHECK_MPI(MPI_Irecv(&got, 1, MPI_INT, left, 7, comm, &reqs[0]));
+  CHECK_MPI(MPI_Isend(&sent, 1, MPI_INT, right, 7, comm, &reqs[2]));
+  int completed[3] = {0, 0, 0}, rounds = 0, outcount = 0;
+  for (;;) {
+    int indices[3];
+    MPI_Status statuses[3];
+    CHECK_MPI(MPI_Testsome(3, reqs, &outcount, indices, statuses));
+    if (outcount == MPI_UNDEFINED || ++rounds > 1000000) break;
+    for (int k = 0; k < outcount; ++k) {
+      completed[indices[k]]++;
+      if (indices[k] == 0) {
+        CHECK(statuses[k].MPI_SOURCE == left, "source %d, want %d", statuses[k].MPI_SOURCE, left);
+      }
+    }
+  }
+  CHECK(outcount == MPI_UNDEFINED, "Testsome never reported only null requests");
+  CHECK(completed[0] == 1 && completed[1] == 0 && completed[2] == 1,
+        "completions %d %d %d, want 1 0 1", completed[0], completed[1], completed[2]);
+  CHECK(got == left, "received %d, want %d", got, left);
+
+  /* Pack and unpack: a vector of 3 blocks of 2 ints (stride 4), then a double. */
+  MPI_Datatype vec;
+  CHECK_MPI(MPI_Type_vector(3, 2, 4, MPI_INT, &vec));
+  CHECK_MPI(MPI_Type_commit(&vec));
+  int psize = 0, dsize = 0;
+  CHECK_MPI(MPI_Pack_size(1, vec, comm, &psize));
+  CHECK_MPI(MPI_Pack_size(1, MPI_DOUBLE, comm, &dsize));
+  CHECK(psize >= 6 * (int)sizeof(int) && dsize >= (int)sizeof(double), "pack sizes %d %d", psize,
+        dsize);
+  int src[12], dst[12];
+  for (int i = 0; i < 12; ++i) {
+    src[i] = rank * 1000 + i;
+    dst[i] = -1;
+  }
+  char packed[256];
+  int pos = 0;
+  const double d = 2.5 + rank;
+  CHECK_MPI(MPI_Pack(src, 1, vec, packed, (int)sizeof packed, &pos, comm));
+  CHECK_MPI(MPI_Pack(&d, 1, MPI_DOUBLE, packed, (int)sizeof packed, &pos, comm));
+  CHECK(pos > 0 && pos <= psize + dsize, "packed %d bytes, at most %d", pos, psize + dsize);
+  /* The packed bytes travel to the right neighbour as MPI_PACKED and are unpacked there. */
+  char arrived[256];
+  MPI_Status st;
+  CHECK_MPI(MPI_Sendrecv(packed, pos, MPI_PACKED, right, 8, arrived, (int)sizeof arrived,
+                         MPI_PACKED, left, 8, comm, &st));
+  int n = 0;
+  CHECK_MPI(MPI_Get_count(&st, MPI_PACKED, &n));
+  CHECK(n == pos, "received %d packed bytes, sent %d", n, pos);
+  int upos = 0;
+  double d2 = 0;
+  CHECK_MPI(MPI_Unpack(arrived, n, &upos, dst, 1, vec, comm));
+  CHECK_MPI(MPI_Unpack(arrived, n, &upos, &d2, 1, MPI_DOUBLE, comm));
+  CHECK(upos == n, "unpacked %d of %d bytes", upos, n);
+  for (int i = 0; i < 12; ++i) {
+    const int want = (i % 4) < 2 ? left * 1000 + i : -1;
+    CHECK(dst[i] == want, "dst[%d] = %d, want %d", i, dst[i], want);
+  }
+  CHECK(d2 == 2.5 + left, "double %g, want %g", d2, 2.5 + left);
+  /* Unpacking beyond the end is an error, not a read past it. */
+  upos = n;
+  CHECK(MPI_Unpack(arrived, n, &upos, dst, 1, vec, comm) != MPI_SUCCESS, "unpack past the end");
+  MPI_Type_free(&vec);
+
+  /* Names. */
+  char name[MPI_MAX_OBJECT_NAME];
+  int len = 0;
+  CHECK_MPI(MPI_Comm_get_name(MPI_COMM_WORLD, name, &len));
+  CHECK(strcmp(name, "MPI_COMM_WORLD") == 0 && len == (int)strlen(name), "world is \"%s\"", name);
+  MPI_Comm dup;
+  CHECK_MPI(MPI_Comm_dup(comm, &dup));
+  CHECK_MPI(MPI_Comm_set_name(dup, "halo exchange"));
+  CHECK_MPI(MPI_Comm_get_name(dup, name, &len));
+  CHECK(strcmp(name, "halo exchange") == 0, "dup is \"%s\"", name);
+  MPI_Comm_free(&dup);
+
+  /* The environment. */
+  int cls = -1;
+  CHECK_MPI(MPI_Error_class(MPI_ERR_TRUNCATE, &cls));
+  CHECK(cls == MPI_ERR_TRUNCATE, "class %d", cls);
+  char version[MPI_MAX_LIBRARY_VERSION_STRING];
+  CHECK_MPI(MPI_Get_library_version(version, &len));
+  /* (Open MPI counts the terminating NUL in len; the standard's printable characters do not.) */
+  CHECK(len > 0 && version[0] != '\0' && len >= (int)strlen(version), "library version \"%s\" (%d)",
+        version, len);
+  int main_thread = 0;
+  CHECK_MPI(MPI_Is_thread_main(&main_thread));
+  CHECK(main_thread, "MPI_Is_thread_main on the thread that called MPI_Init");
+
+  return FinishTest();
+}
