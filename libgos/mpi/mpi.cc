@@ -2597,4 +2597,45 @@ int MPI_Reduce_scatter_block(const void* sendbuf, void* recvbuf, int recvcount,
                        n * static_cast<size_t>(rank), recvcount, datatype, op, comm);
 }
 
+int MPI_Type_create_subarray(int ndims, const int array_of_sizes[], const int array_of_subsizes[],
+                             const int array_of_starts[], int order, MPI_Datatype oldtype,
+                             MPI_Datatype* newtype) {
+  static const char* const kFn = "MPI_Type_create_subarray";
+  if (ndims < 1 || array_of_sizes == nullptr || array_of_subsizes == nullptr ||
+      array_of_starts == nullptr || newtype == nullptr ||
+      (order != MPI_ORDER_C && order != MPI_ORDER_FORTRAN)) {
+    return Fail(MPI_COMM_WORLD, kFn, MPI_ERR_ARG);
+  }
+  for (int d = 0; d < ndims; ++d) {
+    if (array_of_sizes[d] < 1 || array_of_subsizes[d] < 1 ||
+        array_of_subsizes[d] > array_of_sizes[d] || array_of_starts[d] < 0 ||
+        array_of_starts[d] > array_of_sizes[d] - array_of_subsizes[d]) {
+      return Fail(MPI_COMM_WORLD, kFn, MPI_ERR_ARG);
+    }
+  }
+  MPI_Aint lb = 0, extent = 0;
+  if (int e = MPI_Type_get_extent(oldtype, &lb, &extent)) return e;
+  // From the fastest-varying dimension out: each level repeats the one inside it
+  // subsizes[d] times, one row of the full array apart.
+  MPI_Datatype t = oldtype;
+  MPI_Aint stride = extent, offset = 0;
+  for (int k = 0; k < ndims; ++k) {
+    const int d = order == MPI_ORDER_C ? ndims - 1 - k : k;
+    MPI_Datatype next;
+    if (int e = MPI_Type_create_hvector(array_of_subsizes[d], 1, stride, t, &next)) return e;
+    if (t != oldtype) MPI_Type_free(&t);
+    t = next;
+    offset += array_of_starts[d] * stride;
+    stride *= array_of_sizes[d];
+  }
+  // Placed at its start inside the array, and as wide as the whole array.
+  const int one = 1;
+  MPI_Datatype placed;
+  if (int e = MPI_Type_create_struct(1, &one, &offset, &t, &placed)) return e;
+  MPI_Type_free(&t);
+  const int e = MPI_Type_create_resized(placed, lb, stride, newtype);
+  MPI_Type_free(&placed);
+  return e;
+}
+
 }  // extern "C"

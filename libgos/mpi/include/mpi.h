@@ -85,6 +85,8 @@ typedef struct MPI_Status {
 #define MPI_SIMILAR 2
 #define MPI_UNEQUAL 3
 #define MPI_INFO_NULL ((MPI_Info)0)
+#define MPI_ORDER_C 56
+#define MPI_ORDER_FORTRAN 57
 #define MPI_COMM_TYPE_SHARED 1
 /* Predefined attributes of MPI_COMM_WORLD (MPI_Comm_get_attr). */
 #define MPI_TAG_UB 1
@@ -338,6 +340,10 @@ int MPI_Type_create_resized(MPI_Datatype oldtype, MPI_Aint lb, MPI_Aint extent,
                             MPI_Datatype* newtype);
 int MPI_Type_dup(MPI_Datatype oldtype, MPI_Datatype* newtype);
 int MPI_Type_get_extent(MPI_Datatype datatype, MPI_Aint* lb, MPI_Aint* extent);
+/* A block of an n-dimensional array (built from hvectors, its extent the whole array's). */
+int MPI_Type_create_subarray(int ndims, const int array_of_sizes[], const int array_of_subsizes[],
+                             const int array_of_starts[], int order, MPI_Datatype oldtype,
+                             MPI_Datatype* newtype);
 /* Packing: the bytes MPI_Pack writes are the typed data in type-map order, back to back. */
 int MPI_Pack(const void* inbuf, int incount, MPI_Datatype datatype, void* outbuf, int outsize,
              int* position, MPI_Comm comm);

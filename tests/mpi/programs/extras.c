@@ -1,8 +1,8 @@
 /* MPI calls beyond the issue's list that real programs use: MPI_Reduce_scatter (also in
  * place) and MPI_Reduce_scatter_block against a serial reference, MPI_Testsome over a ring
  * exchange, MPI_Pack/MPI_Unpack/MPI_Pack_size with a vector type and a message of
- * MPI_PACKED, communicator names, MPI_Error_class, MPI_Get_library_version and
- * MPI_Is_thread_main. */
+ * MPI_PACKED, MPI_Type_create_subarray in C and Fortran order, communicator names, MPI_Error_class,
+ * MPI_Get_library_version and MPI_Is_thread_main. */
 #include "check.h"
 
 int main(int argc, char** argv) {
@@ -112,6 +112,41 @@ int main(int argc, char** argv) {
   upos = n;
   CHECK(MPI_Unpack(arrived, n, &upos, dst, 1, vec, comm) != MPI_SUCCESS, "unpack past the end");
   MPI_Type_free(&vec);
+
+  /* A 2 x 3 block at (1, 1) of a 4 x 5 array of ints, C order, to the right neighbour. */
+  {
+    const int sizes[2] = {4, 5}, subsizes[2] = {2, 3}, starts[2] = {1, 1};
+    MPI_Datatype sub;
+    CHECK_MPI(MPI_Type_create_subarray(2, sizes, subsizes, starts, MPI_ORDER_C, MPI_INT, &sub));
+    CHECK_MPI(MPI_Type_commit(&sub));
+    MPI_Aint lb = -1, extent = 0;
+    int bytes = 0;
+    CHECK_MPI(MPI_Type_get_extent(sub, &lb, &extent));
+    CHECK_MPI(MPI_Type_size(sub, &bytes));
+    CHECK(lb == 0 && extent == 20 * (MPI_Aint)sizeof(int) && bytes == 6 * (int)sizeof(int),
+          "subarray lb %ld extent %ld size %d", (long)lb, (long)extent, bytes);
+    int grid[20], block[6];
+    for (int i = 0; i < 20; ++i) grid[i] = rank * 100 + i;
+    CHECK_MPI(MPI_Sendrecv(grid, 1, sub, right, 9, block, 6, MPI_INT, left, 9, comm, &st));
+    const int want[6] = {6, 7, 8, 11, 12, 13};
+    for (int i = 0; i < 6; ++i) {
+      CHECK(block[i] == left * 100 + want[i], "block[%d] = %d, want %d", i, block[i],
+            left * 100 + want[i]);
+    }
+    /* Fortran order: the first index varies fastest, so the same call picks other cells. */
+    MPI_Datatype fsub;
+    CHECK_MPI(
+        MPI_Type_create_subarray(2, sizes, subsizes, starts, MPI_ORDER_FORTRAN, MPI_INT, &fsub));
+    CHECK_MPI(MPI_Type_commit(&fsub));
+    CHECK_MPI(MPI_Sendrecv(grid, 1, fsub, right, 10, block, 6, MPI_INT, left, 10, comm, &st));
+    const int fwant[6] = {5, 6, 9, 10, 13, 14};
+    for (int i = 0; i < 6; ++i) {
+      CHECK(block[i] == left * 100 + fwant[i], "Fortran block[%d] = %d, want %d", i, block[i],
+            left * 100 + fwant[i]);
+    }
+    MPI_Type_free(&sub);
+    MPI_Type_free(&fsub);
+  }
 
   /* Names. */
   char name[MPI_MAX_OBJECT_NAME];
