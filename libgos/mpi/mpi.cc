@@ -2458,17 +2458,36 @@ int MPI_Pack_size(int incount, MPI_Datatype datatype, MPI_Comm comm, int* size) 
   return MPI_SUCCESS;
 }
 
+}  // extern "C"
+
+namespace {
+
+// MPI_Pack's and MPI_Unpack's checks: `count` elements of `datatype` at *position of a packed
+// buffer of `bufsize` bytes. On success *t is the type and *bytes their packed size.
+int PackedSpan(const char* fn, MPI_Datatype datatype, int count, int bufsize, const int* position,
+               MPI_Comm comm, TypePtr* t, size_t* bytes) {
+  *t = FindType(datatype);
+  if (*t == nullptr) return Fail(comm, fn, MPI_ERR_TYPE);
+  if (count < 0) return Fail(comm, fn, MPI_ERR_COUNT);
+  if (position == nullptr || *position < 0 || *position > bufsize) {
+    return Fail(comm, fn, MPI_ERR_ARG);
+  }
+  *bytes = gos::mpi::PackedSize(static_cast<size_t>(count), **t);
+  if (*bytes > static_cast<size_t>(bufsize - *position)) return Fail(comm, fn, MPI_ERR_TRUNCATE);
+  return MPI_SUCCESS;
+}
+
+}  // namespace
+
+extern "C" {
+
 int MPI_Pack(const void* inbuf, int incount, MPI_Datatype datatype, void* outbuf, int outsize,
              int* position, MPI_Comm comm) {
-  static const char* const kFn = "MPI_Pack";
-  TypePtr t = FindType(datatype);
-  if (t == nullptr) return Fail(comm, kFn, MPI_ERR_TYPE);
-  if (incount < 0) return Fail(comm, kFn, MPI_ERR_COUNT);
-  if (position == nullptr || *position < 0 || *position > outsize) {
-    return Fail(comm, kFn, MPI_ERR_ARG);
+  TypePtr t;
+  size_t bytes = 0;
+  if (int e = PackedSpan("MPI_Pack", datatype, incount, outsize, position, comm, &t, &bytes)) {
+    return e;
   }
-  const size_t bytes = gos::mpi::PackedSize(static_cast<size_t>(incount), *t);
-  if (bytes > static_cast<size_t>(outsize - *position)) return Fail(comm, kFn, MPI_ERR_TRUNCATE);
   gos::mpi::Pack(inbuf, static_cast<size_t>(incount), *t, static_cast<char*>(outbuf) + *position);
   *position += static_cast<int>(bytes);
   return MPI_SUCCESS;
@@ -2476,15 +2495,11 @@ int MPI_Pack(const void* inbuf, int incount, MPI_Datatype datatype, void* outbuf
 
 int MPI_Unpack(const void* inbuf, int insize, int* position, void* outbuf, int outcount,
                MPI_Datatype datatype, MPI_Comm comm) {
-  static const char* const kFn = "MPI_Unpack";
-  TypePtr t = FindType(datatype);
-  if (t == nullptr) return Fail(comm, kFn, MPI_ERR_TYPE);
-  if (outcount < 0) return Fail(comm, kFn, MPI_ERR_COUNT);
-  if (position == nullptr || *position < 0 || *position > insize) {
-    return Fail(comm, kFn, MPI_ERR_ARG);
+  TypePtr t;
+  size_t bytes = 0;
+  if (int e = PackedSpan("MPI_Unpack", datatype, outcount, insize, position, comm, &t, &bytes)) {
+    return e;
   }
-  const size_t bytes = gos::mpi::PackedSize(static_cast<size_t>(outcount), *t);
-  if (bytes > static_cast<size_t>(insize - *position)) return Fail(comm, kFn, MPI_ERR_TRUNCATE);
   gos::mpi::Unpack(static_cast<const char*>(inbuf) + *position, bytes,
                    static_cast<size_t>(outcount), *t, outbuf);
   *position += static_cast<int>(bytes);
