@@ -2011,9 +2011,94 @@ int StartBlocks(const char* fn, const void* sendbuf, int sendcount, MPI_Datatype
                        recvtype, true, nullptr, request);
 }
 
+// MPI_Igather(v) (gather = true) and MPI_Iscatter(v): between the root and every rank, one
+// block each, at the root's counts and displacements (in elements of its type; none: equal
+// blocks); the others send or receive their count. MPI_IN_PLACE at the root leaves its own
+// block where it is.
+int StartRooted(const char* fn, bool gather, const void* sendbuf, int sendcount,
+                MPI_Datatype sendtype, void* recvbuf, int recvcount, MPI_Datatype recvtype,
+                const int* root_counts, const int* root_displs, int root, MPI_Comm comm,
+                MPI_Request* request) {
+  GOS_MPI_COMM(c, comm, fn);
+  if (root < 0 || root >= c->g.size) return Fail(comm, fn, MPI_ERR_ROOT);
+  const size_t n = static_cast<size_t>(c->g.size), r = static_cast<size_t>(root);
+  const bool is_root = c->g.rank == root;
+  const bool in_place = is_root && (gather ? sendbuf == MPI_IN_PLACE : recvbuf == MPI_IN_PLACE);
+  std::vector<int> scounts(n, 0), sdispls(n, 0), rcounts(n, 0), rdispls(n, 0);
+  std::vector<int>& root_side_counts = gather ? rcounts : scounts;
+  std::vector<int>& root_side_displs = gather ? rdispls : sdispls;
+  if (is_root) {
+    // No counts: equal blocks of the root's count (MPI_Igather, MPI_Iscatter).
+    const int block = gather ? recvcount : sendcount;
+    for (size_t i = 0; i < n; ++i) {
+      root_side_counts[i] = root_counts != nullptr ? root_counts[i] : block;
+      root_side_displs[i] = root_counts != nullptr ? root_displs[i] : static_cast<int>(i) * block;
+    }
+    if (in_place) root_side_counts[r] = 0;
+  }
+  if (!in_place) (gather ? scounts : rcounts)[r] = gather ? sendcount : recvcount;
+  return StartExchange(fn, c, comm, sendbuf, scounts, sdispls, sendtype, recvbuf, rcounts, rdispls,
+                       recvtype, true, nullptr, request);
+}
+
 }  // namespace
 
 extern "C" {
+
+int MPI_Igather(const void* sendbuf, int sendcount, MPI_Datatype sendtype, void* recvbuf,
+                int recvcount, MPI_Datatype recvtype, int root, MPI_Comm comm,
+                MPI_Request* request) {
+  return StartRooted("MPI_Igather", true, sendbuf, sendcount, sendtype, recvbuf, recvcount,
+                     recvtype, nullptr, nullptr, root, comm, request);
+}
+
+int MPI_Igatherv(const void* sendbuf, int sendcount, MPI_Datatype sendtype, void* recvbuf,
+                 const int recvcounts[], const int displs[], MPI_Datatype recvtype, int root,
+                 MPI_Comm comm, MPI_Request* request) {
+  return StartRooted("MPI_Igatherv", true, sendbuf, sendcount, sendtype, recvbuf, 0, recvtype,
+                     recvcounts, displs, root, comm, request);
+}
+
+int MPI_Iscatter(const void* sendbuf, int sendcount, MPI_Datatype sendtype, void* recvbuf,
+                 int recvcount, MPI_Datatype recvtype, int root, MPI_Comm comm,
+                 MPI_Request* request) {
+  return StartRooted("MPI_Iscatter", false, sendbuf, sendcount, sendtype, recvbuf, recvcount,
+                     recvtype, nullptr, nullptr, root, comm, request);
+}
+
+int MPI_Iscatterv(const void* sendbuf, const int sendcounts[], const int displs[],
+                  MPI_Datatype sendtype, void* recvbuf, int recvcount, MPI_Datatype recvtype,
+                  int root, MPI_Comm comm, MPI_Request* request) {
+  return StartRooted("MPI_Iscatterv", false, sendbuf, 0, sendtype, recvbuf, recvcount, recvtype,
+                     sendcounts, displs, root, comm, request);
+}
+
+int MPI_Iallgatherv(const void* sendbuf, int sendcount, MPI_Datatype sendtype, void* recvbuf,
+                    const int recvcounts[], const int displs[], MPI_Datatype recvtype,
+                    MPI_Comm comm, MPI_Request* request) {
+  static const char* const kFn = "MPI_Iallgatherv";
+  GOS_MPI_COMM(c, comm, kFn);
+  if (sendbuf == MPI_IN_PLACE) return Fail(comm, kFn, MPI_ERR_BUFFER);
+  const size_t n = static_cast<size_t>(c->g.size);
+  std::vector<int> scounts(n, sendcount), sdispls(n, 0), rcounts(recvcounts, recvcounts + n),
+      rdispls(displs, displs + n);
+  return StartExchange(kFn, c, comm, sendbuf, scounts, sdispls, sendtype, recvbuf, rcounts, rdispls,
+                       recvtype, true, nullptr, request);
+}
+
+int MPI_Ialltoallv(const void* sendbuf, const int sendcounts[], const int sdispls[],
+                   MPI_Datatype sendtype, void* recvbuf, const int recvcounts[],
+                   const int rdispls[], MPI_Datatype recvtype, MPI_Comm comm,
+                   MPI_Request* request) {
+  static const char* const kFn = "MPI_Ialltoallv";
+  GOS_MPI_COMM(c, comm, kFn);
+  if (sendbuf == MPI_IN_PLACE) return Fail(comm, kFn, MPI_ERR_BUFFER);
+  const size_t n = static_cast<size_t>(c->g.size);
+  return StartExchange(kFn, c, comm, sendbuf, std::vector<int>(sendcounts, sendcounts + n),
+                       std::vector<int>(sdispls, sdispls + n), sendtype, recvbuf,
+                       std::vector<int>(recvcounts, recvcounts + n),
+                       std::vector<int>(rdispls, rdispls + n), recvtype, true, nullptr, request);
+}
 
 int MPI_Iallgather(const void* sendbuf, int sendcount, MPI_Datatype sendtype, void* recvbuf,
                    int recvcount, MPI_Datatype recvtype, MPI_Comm comm, MPI_Request* request) {

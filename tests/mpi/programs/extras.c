@@ -1,8 +1,9 @@
 /* MPI calls beyond the issue's list that real programs use: MPI_Reduce_scatter (also in
  * place) and MPI_Reduce_scatter_block against a serial reference, MPI_Testsome over a ring
  * exchange, MPI_Pack/MPI_Unpack/MPI_Pack_size with a vector type and a message of
- * MPI_PACKED, MPI_Type_create_subarray in C and Fortran order, communicator names, MPI_Error_class,
- * MPI_Get_library_version and MPI_Is_thread_main. */
+ * MPI_PACKED, MPI_Type_create_subarray in C and Fortran order, communicator names,
+ * MPI_Error_class, MPI_Get_library_version and MPI_Is_thread_main; MPI_Igather(v) (also in
+ * place), MPI_Iscatter(v), MPI_Iallgatherv and MPI_Ialltoallv. */
 #include "check.h"
 
 int main(int argc, char** argv) {
@@ -146,6 +147,98 @@ int main(int argc, char** argv) {
     }
     MPI_Type_free(&sub);
     MPI_Type_free(&fsub);
+  }
+
+  /* Nonblocking rooted and v-collectives: rank r's block i is r * 100 + i. */
+  {
+    const int root = size - 1;
+    int vcounts[64], vdispls[64], vtotal = 0;
+    for (int i = 0; i < size; ++i) {
+      vcounts[i] = i + 1;
+      vdispls[i] = vtotal;
+      vtotal += vcounts[i];
+    }
+    int* all = malloc(sizeof(int) * (size_t)(vtotal + 2 * size));
+    int mine2[2] = {rank * 100, rank * 100 + 1}, own[64];
+    for (int k = 0; k <= rank; ++k) own[k] = rank * 100 + k;
+    MPI_Request r;
+
+    /* Igather of 2 ints to the root. */
+    for (int i = 0; i < 2 * size; ++i) all[i] = -1;
+    CHECK_MPI(MPI_Igather(mine2, 2, MPI_INT, all, 2, MPI_INT, root, comm, &r));
+    CHECK_MPI(MPI_Wait(&r, MPI_STATUS_IGNORE));
+    for (int i = 0; rank == root && i < 2 * size; ++i) {
+      CHECK(all[i] == (i / 2) * 100 + i % 2, "Igather all[%d] = %d", i, all[i]);
+    }
+    /* In place at the root: its own block is already there. */
+    for (int i = 0; i < 2 * size; ++i)
+      all[i] = rank == root && i / 2 == root ? root * 100 + i % 2 : -1;
+    CHECK_MPI(MPI_Igather(rank == root ? MPI_IN_PLACE : mine2, 2, MPI_INT, all, 2, MPI_INT, root,
+                          comm, &r));
+    CHECK_MPI(MPI_Wait(&r, MPI_STATUS_IGNORE));
+    for (int i = 0; rank == root && i < 2 * size; ++i) {
+      CHECK(all[i] == (i / 2) * 100 + i % 2, "in-place Igather all[%d] = %d", i, all[i]);
+    }
+
+    /* Igatherv: rank i sends i + 1 ints. */
+    for (int i = 0; i < vtotal; ++i) all[i] = -1;
+    CHECK_MPI(MPI_Igatherv(own, rank + 1, MPI_INT, all, vcounts, vdispls, MPI_INT, root, comm, &r));
+    CHECK_MPI(MPI_Wait(&r, MPI_STATUS_IGNORE));
+    for (int i = 0; rank == root && i < size; ++i) {
+      for (int k = 0; k <= i; ++k) {
+        CHECK(all[vdispls[i] + k] == i * 100 + k, "Igatherv block %d[%d] = %d", i, k,
+              all[vdispls[i] + k]);
+      }
+    }
+
+    /* Iscatter and Iscatterv from rank 0: rank i gets its blocks. */
+    for (int i = 0; i < 2 * size; ++i) all[i] = (i / 2) * 100 + i % 2;
+    int two[2] = {-1, -1};
+    CHECK_MPI(MPI_Iscatter(all, 2, MPI_INT, two, 2, MPI_INT, 0, comm, &r));
+    CHECK_MPI(MPI_Wait(&r, MPI_STATUS_IGNORE));
+    CHECK(two[0] == rank * 100 && two[1] == rank * 100 + 1, "Iscatter got %d %d", two[0], two[1]);
+    for (int i = 0; i < size; ++i) {
+      for (int k = 0; k <= i; ++k) all[vdispls[i] + k] = i * 100 + k;
+    }
+    int got_v[64];
+    CHECK_MPI(MPI_Iscatterv(all, vcounts, vdispls, MPI_INT, got_v, rank + 1, MPI_INT, 0, comm, &r));
+    CHECK_MPI(MPI_Wait(&r, MPI_STATUS_IGNORE));
+    for (int k = 0; k <= rank; ++k) {
+      CHECK(got_v[k] == rank * 100 + k, "Iscatterv got[%d] = %d", k, got_v[k]);
+    }
+
+    /* Iallgatherv: everyone gets everyone's i + 1 ints. */
+    for (int i = 0; i < vtotal; ++i) all[i] = -1;
+    CHECK_MPI(MPI_Iallgatherv(own, rank + 1, MPI_INT, all, vcounts, vdispls, MPI_INT, comm, &r));
+    CHECK_MPI(MPI_Wait(&r, MPI_STATUS_IGNORE));
+    for (int i = 0; i < size; ++i) {
+      for (int k = 0; k <= i; ++k) {
+        CHECK(all[vdispls[i] + k] == i * 100 + k, "Iallgatherv block %d[%d] = %d", i, k,
+              all[vdispls[i] + k]);
+      }
+    }
+
+    /* Ialltoallv: rank r sends i + 1 ints (r * 100 + i) to rank i and gets rank + 1 from each. */
+    int* sendv = malloc(sizeof(int) * (size_t)vtotal);
+    int* recvv = malloc(sizeof(int) * (size_t)(size * (rank + 1)));
+    int rcnt[64], rdsp[64];
+    for (int i = 0; i < size; ++i) {
+      for (int k = 0; k <= i; ++k) sendv[vdispls[i] + k] = rank * 100 + i;
+      rcnt[i] = rank + 1;
+      rdsp[i] = i * (rank + 1);
+    }
+    CHECK_MPI(
+        MPI_Ialltoallv(sendv, vcounts, vdispls, MPI_INT, recvv, rcnt, rdsp, MPI_INT, comm, &r));
+    CHECK_MPI(MPI_Wait(&r, MPI_STATUS_IGNORE));
+    for (int i = 0; i < size; ++i) {
+      for (int k = 0; k <= rank; ++k) {
+        CHECK(recvv[rdsp[i] + k] == i * 100 + rank, "Ialltoallv from %d[%d] = %d", i, k,
+              recvv[rdsp[i] + k]);
+      }
+    }
+    free(sendv);
+    free(recvv);
+    free(all);
   }
 
   /* Names. */
