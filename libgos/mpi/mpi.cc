@@ -2144,7 +2144,88 @@ int StartGatheredReduce(const char* fn, const void* sendbuf, void* recvbuf, int 
 
 }  // namespace
 
+namespace {
+
+// MPI_Iscan and MPI_Iexscan (exclusive): each contribution goes to the ranks after it (and,
+// for the scan, to its own rank), which combine those of ranks 0..r (0..r-1) in rank order.
+// Rank 0's result of an exclusive scan is undefined: its recvbuf is left alone.
+int StartPrefixReduce(const char* fn, bool exclusive, const void* sendbuf, void* recvbuf, int count,
+                      MPI_Datatype dt, MPI_Op op, MPI_Comm comm, MPI_Request* request) {
+  GOS_MPI_COMM(c, comm, fn);
+  auto g = std::make_shared<Gathered>();
+  if (int e = PrepareGathered(fn, c, comm, count, dt, op, g.get())) return e;
+  const void* in = sendbuf == MPI_IN_PLACE ? recvbuf : sendbuf;
+  const int me = c->g.rank, last = exclusive ? me - 1 : me;
+  const size_t n = static_cast<size_t>(c->g.size);
+  std::vector<int> scounts(n, 0), sdispls(n, 0), rcounts(n, 0), rdispls(n, 0);
+  for (size_t i = 0; i < n; ++i) {
+    const int r = static_cast<int>(i);
+    if (exclusive ? r > me : r >= me) scounts[i] = count;
+    if (r <= last) rcounts[i] = count;
+    rdispls[i] = r * count;
+  }
+  return StartExchange(
+      fn, c, comm, in, scounts, sdispls, dt, g->At(0), rcounts, rdispls, dt, true,
+      [fn, comm, g, last, recvbuf] {
+        return last >= 0 ? Combine(fn, comm, *g, last, recvbuf) : MPI_SUCCESS;
+      },
+      request);
+}
+
+// MPI_Ireduce_scatter(_block): block i of every rank's vector goes to rank i (counts[i]
+// elements), which combines the blocks it got in rank order.
+int StartReduceScatter(const char* fn, const void* sendbuf, void* recvbuf, const int* counts,
+                       MPI_Datatype dt, MPI_Op op, MPI_Comm comm, MPI_Request* request) {
+  GOS_MPI_COMM(c, comm, fn);
+  if (counts == nullptr) return Fail(comm, fn, MPI_ERR_ARG);
+  const size_t n = static_cast<size_t>(c->g.size);
+  const int mine = counts[c->g.rank];
+  auto g = std::make_shared<Gathered>();
+  if (int e = PrepareGathered(fn, c, comm, mine, dt, op, g.get())) return e;
+  const void* in = sendbuf == MPI_IN_PLACE ? recvbuf : sendbuf;
+  std::vector<int> scounts(counts, counts + n), sdispls(n, 0), rcounts(n, mine), rdispls(n, 0);
+  for (size_t i = 0; i < n; ++i) {
+    if (counts[i] < 0) return Fail(comm, fn, MPI_ERR_COUNT);
+    if (i > 0) sdispls[i] = sdispls[i - 1] + counts[i - 1];
+    rdispls[i] = static_cast<int>(i) * mine;
+  }
+  const int last = c->g.size - 1;
+  return StartExchange(
+      fn, c, comm, in, scounts, sdispls, dt, g->At(0), rcounts, rdispls, dt, true,
+      [fn, comm, g, last, recvbuf] { return Combine(fn, comm, *g, last, recvbuf); }, request);
+}
+
+}  // namespace
+
 extern "C" {
+
+int MPI_Iscan(const void* sendbuf, void* recvbuf, int count, MPI_Datatype datatype, MPI_Op op,
+              MPI_Comm comm, MPI_Request* request) {
+  return StartPrefixReduce("MPI_Iscan", false, sendbuf, recvbuf, count, datatype, op, comm,
+                           request);
+}
+
+int MPI_Iexscan(const void* sendbuf, void* recvbuf, int count, MPI_Datatype datatype, MPI_Op op,
+                MPI_Comm comm, MPI_Request* request) {
+  return StartPrefixReduce("MPI_Iexscan", true, sendbuf, recvbuf, count, datatype, op, comm,
+                           request);
+}
+
+int MPI_Ireduce_scatter(const void* sendbuf, void* recvbuf, const int recvcounts[],
+                        MPI_Datatype datatype, MPI_Op op, MPI_Comm comm, MPI_Request* request) {
+  return StartReduceScatter("MPI_Ireduce_scatter", sendbuf, recvbuf, recvcounts, datatype, op, comm,
+                            request);
+}
+
+int MPI_Ireduce_scatter_block(const void* sendbuf, void* recvbuf, int recvcount,
+                              MPI_Datatype datatype, MPI_Op op, MPI_Comm comm,
+                              MPI_Request* request) {
+  int size = 0;
+  if (int e = MPI_Comm_size(comm, &size)) return e;
+  const std::vector<int> counts(static_cast<size_t>(size), recvcount);
+  return StartReduceScatter("MPI_Ireduce_scatter_block", sendbuf, recvbuf, counts.data(), datatype,
+                            op, comm, request);
+}
 
 int MPI_Iallreduce(const void* sendbuf, void* recvbuf, int count, MPI_Datatype datatype, MPI_Op op,
                    MPI_Comm comm, MPI_Request* request) {

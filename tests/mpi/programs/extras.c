@@ -3,7 +3,8 @@
  * exchange, MPI_Pack/MPI_Unpack/MPI_Pack_size with a vector type and a message of
  * MPI_PACKED, MPI_Type_create_subarray in C and Fortran order, communicator names,
  * MPI_Error_class, MPI_Get_library_version and MPI_Is_thread_main; MPI_Igather(v) (also in
- * place), MPI_Iscatter(v), MPI_Iallgatherv and MPI_Ialltoallv. */
+ * place), MPI_Iscatter(v), MPI_Iallgatherv, MPI_Ialltoallv, MPI_Iscan, MPI_Iexscan and
+ * MPI_Ireduce_scatter(_block). */
 #include "check.h"
 
 int main(int argc, char** argv) {
@@ -239,6 +240,32 @@ int main(int argc, char** argv) {
     free(sendv);
     free(recvv);
     free(all);
+
+    /* Iscan and Iexscan of rank + 1; Ireduce_scatter(_block) as the blocking ones above. */
+    int one_up = rank + 1, scan = -1, exscan = -7;
+    MPI_Request rs[2];
+    CHECK_MPI(MPI_Iscan(&one_up, &scan, 1, MPI_INT, MPI_SUM, comm, &rs[0]));
+    CHECK_MPI(MPI_Iexscan(&one_up, &exscan, 1, MPI_INT, MPI_SUM, comm, &rs[1]));
+    CHECK_MPI(MPI_Waitall(2, rs, MPI_STATUSES_IGNORE));
+    CHECK(scan == (rank + 1) * (rank + 2) / 2, "Iscan %d", scan);
+    CHECK(rank == 0 || exscan == rank * (rank + 1) / 2, "Iexscan %d", exscan);
+    int* vin = malloc(sizeof(int) * (size_t)vtotal);
+    int* vout = malloc(sizeof(int) * (size_t)vcounts[rank]);
+    for (int i = 0; i < vtotal; ++i) vin[i] = rank * 100 + i;
+    CHECK_MPI(MPI_Ireduce_scatter(vin, vout, vcounts, MPI_INT, MPI_SUM, comm, &r));
+    CHECK_MPI(MPI_Wait(&r, MPI_STATUS_IGNORE));
+    for (int j = 0; j < vcounts[rank]; ++j) {
+      const int want = 100 * size * (size - 1) / 2 + size * (vdispls[rank] + j);
+      CHECK(vout[j] == want, "Ireduce_scatter element %d: %d, want %d", j, vout[j], want);
+    }
+    int bin[128], bout[2];
+    for (int i = 0; i < 2 * size; ++i) bin[i] = rank + i;
+    CHECK_MPI(MPI_Ireduce_scatter_block(bin, bout, 2, MPI_INT, MPI_MAX, comm, &r));
+    CHECK_MPI(MPI_Wait(&r, MPI_STATUS_IGNORE));
+    CHECK(bout[0] == size - 1 + 2 * rank && bout[1] == size + 2 * rank,
+          "Ireduce_scatter_block %d %d", bout[0], bout[1]);
+    free(vin);
+    free(vout);
   }
 
   /* Names. */
