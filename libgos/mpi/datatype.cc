@@ -253,6 +253,62 @@ int CountOf(size_t bytes, const TypeNode& t, int undefined) {
   return static_cast<int>(bytes / t.size);
 }
 
+namespace {
+
+// Basic elements in one element of t.
+long BasicsIn(const TypeNode& t) {
+  switch (t.kind) {
+    case TypeNode::Kind::kBasic:
+      return 1;
+    case TypeNode::Kind::kVector:
+      return static_cast<long>(t.count) * t.blocklen * BasicsIn(*t.old);
+    case TypeNode::Kind::kBlocks: {
+      long n = 0;
+      for (const TypeBlock& b : t.blocks) n += b.blocklen * BasicsIn(*b.type);
+      return n;
+    }
+  }
+  return 0;
+}
+
+// Walks one element of t in packed order, taking whole basic elements out of *left bytes;
+// stops (false) at the first basic element that does not fit.
+bool TakeBasics(const TypeNode& t, size_t* left, long* n) {
+  auto take_many = [&](const TypeNode& inner, long count) {
+    // Whole copies of inner first, then the rest one by one.
+    const long whole = inner.size == 0 ? count : std::min<long>(count, *left / inner.size);
+    *left -= static_cast<size_t>(whole) * inner.size;
+    *n += whole * BasicsIn(inner);
+    return whole == count || TakeBasics(inner, left, n);
+  };
+  switch (t.kind) {
+    case TypeNode::Kind::kBasic:
+      if (*left < t.size) return false;
+      *left -= t.size;
+      ++*n;
+      return true;
+    case TypeNode::Kind::kVector:
+      return take_many(*t.old, static_cast<long>(t.count) * t.blocklen);
+    case TypeNode::Kind::kBlocks:
+      for (const TypeBlock& b : t.blocks) {
+        if (!take_many(*b.type, b.blocklen)) return false;
+      }
+      return true;
+  }
+  return false;
+}
+
+}  // namespace
+
+long ElementsOf(size_t bytes, const TypeNode& t, long undefined) {
+  if (t.size == 0) return 0;
+  long n = static_cast<long>(bytes / t.size) * BasicsIn(t);
+  size_t left = bytes % t.size;
+  if (left == 0) return n;
+  TakeBasics(t, &left, &n);
+  return left == 0 ? n : undefined;
+}
+
 // One table for gos and MPI: gos_reduce_local's (libgos/bcs/reduce.cc).
 bool OpValid(int op, int type) {
   if (op < 0 || op >= GOS_OP_COUNT || type < 0 || type >= GOS_TYPE_COUNT) return false;

@@ -81,6 +81,10 @@ void Unpack(const void* in, size_t bytes, size_t count, const TypeNode& t, void*
 // MPI_Get_count: elements in `bytes`, or `undefined` when `bytes` is not a whole number of
 // elements (a zero-size type counts 0).
 int CountOf(size_t bytes, const TypeNode& t, int undefined);
+// MPI_Get_elements: the basic elements in the first `bytes` bytes of a stream of elements of
+// t (whole ones, then those of a partial one in packed order), or `undefined` when the bytes
+// end inside a basic element.
+long ElementsOf(size_t bytes, const TypeNode& t, long undefined);
 
 // True when the reduction gos_op_t `op` applies to gos_type_t `type` under MPI's rules:
 // SUM, PROD, MIN, MAX on integers and floating point; LAND, LOR, LXOR on integers and C_BOOL;

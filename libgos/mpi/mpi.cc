@@ -1289,6 +1289,15 @@ int MPI_Get_count(const MPI_Status* status, MPI_Datatype datatype, int* count) {
   return MPI_SUCCESS;
 }
 
+int MPI_Get_elements(const MPI_Status* status, MPI_Datatype datatype, int* count) {
+  TypePtr t = FindType(datatype, /*for_transfer=*/false);
+  if (status == nullptr || t == nullptr || count == nullptr) {
+    return Fail(MPI_COMM_WORLD, "MPI_Get_elements", t == nullptr ? MPI_ERR_TYPE : MPI_ERR_ARG);
+  }
+  *count = static_cast<int>(gos::mpi::ElementsOf(status->gos_bytes, *t, MPI_UNDEFINED));
+  return MPI_SUCCESS;
+}
+
 static int Active_Wait(MPI_Request* request, MPI_Status* status) {
   if (request == nullptr) return Fail(MPI_COMM_WORLD, "MPI_Wait", MPI_ERR_REQUEST);
   if (*request == MPI_REQUEST_NULL) {

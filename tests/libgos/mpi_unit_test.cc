@@ -224,6 +224,26 @@ TEST(MpiDatatype, RejectsNegativeCounts) {
   EXPECT_EQ(MakeContiguous(2, nullptr), nullptr);
 }
 
+// MPI_Get_elements: basic elements in whole elements, then in a partial one, packed order.
+TEST(MpiDatatype, ElementsOfCountsBasicElementsOfPartialElements) {
+  // { double; char; int[2] }: 4 basic elements, 8 + 1 + 8 = 17 bytes of data.
+  auto s = MakeBlocks(
+      {{0, 1, BasicType(GOS_DOUBLE)}, {8, 1, BasicType(GOS_CHAR)}, {12, 2, BasicType(GOS_INT)}});
+  ASSERT_NE(s, nullptr);
+  ASSERT_EQ(s->size, 17u);
+  EXPECT_EQ(ElementsOf(0, *s, -1), 0);
+  EXPECT_EQ(ElementsOf(2 * 17, *s, -1), 8);
+  EXPECT_EQ(ElementsOf(17 + 8, *s, -1), 5);          // + the double
+  EXPECT_EQ(ElementsOf(17 + 8 + 1 + 4, *s, -1), 7);  // + double, char, one int
+  EXPECT_EQ(ElementsOf(17 + 3, *s, -1), -1);         // ends inside the double
+  // A vector of 3 blocks of 2 ints: 6 basic elements; 5 ints arrived.
+  auto v = MakeVector(3, 2, 4, BasicType(GOS_INT));
+  EXPECT_EQ(ElementsOf(5 * sizeof(int), *v, -1), 5);
+  EXPECT_EQ(ElementsOf(5 * sizeof(int) + 1, *v, -1), -1);
+  // A basic type: the same as the count.
+  EXPECT_EQ(ElementsOf(12 * sizeof(double), *BasicType(GOS_DOUBLE), -1), 12);
+}
+
 TEST(MpiDatatype, CountOf) {
   EXPECT_EQ(CountOf(12, *BasicType(GOS_INT), MPI_UNDEFINED), 3);
   EXPECT_EQ(CountOf(13, *BasicType(GOS_INT), MPI_UNDEFINED), MPI_UNDEFINED);

@@ -231,6 +231,8 @@ int MPI_Sendrecv(const void* sendbuf, int sendcount, MPI_Datatype sendtype, int 
 int MPI_Probe(int source, int tag, MPI_Comm comm, MPI_Status* status);
 int MPI_Iprobe(int source, int tag, MPI_Comm comm, int* flag, MPI_Status* status);
 int MPI_Get_count(const MPI_Status* status, MPI_Datatype datatype, int* count);
+/* Basic elements received (a derived type's partial element counts what arrived of it). */
+int MPI_Get_elements(const MPI_Status* status, MPI_Datatype datatype, int* count);
 /* Ready and buffered sends: MPI_Rsend is a plain send; MPI_Bsend copies the message and
  * returns (the attached buffer is kept but not needed). */
 int MPI_Rsend(const void* buf, int count, MPI_Datatype datatype, int dest, int tag, MPI_Comm comm);

@@ -1,7 +1,7 @@
 /* MPI calls beyond the issue's list that real programs use: MPI_Reduce_scatter (also in
  * place) and MPI_Reduce_scatter_block against a serial reference, MPI_Testsome over a ring
- * exchange, MPI_Pack/MPI_Unpack/MPI_Pack_size with a vector type and a message of
- * MPI_PACKED, MPI_Type_create_subarray in C and Fortran order, communicator names,
+ * exchange, MPI_Get_elements, MPI_Pack/MPI_Unpack/MPI_Pack_size with a vector type and a
+ * message of MPI_PACKED, MPI_Type_create_subarray in C and Fortran order, communicator names,
  * MPI_Error_class, MPI_Get_library_version and MPI_Is_thread_main; MPI_Igather(v) (also in
  * place), MPI_Iscatter(v), MPI_Iallgatherv, MPI_Ialltoallv, MPI_Iscan, MPI_Iexscan and
  * MPI_Ireduce_scatter(_block). */
@@ -110,6 +110,15 @@ int main(int argc, char** argv) {
     CHECK(dst[i] == want, "dst[%d] = %d, want %d", i, dst[i], want);
   }
   CHECK(d2 == 2.5 + left, "double %g, want %g", d2, 2.5 + left);
+  /* 5 ints into room for one vector (6 ints): no whole element, 5 basic ones. */
+  {
+    int five[5] = {1, 2, 3, 4, 5}, room[12];
+    CHECK_MPI(MPI_Sendrecv(five, 5, MPI_INT, right, 11, room, 1, vec, left, 11, comm, &st));
+    int whole = 0, elements = 0;
+    CHECK_MPI(MPI_Get_count(&st, vec, &whole));
+    CHECK_MPI(MPI_Get_elements(&st, vec, &elements));
+    CHECK(whole == MPI_UNDEFINED && elements == 5, "count %d, elements %d", whole, elements);
+  }
   /* Unpacking beyond the end is an error, not a read past it. */
   upos = n;
   CHECK(MPI_Unpack(arrived, n, &upos, dst, 1, vec, comm) != MPI_SUCCESS, "unpack past the end");
