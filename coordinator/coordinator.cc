@@ -19,6 +19,7 @@
 #include <algorithm>
 #include <atomic>
 #include <condition_variable>
+#include <cstdio>
 #include <cstring>
 #include <deque>
 #include <functional>
@@ -180,6 +181,7 @@ class CoordinatorImpl final : public Coordinator {
   void OnClientFrame(const std::shared_ptr<Client>& c, os::FrameIn& f, After& after);
   void OnAgentFrame(const std::shared_ptr<Agent>& a, os::FrameIn& f, After& after);
   void DropConnection(int fd, const std::string& why, After& after);
+  void AcceptTcpClient(int fd, const std::shared_ptr<Agent>& a, os::FrameIn& f, After& after);
   void Submit(const std::shared_ptr<Client>& c, os::FrameIn& f, After& after);
   void SignalJob(uint64_t id, int sig, const os::PeerCreds& who, const std::shared_ptr<Channel>& ch,
                  bool reply, After& after);
@@ -479,19 +481,51 @@ void CoordinatorImpl::OnReadable(int fd) {
       auto a = at->second;
       Status s = a->ch->ReadAvailable(&frames);
       for (auto& f : frames) {
+        if (auto ct = clients_.find(fd); ct != clients_.end()) {
+          OnClientFrame(ct->second, f, after);  // a TCP client, after its hello
+          continue;
+        }
         if (!agents_.count(fd)) break;
+        if (a->node == 0 && f.type == Frame::kClientHello) {
+          AcceptTcpClient(fd, a, f, after);
+          continue;
+        }
         OnAgentFrame(a, f, after);
       }
       if (!s.ok()) {
         if (s.code() == StatusCode::kPermissionDenied) {
           GOS_LOG(kWarn, "coordinator")
-              << "refusing nodeagent connection from " << a->peer << ": " << s.message();
+              << "refusing a connection from " << a->peer << ": " << s.message();
         }
         DropConnection(fd, s.message(), after);
       }
     }
   }
   for (auto& fn : after) fn();
+}
+
+// A connection on the nodeagent port whose first frame is a client's hello: it proved it holds
+// the cluster key (the channel's MACs), so it acts for the user it names.
+void CoordinatorImpl::AcceptTcpClient(int fd, const std::shared_ptr<Agent>& a, os::FrameIn& f,
+                                      After& after) {
+  auto text = os::DecodeText(f.payload);
+  long long uid = -1, gid = -1, pid = 0;
+  if (!text.ok() || std::sscanf(text->c_str(), "%lld %lld %lld", &uid, &gid, &pid) != 3 ||
+      uid < 0 || gid < 0) {
+    GOS_LOG(kWarn, "coordinator") << "malformed client hello from " << a->peer;
+    return;
+  }
+  auto c = std::make_shared<Client>();
+  c->ch = a->ch;
+  c->creds.uid = static_cast<uid_t>(uid);
+  c->creds.gid = static_cast<gid_t>(gid);
+  c->creds.pid = static_cast<pid_t>(pid);
+  agents_.erase(fd);
+  clients_[fd] = c;
+  GOS_LOG(kInfo, "coordinator") << "client from " << a->peer << " over TCP, uid " << uid << " (pid "
+                                << pid << " there)";
+  auto ch = c->ch;
+  after.push_back([ch] { ch->Send(Frame::kOk, os::EncodeText("hello")).IgnoreError(); });
 }
 
 void CoordinatorImpl::DropConnection(int fd, const std::string& why, After& after) {

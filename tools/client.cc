@@ -12,6 +12,7 @@
 #include <filesystem>
 #include <thread>
 
+#include "gos/os/auth.h"
 #include "gos/os/messages.h"
 #include "tools/netns.h"
 
@@ -73,15 +74,48 @@ std::string FindCoordinator() {
   return sock;
 }
 
+std::string ClientKeyFile() {
+  if (const char* k = getenv("GOS_KEY_FILE"); k && *k) return k;
+  return StateDir() + "/cluster.key";
+}
+
 StatusOr<std::unique_ptr<os::Channel>> ConnectCoordinator(const std::string& address) {
-  if (!os::IsUnixAddress(address)) {
-    return UnimplementedError("GOS_COORDINATOR=" + address +
-                              ": clients reach the coordinator over its unix socket; TCP "
-                              "clients are not supported yet");
+  const auto deadline = SteadyClock::now() + std::chrono::seconds(10);
+  if (os::IsUnixAddress(address)) {
+    GOS_ASSIGN_OR_RETURN(int fd, os::ConnectAddress(address, deadline));
+    return std::make_unique<os::Channel>(fd, std::vector<uint8_t>{}, false);
   }
-  GOS_ASSIGN_OR_RETURN(int fd,
-                       os::ConnectAddress(address, SteadyClock::now() + std::chrono::seconds(10)));
-  return std::make_unique<os::Channel>(fd, std::vector<uint8_t>{}, false);
+  // Over TCP the coordinator cannot see who connects: the client proves it holds the cluster
+  // key (the channel's MACs) and says whom it acts for.
+  const std::string key_file = ClientKeyFile();
+  auto key = os::LoadClusterKey(key_file);
+  if (!key.ok()) {
+    return PermissionDeniedError("GOS_COORDINATOR=" + address +
+                                 ": a client over TCP needs the cluster key (GOS_KEY_FILE, "
+                                 "else " +
+                                 key_file + ", readable by root only): " + key.status().message());
+  }
+  GOS_ASSIGN_OR_RETURN(int fd, os::ConnectAddress(address, deadline));
+  auto ch = std::make_unique<os::Channel>(fd, std::move(*key), false);
+  const std::string hello = std::to_string(::getuid()) + " " + std::to_string(::getgid()) + " " +
+                            std::to_string(::getpid());
+  GOS_RETURN_IF_ERROR(ch->Send(os::Frame::kClientHello, os::EncodeText(hello)));
+  // The coordinator closes a channel whose MACs do not check out.
+  auto ok = ch->Receive(deadline);
+  if (!ok.ok() || ok->type != os::Frame::kOk) {
+    return PermissionDeniedError("the coordinator at " + address + " refused us (" +
+                                 (ok.ok() ? "unexpected answer" : ok.status().message()) +
+                                 "): not its cluster key? (" + key_file + ")");
+  }
+  return ch;
+}
+
+std::string SubmitRefusal(const std::string& address) {
+  if (os::IsUnixAddress(address)) return "";
+  return "GOS_COORDINATOR=" + address +
+         ": jobs are submitted over the coordinator's unix socket (the executable goes along "
+         "as a file descriptor); submit on the coordinator's host. Over TCP, gos-ps, gos-kill, "
+         "gos-ckpt, gos-restart and gos-store work";
 }
 
 StatusOr<std::unique_ptr<LocalCluster>> LocalCluster::Start(const LocalClusterOptions& o) {

@@ -25,8 +25,17 @@ std::string BinDir();
 // coordinator answers there, else "" (none running).
 std::string FindCoordinator();
 
-// Connects to a coordinator's client socket.
+// The cluster key a TCP client uses: $GOS_KEY_FILE, else <state dir>/cluster.key.
+std::string ClientKeyFile();
+
+// Connects to a coordinator: its unix socket (the peer credentials say who we are), or
+// "host:port", its nodeagent port, with the cluster key (ClientKeyFile) and a hello naming
+// our uid and gid.
 StatusOr<std::unique_ptr<os::Channel>> ConnectCoordinator(const std::string& address);
+
+// "" if jobs can be submitted to the coordinator at `address`, else why not (a submission
+// passes the executable as a file descriptor, which only the unix socket carries).
+std::string SubmitRefusal(const std::string& address);
 
 struct LocalClusterOptions {
   uint32_t nodes = 1;

@@ -287,6 +287,11 @@ int Main(int argc, char** argv) {
   req->stop_at = stop_at;
   req->record = false;
   req->from_epoch = from_epoch;
+  if (std::string why = SubmitRefusal(address); !why.empty()) {
+    std::fprintf(stderr, "gos-replay: %s\n", why.c_str());
+    ch->reset();
+    return finish(1);
+  }
   std::vector<int> fds;
   for (const std::string& path : req->paths) {
     int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);

@@ -224,6 +224,10 @@ int Main(int argc, char** argv) {
     return 1;
   }
   const std::string address = *found;
+  if (std::string why = SubmitRefusal(address); !why.empty()) {
+    std::fprintf(stderr, "gos-run: %s\n", why.c_str());
+    return 1;
+  }
   if (!cluster && (!timeslice.empty() || !mpl.empty())) {
     std::fprintf(stderr,
                  "gos-run: note: --timeslice/--mpl only apply to a local cluster that "

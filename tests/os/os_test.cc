@@ -1039,6 +1039,53 @@ TEST_F(OsTest, AnotherUsersKillIsRefused) {
   EXPECT_NE(run->Err().find("killed"), std::string::npos) << run->Describe();
 }
 
+// Clients over TCP (GOS_COORDINATOR=host:port, the nodeagents' port): with the cluster key
+// they see and control jobs as over the unix socket, acting for the user they are; with
+// another cluster's key, or none (user nobody cannot read root's), they are refused; and a
+// job can only be submitted over the unix socket (its executable goes as a passed fd).
+TEST_F(OsTest, TcpClientsNeedTheClusterKey) {
+  auto run = Start({Bin("gos-run"), "-n", "2", "-l", RankHelper(), "sleep", "0"});
+  ASSERT_TRUE(run->WaitForOutput("0: ready", 30s) && run->WaitForOutput("1: ready", 10s))
+      << run->Describe() << Logs();
+  const std::string address = Trim(ReadFile(state_ + "/coordinator.addr"));
+  ASSERT_NE(address.find(':'), std::string::npos) << address;
+  const std::string tcp = "GOS_COORDINATOR=" + address;
+  auto ps = Ps(socket());
+  ASSERT_TRUE(ps.ok()) << ps.status().ToString();
+  ASSERT_EQ(ps->jobs.size(), 1u) << DescribePs(ps);
+  const std::string job = std::to_string(ps->jobs[0].id);
+
+  auto listed = Run({Bin("gos-ps")}, {tcp}, 30s);
+  EXPECT_EQ(listed->ExitCode(), 0) << listed->Describe();
+  EXPECT_NE(listed->Out().find("running"), std::string::npos) << listed->Describe();
+
+  auto submit = Run({Bin("gos-run"), "-n", "1", Hello()}, {tcp}, 30s);
+  EXPECT_EQ(submit->ExitCode(), 1) << submit->Describe();
+  EXPECT_NE(submit->Err().find("unix socket"), std::string::npos) << submit->Describe();
+
+  const std::string other = state_ + "/other.key";
+  ASSERT_TRUE(std::ofstream(other) << std::string(64, 'a') << "\n");
+  ASSERT_EQ(::chmod(other.c_str(), 0600), 0);
+  auto wrong = Run({Bin("gos-ps")}, {tcp, "GOS_KEY_FILE=" + other}, 30s);
+  EXPECT_EQ(wrong->ExitCode(), 1) << wrong->Describe();
+  EXPECT_NE(wrong->Err().find("refused"), std::string::npos) << wrong->Describe();
+
+  Outcome nobody = RunAs(kNobody, kNobody, {Bin("gos-kill"), job},
+                         {"GOS_STATE_DIR=" + state_, tcp, "PATH=/usr/bin:/bin"}, 20s);
+  if (WIFEXITED(nobody.status) && WEXITSTATUS(nobody.status) == 127) {
+    GTEST_SKIP() << "user nobody cannot execute " << Bin("gos-kill") << ": " << nobody.output;
+  }
+  EXPECT_TRUE(WIFEXITED(nobody.status) && WEXITSTATUS(nobody.status) != 0)
+      << DescribeWaitStatus(nobody.status) << ": " << nobody.output;
+  EXPECT_NE(nobody.output.find("cluster key"), std::string::npos) << nobody.output;
+  EXPECT_TRUE(run->Running()) << run->Describe();
+
+  auto kill = Run({Bin("gos-kill"), job}, {tcp}, 30s);
+  EXPECT_EQ(kill->ExitCode(), 0) << kill->Describe();
+  ASSERT_TRUE(run->Wait(20s)) << run->Describe() << Logs();
+  EXPECT_EQ(run->ExitCode(), 137) << run->Describe();
+}
+
 // ---- 9. The cluster key
 // --------------------------------------------------------------------------
 

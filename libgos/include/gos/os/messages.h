@@ -158,6 +158,10 @@ enum class Frame : uint16_t {
   kReplayInfo = 10,    // u64 job: kReplayInfoReply (a SubmitRequest that reruns it) or kError
   kReplayInfoReply = 28,
   kReplayLog = 11,  // u64 job: its log as kReplayData frames (ReplaySegment), then kOk
+  // A client over TCP (GOS_COORDINATOR=host:port), on a channel authenticated with the cluster
+  // key: its first frame, text "UID GID PID", who it acts for (a unix-socket client's are
+  // its peer credentials). Only a holder of the key can send it. Answered with kOk.
+  kClientHello = 12,
 };
 
 struct SubmitFile {
