@@ -33,6 +33,7 @@
 #include "coordinator/ps.h"
 #include "coordinator/store_ops.h"
 #include "gos/eventfd.h"
+#include "gos/fd.h"
 #include "gos/log.h"
 #include "gos/os/auth.h"
 #include "gos/os/channel.h"
@@ -92,6 +93,8 @@ struct Client {
   std::shared_ptr<Channel> ch;
   os::PeerCreds creds;
   uint64_t job = 0;  // the job this client submitted and follows
+  bool tcp = false;  // over the nodeagent port (kClientHello): files come as kUpload
+  std::vector<std::string> uploads;  // by file index: where its kUpload pieces went
 };
 
 struct Agent {
@@ -182,6 +185,8 @@ class CoordinatorImpl final : public Coordinator {
   void OnAgentFrame(const std::shared_ptr<Agent>& a, os::FrameIn& f, After& after);
   void DropConnection(int fd, const std::string& why, After& after);
   void AcceptTcpClient(int fd, const std::shared_ptr<Agent>& a, os::FrameIn& f, After& after);
+  Status OnUpload(const std::shared_ptr<Client>& c, const os::FrameIn& f);
+  std::vector<int> OpenUploads(const std::shared_ptr<Client>& c, size_t n);
   void Submit(const std::shared_ptr<Client>& c, os::FrameIn& f, After& after);
   void SignalJob(uint64_t id, int sig, const os::PeerCreds& who, const std::shared_ptr<Channel>& ch,
                  bool reply, After& after);
@@ -504,6 +509,53 @@ void CoordinatorImpl::OnReadable(int fd) {
   for (auto& fn : after) fn();
 }
 
+// A TCP client's piece of a file to submit: appended to <data dir>/uploads/c<fd>-<index>
+// (only the client's own connection writes there; removed once submitted or dropped).
+Status CoordinatorImpl::OnUpload(const std::shared_ptr<Client>& c, const os::FrameIn& f) {
+  constexpr uint64_t kMaxUploadBytes = 4ull << 30;
+  auto piece = os::DecodeJobBytes(f.payload);
+  if (!piece.ok()) return piece.status();
+  const size_t index = static_cast<size_t>(piece->first >> 48);
+  const uint64_t offset = piece->first & ((1ull << 48) - 1);
+  if (index >= 64 || offset + piece->second.size() > kMaxUploadBytes) {
+    return InvalidArgumentError("upload beyond 64 files or 4 GiB");
+  }
+  if (c->uploads.size() <= index) c->uploads.resize(index + 1);
+  std::string& path = c->uploads[index];
+  if (path.empty()) {
+    const std::string dir = o_.data_dir + "/uploads";
+    ::mkdir(dir.c_str(), 0700);
+    path = dir + "/c" + std::to_string(c->ch->fd()) + "-" + std::to_string(index);
+  }
+  Fd fd(::open(path.c_str(), O_WRONLY | O_CREAT | O_CLOEXEC | (offset == 0 ? O_TRUNC : 0), 0600));
+  if (fd.get() < 0) return ErrnoError(errno, "upload to " + path);
+  const std::string& bytes = piece->second;
+  for (size_t done = 0; done < bytes.size();) {
+    ssize_t n = ::pwrite(fd.get(), bytes.data() + done, bytes.size() - done,
+                         static_cast<off_t>(offset + done));
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return ErrnoError(n < 0 ? errno : EIO, "upload to " + path);
+    done += static_cast<size_t>(n);
+  }
+  return OkStatus();
+}
+
+// A TCP client's uploaded files 0..n-1, open for reading and already unlinked: they stand for
+// the descriptors a local client passes. Fewer than n if some is missing.
+std::vector<int> CoordinatorImpl::OpenUploads(const std::shared_ptr<Client>& c, size_t n) {
+  std::vector<int> fds;
+  for (size_t i = 0; i < n && i < c->uploads.size(); ++i) {
+    int fd = c->uploads[i].empty() ? -1 : ::open(c->uploads[i].c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd < 0) break;
+    fds.push_back(fd);
+  }
+  for (const std::string& path : c->uploads) {
+    if (!path.empty()) ::unlink(path.c_str());
+  }
+  c->uploads.clear();
+  return fds;
+}
+
 // A connection on the nodeagent port whose first frame is a client's hello: it proved it holds
 // the cluster key (the channel's MACs), so it acts for the user it names.
 void CoordinatorImpl::AcceptTcpClient(int fd, const std::shared_ptr<Agent>& a, os::FrameIn& f,
@@ -520,6 +572,7 @@ void CoordinatorImpl::AcceptTcpClient(int fd, const std::shared_ptr<Agent>& a, o
   c->creds.uid = static_cast<uid_t>(uid);
   c->creds.gid = static_cast<gid_t>(gid);
   c->creds.pid = static_cast<pid_t>(pid);
+  c->tcp = true;
   agents_.erase(fd);
   clients_[fd] = c;
   GOS_LOG(kInfo, "coordinator") << "client from " << a->peer << " over TCP, uid " << uid << " (pid "
@@ -533,6 +586,9 @@ void CoordinatorImpl::DropConnection(int fd, const std::string& why, After& afte
   if (auto it = clients_.find(fd); it != clients_.end()) {
     auto c = it->second;
     clients_.erase(it);
+    for (const std::string& path : c->uploads) {
+      if (!path.empty()) ::unlink(path.c_str());
+    }
     std::erase_if(deferred_, [&](const auto& d) { return d.first == c; });
     // Like srun: a job whose gos-run goes away is killed.
     auto jt = jobs_.find(c->job);
@@ -567,6 +623,12 @@ void CoordinatorImpl::OnClientFrame(const std::shared_ptr<Client>& c, os::FrameI
     after.push_back([ch, msg] { ch->Send(Frame::kError, os::EncodeText(msg)).IgnoreError(); });
   };
   switch (f.type) {
+    case Frame::kUpload: {
+      if (!c->tcp) return reply_error("uploads are for clients over TCP; pass the file instead");
+      Status st = OnUpload(c, f);
+      if (!st.ok()) return reply_error(st.message());
+      return;
+    }
     case Frame::kSubmit:
       if (!formed_) {
         ever_had_job_ = true;
@@ -664,15 +726,16 @@ void CoordinatorImpl::Submit(const std::shared_ptr<Client>& c, os::FrameIn& f, A
   };
   auto req = os::DecodeSubmit(f.payload);
   if (!req.ok()) return fail(req.status().message());
-  std::vector<int> fds = c->ch->TakeFds(req->files.size());
+  std::vector<int> fds =
+      c->tcp ? OpenUploads(c, req->files.size()) : c->ch->TakeFds(req->files.size());
   auto close_fds = [&] {
     for (int fd : fds) ::close(fd);
   };
   if (req->files.empty() || fds.size() != req->files.size()) {
     close_fds();
-    return fail(
-        "the submit request must pass the executable (and staged files) as file "
-        "descriptors over the local socket");
+    return fail(c->tcp ? "the submit request must follow an upload of each of its files"
+                       : "the submit request must pass the executable (and staged files) as "
+                         "file descriptors over the local socket");
   }
   if (c->job != 0) {
     close_fds();

@@ -110,12 +110,26 @@ StatusOr<std::unique_ptr<os::Channel>> ConnectCoordinator(const std::string& add
   return ch;
 }
 
-std::string SubmitRefusal(const std::string& address) {
-  if (os::IsUnixAddress(address)) return "";
-  return "GOS_COORDINATOR=" + address +
-         ": jobs are submitted over the coordinator's unix socket (the executable goes along "
-         "as a file descriptor); submit on the coordinator's host. Over TCP, gos-ps, gos-kill, "
-         "gos-ckpt, gos-restart and gos-store work";
+Status SendSubmit(os::Channel& ch, const std::string& address, const os::SubmitRequest& req,
+                  const std::vector<int>& fds) {
+  if (os::IsUnixAddress(address)) return ch.Send(os::Frame::kSubmit, os::Encode(req), fds);
+  constexpr size_t kPiece = 1u << 20;
+  std::string piece(kPiece, '\0');
+  for (size_t i = 0; i < fds.size(); ++i) {
+    for (uint64_t offset = 0;;) {
+      ssize_t n = ::pread(fds[i], piece.data(), kPiece, static_cast<off_t>(offset));
+      if (n < 0 && errno == EINTR) continue;
+      if (n < 0) return ErrnoError(errno, "read " + req.files[i].name + " to upload it");
+      // An empty file still sends one (empty) piece, so that the coordinator has it.
+      if (n == 0 && offset > 0) break;
+      GOS_RETURN_IF_ERROR(
+          ch.Send(os::Frame::kUpload, os::EncodeJobBytes(static_cast<uint64_t>(i) << 48 | offset,
+                                                         piece.substr(0, static_cast<size_t>(n)))));
+      offset += static_cast<uint64_t>(n);
+      if (n == 0) break;
+    }
+  }
+  return ch.Send(os::Frame::kSubmit, os::Encode(req));
 }
 
 StatusOr<std::unique_ptr<LocalCluster>> LocalCluster::Start(const LocalClusterOptions& o) {

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "gos/os/channel.h"
+#include "gos/os/messages.h"
 #include "gos/status.h"
 
 namespace gos::tools {
@@ -33,9 +34,10 @@ std::string ClientKeyFile();
 // our uid and gid.
 StatusOr<std::unique_ptr<os::Channel>> ConnectCoordinator(const std::string& address);
 
-// "" if jobs can be submitted to the coordinator at `address`, else why not (a submission
-// passes the executable as a file descriptor, which only the unix socket carries).
-std::string SubmitRefusal(const std::string& address);
+// Sends a job: over the unix socket the files go as the passed descriptors `fds`; over TCP
+// (`address` host:port) their contents are uploaded first (kUpload), 1 MiB at a time.
+Status SendSubmit(os::Channel& ch, const std::string& address, const os::SubmitRequest& req,
+                  const std::vector<int>& fds);
 
 struct LocalClusterOptions {
   uint32_t nodes = 1;

@@ -287,11 +287,6 @@ int Main(int argc, char** argv) {
   req->stop_at = stop_at;
   req->record = false;
   req->from_epoch = from_epoch;
-  if (std::string why = SubmitRefusal(address); !why.empty()) {
-    std::fprintf(stderr, "gos-replay: %s\n", why.c_str());
-    ch->reset();
-    return finish(1);
-  }
   std::vector<int> fds;
   for (const std::string& path : req->paths) {
     int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
@@ -308,7 +303,7 @@ int Main(int argc, char** argv) {
                           static_cast<uint64_t>(st.st_size)});
     fds.push_back(fd);
   }
-  s = (*ch)->Send(os::Frame::kSubmit, os::Encode(*req), fds);
+  s = SendSubmit(**ch, address, *req, fds);
   for (int fd : fds) ::close(fd);
   if (!s.ok()) {
     std::fprintf(stderr, "gos-replay: submit failed: %s\n", s.message().c_str());

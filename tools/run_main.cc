@@ -224,10 +224,6 @@ int Main(int argc, char** argv) {
     return 1;
   }
   const std::string address = *found;
-  if (std::string why = SubmitRefusal(address); !why.empty()) {
-    std::fprintf(stderr, "gos-run: %s\n", why.c_str());
-    return 1;
-  }
   if (!cluster && (!timeslice.empty() || !mpl.empty())) {
     std::fprintf(stderr,
                  "gos-run: note: --timeslice/--mpl only apply to a local cluster that "
@@ -240,7 +236,7 @@ int Main(int argc, char** argv) {
                  ch.status().message().c_str());
     return 1;
   }
-  Status s = (*ch)->Send(os::Frame::kSubmit, os::Encode(req), fds);
+  Status s = SendSubmit(**ch, address, req, fds);
   for (int fd : fds) ::close(fd);
   if (!s.ok()) {
     std::fprintf(stderr, "gos-run: submit failed: %s\n", s.message().c_str());

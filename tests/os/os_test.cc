@@ -1040,9 +1040,9 @@ TEST_F(OsTest, AnotherUsersKillIsRefused) {
 }
 
 // Clients over TCP (GOS_COORDINATOR=host:port, the nodeagents' port): with the cluster key
-// they see and control jobs as over the unix socket, acting for the user they are; with
-// another cluster's key, or none (user nobody cannot read root's), they are refused; and a
-// job can only be submitted over the unix socket (its executable goes as a passed fd).
+// they submit (the executable uploaded), see and control jobs as over the unix socket,
+// acting for the user they are; with another cluster's key, or none (user nobody cannot read
+// root's), they are refused.
 TEST_F(OsTest, TcpClientsNeedTheClusterKey) {
   auto run = Start({Bin("gos-run"), "-n", "2", "-l", RankHelper(), "sleep", "0"});
   ASSERT_TRUE(run->WaitForOutput("0: ready", 30s) && run->WaitForOutput("1: ready", 10s))
@@ -1059,9 +1059,14 @@ TEST_F(OsTest, TcpClientsNeedTheClusterKey) {
   EXPECT_EQ(listed->ExitCode(), 0) << listed->Describe();
   EXPECT_NE(listed->Out().find("running"), std::string::npos) << listed->Describe();
 
-  auto submit = Run({Bin("gos-run"), "-n", "1", Hello()}, {tcp}, 30s);
-  EXPECT_EQ(submit->ExitCode(), 1) << submit->Describe();
-  EXPECT_NE(submit->Err().find("unix socket"), std::string::npos) << submit->Describe();
+  // A job submitted over TCP: the executable is uploaded, the output streams back.
+  auto submit = Run({Bin("gos-run"), "-n", "2", "-l", Hello()}, {tcp}, 60s);
+  EXPECT_EQ(submit->ExitCode(), 0) << submit->Describe() << Logs();
+  std::string problems;
+  EXPECT_EQ(ParseHello(submit->Out(), 2, &problems).size(), 2u) << problems << submit->Describe();
+  EXPECT_EQ(problems, "") << submit->Describe();
+  EXPECT_FALSE(IsDir(state_ + "/uploads") && !std::filesystem::is_empty(state_ + "/uploads"))
+      << "uploads left behind";
 
   const std::string other = state_ + "/other.key";
   ASSERT_TRUE(std::ofstream(other) << std::string(64, 'a') << "\n");

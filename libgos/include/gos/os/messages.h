@@ -162,6 +162,10 @@ enum class Frame : uint16_t {
   // key: its first frame, text "UID GID PID", who it acts for (a unix-socket client's are
   // its peer credentials). Only a holder of the key can send it. Answered with kOk.
   kClientHello = 12,
+  // A TCP client's file to submit (it cannot pass descriptors), before its kSubmit: JobBytes
+  // with (file index << 48 | byte offset) for the job field and a piece of the file, in
+  // order, at most 1 MiB each. The submit's files are then these, by index.
+  kUpload = 13,
 };
 
 struct SubmitFile {
