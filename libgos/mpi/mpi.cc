@@ -117,7 +117,10 @@ struct State {
   std::vector<int> free_reqs;
   int detached = 0;  // requests freed by the program that are still in flight
   std::map<MPI_Comm, std::string> comm_names;  // MPI_Comm_set_name's; erased at MPI_Comm_free
-  std::thread::id main_thread;                 // the thread that called MPI_Init
+  // MPI_Info objects: index + 1 = MPI_Info (0 = MPI_INFO_NULL); nullopt = freed. Keys in the
+  // order they were first set (MPI_Info_get_nthkey).
+  std::vector<std::optional<std::vector<std::pair<std::string, std::string>>>> infos;
+  std::thread::id main_thread;  // the thread that called MPI_Init
 };
 
 State& S() {
@@ -2826,6 +2829,169 @@ int MPI_Type_create_subarray(int ndims, const int array_of_sizes[], const int ar
   const int e = MPI_Type_create_resized(placed, lb, stride, newtype);
   MPI_Type_free(&placed);
   return e;
+}
+
+// ---- MPI_Info: key/value hints. gos acts on none of them; they are kept and returned.
+
+}  // extern "C"
+
+namespace {
+
+using InfoPairs = std::vector<std::pair<std::string, std::string>>;
+
+InfoPairs* FindInfo(MPI_Info info) {
+  auto& infos = S().infos;
+  if (info < 1 || static_cast<size_t>(info) > infos.size()) return nullptr;
+  auto& slot = infos[static_cast<size_t>(info - 1)];
+  return slot ? &*slot : nullptr;
+}
+
+MPI_Info NewInfo(InfoPairs pairs) {
+  S().infos.emplace_back(std::move(pairs));
+  return static_cast<MPI_Info>(S().infos.size());
+}
+
+// The pairs of `info` when it is a live info object and the call's other arguments are valid
+// (`args_ok`); else nullptr, with *err the error applied (MPI_ERR_ARG).
+InfoPairs* InfoArgs(const char* fn, MPI_Info info, bool args_ok, int* err) {
+  InfoPairs* pairs = args_ok ? FindInfo(info) : nullptr;
+  if (pairs == nullptr) *err = Fail(MPI_COMM_WORLD, fn, MPI_ERR_ARG);
+  return pairs;
+}
+
+// The value of key, or nullptr.
+std::string* InfoValue(InfoPairs& pairs, const char* key) {
+  for (auto& [k, v] : pairs) {
+    if (k == key) return &v;
+  }
+  return nullptr;
+}
+
+}  // namespace
+
+extern "C" {
+
+int MPI_Info_create(MPI_Info* info) {
+  if (info == nullptr) return Fail(MPI_COMM_WORLD, "MPI_Info_create", MPI_ERR_ARG);
+  *info = NewInfo({});
+  return MPI_SUCCESS;
+}
+
+int MPI_Info_set(MPI_Info info, const char* key, const char* value) {
+  int err = MPI_SUCCESS;
+  InfoPairs* pairs =
+      InfoArgs("MPI_Info_set", info,
+               key != nullptr && value != nullptr && *key != '\0' &&
+                   std::strlen(key) < MPI_MAX_INFO_KEY && std::strlen(value) < MPI_MAX_INFO_VAL,
+               &err);
+  if (pairs == nullptr) return err;
+  if (std::string* v = InfoValue(*pairs, key)) {
+    *v = value;
+  } else {
+    pairs->emplace_back(key, value);
+  }
+  return MPI_SUCCESS;
+}
+
+int MPI_Info_get(MPI_Info info, const char* key, int valuelen, char* value, int* flag) {
+  int err = MPI_SUCCESS;
+  InfoPairs* pairs =
+      InfoArgs("MPI_Info_get", info,
+               key != nullptr && value != nullptr && flag != nullptr && valuelen >= 0, &err);
+  if (pairs == nullptr) return err;
+  const std::string* v = InfoValue(*pairs, key);
+  *flag = v != nullptr;
+  // At most valuelen characters, and the terminating NUL (value has valuelen + 1 bytes).
+  if (v != nullptr) std::snprintf(value, static_cast<size_t>(valuelen) + 1, "%s", v->c_str());
+  return MPI_SUCCESS;
+}
+
+int MPI_Info_get_valuelen(MPI_Info info, const char* key, int* valuelen, int* flag) {
+  int err = MPI_SUCCESS;
+  InfoPairs* pairs = InfoArgs("MPI_Info_get_valuelen", info,
+                              key != nullptr && valuelen != nullptr && flag != nullptr, &err);
+  if (pairs == nullptr) return err;
+  const std::string* v = InfoValue(*pairs, key);
+  *flag = v != nullptr;
+  if (v != nullptr) *valuelen = static_cast<int>(v->size());
+  return MPI_SUCCESS;
+}
+
+int MPI_Info_delete(MPI_Info info, const char* key) {
+  int err = MPI_SUCCESS;
+  InfoPairs* pairs = InfoArgs("MPI_Info_delete", info, key != nullptr, &err);
+  if (pairs == nullptr) return err;
+  if (std::erase_if(*pairs, [&](const auto& kv) { return kv.first == key; }) == 0) {
+    return Fail(MPI_COMM_WORLD, "MPI_Info_delete", MPI_ERR_ARG);  // no such key
+  }
+  return MPI_SUCCESS;
+}
+
+int MPI_Info_get_nkeys(MPI_Info info, int* nkeys) {
+  int err = MPI_SUCCESS;
+  InfoPairs* pairs = InfoArgs("MPI_Info_get_nkeys", info, nkeys != nullptr, &err);
+  if (pairs == nullptr) return err;
+  *nkeys = static_cast<int>(pairs->size());
+  return MPI_SUCCESS;
+}
+
+int MPI_Info_get_nthkey(MPI_Info info, int n, char* key) {
+  int err = MPI_SUCCESS;
+  InfoPairs* pairs = InfoArgs("MPI_Info_get_nthkey", info, key != nullptr && n >= 0, &err);
+  if (pairs == nullptr) return err;
+  if (static_cast<size_t>(n) >= pairs->size()) {
+    return Fail(MPI_COMM_WORLD, "MPI_Info_get_nthkey", MPI_ERR_ARG);
+  }
+  std::snprintf(key, MPI_MAX_INFO_KEY, "%s", (*pairs)[static_cast<size_t>(n)].first.c_str());
+  return MPI_SUCCESS;
+}
+
+int MPI_Info_dup(MPI_Info info, MPI_Info* newinfo) {
+  int err = MPI_SUCCESS;
+  InfoPairs* pairs = InfoArgs("MPI_Info_dup", info, newinfo != nullptr, &err);
+  if (pairs == nullptr) return err;
+  *newinfo = NewInfo(*pairs);
+  return MPI_SUCCESS;
+}
+
+int MPI_Info_free(MPI_Info* info) {
+  if (info == nullptr || FindInfo(*info) == nullptr) {
+    return Fail(MPI_COMM_WORLD, "MPI_Info_free", MPI_ERR_ARG);
+  }
+  S().infos[static_cast<size_t>(*info - 1)].reset();
+  *info = MPI_INFO_NULL;
+  return MPI_SUCCESS;
+}
+
+// Hints on communicators: accepted and ignored; MPI_Comm_get_info returns an empty set.
+int MPI_Comm_set_info(MPI_Comm comm, MPI_Info info) {
+  GOS_MPI_COMM(c, comm, "MPI_Comm_set_info");
+  (void)c;
+  if (info != MPI_INFO_NULL && FindInfo(info) == nullptr) {
+    return Fail(comm, "MPI_Comm_set_info", MPI_ERR_ARG);
+  }
+  return MPI_SUCCESS;
+}
+
+int MPI_Comm_get_info(MPI_Comm comm, MPI_Info* info_used) {
+  GOS_MPI_COMM(c, comm, "MPI_Comm_get_info");
+  (void)c;
+  if (info_used == nullptr) return Fail(comm, "MPI_Comm_get_info", MPI_ERR_ARG);
+  *info_used = NewInfo({});
+  return MPI_SUCCESS;
+}
+
+int MPI_Comm_dup_with_info(MPI_Comm comm, MPI_Info info, MPI_Comm* newcomm) {
+  if (int e = MPI_Comm_set_info(comm, info)) return e;
+  return MPI_Comm_dup(comm, newcomm);
+}
+
+// MPI_Comm_dup needs no communication here (see there): the request is complete at once.
+int MPI_Comm_idup(MPI_Comm comm, MPI_Comm* newcomm, MPI_Request* request) {
+  if (request == nullptr) return Fail(comm, "MPI_Comm_idup", MPI_ERR_ARG);
+  if (int e = MPI_Comm_dup(comm, newcomm)) return e;
+  *request = Compound(comm, {}, nullptr);
+  return MPI_SUCCESS;
 }
 
 }  // extern "C"

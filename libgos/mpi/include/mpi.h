@@ -69,6 +69,8 @@ typedef struct MPI_Status {
 #define MPI_MAX_ERROR_STRING 512
 #define MPI_MAX_LIBRARY_VERSION_STRING 256
 #define MPI_MAX_OBJECT_NAME 128
+#define MPI_MAX_INFO_KEY 255
+#define MPI_MAX_INFO_VAL 1024
 
 #define MPI_THREAD_SINGLE 0
 #define MPI_THREAD_FUNNELED 1
@@ -409,6 +411,20 @@ int MPI_Get_version(int* version, int* subversion);
 int MPI_Get_library_version(char* version, int* resultlen);
 int MPI_Query_thread(int* provided);
 int MPI_Is_thread_main(int* flag);
+/* Info objects: hints, kept and returned; gos acts on none. */
+int MPI_Info_create(MPI_Info* info);
+int MPI_Info_set(MPI_Info info, const char* key, const char* value);
+int MPI_Info_get(MPI_Info info, const char* key, int valuelen, char* value, int* flag);
+int MPI_Info_get_valuelen(MPI_Info info, const char* key, int* valuelen, int* flag);
+int MPI_Info_delete(MPI_Info info, const char* key);
+int MPI_Info_get_nkeys(MPI_Info info, int* nkeys);
+int MPI_Info_get_nthkey(MPI_Info info, int n, char* key);
+int MPI_Info_dup(MPI_Info info, MPI_Info* newinfo);
+int MPI_Info_free(MPI_Info* info);
+int MPI_Comm_set_info(MPI_Comm comm, MPI_Info info);
+int MPI_Comm_get_info(MPI_Comm comm, MPI_Info* info_used);
+int MPI_Comm_dup_with_info(MPI_Comm comm, MPI_Info info, MPI_Comm* newcomm);
+int MPI_Comm_idup(MPI_Comm comm, MPI_Comm* newcomm, MPI_Request* request);
 int MPI_Comm_set_name(MPI_Comm comm, const char* comm_name);
 int MPI_Comm_get_name(MPI_Comm comm, char* comm_name, int* resultlen);
 int MPI_Pcontrol(const int level, ...);

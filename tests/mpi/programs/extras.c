@@ -4,7 +4,7 @@
  * message of MPI_PACKED, MPI_Type_create_subarray in C and Fortran order, communicator names,
  * MPI_Error_class, MPI_Get_library_version and MPI_Is_thread_main; MPI_Igather(v) (also in
  * place), MPI_Iscatter(v), MPI_Iallgatherv, MPI_Ialltoallv, MPI_Iscan, MPI_Iexscan and
- * MPI_Ireduce_scatter(_block). */
+ * MPI_Ireduce_scatter(_block); MPI_Info objects, MPI_Comm_dup_with_info and MPI_Comm_idup. */
 #include "check.h"
 
 int main(int argc, char** argv) {
@@ -12,6 +12,7 @@ int main(int argc, char** argv) {
   MPI_Comm comm = MPI_COMM_WORLD;
   MPI_Comm_set_errhandler(comm, MPI_ERRORS_RETURN);
   const int rank = g_rank, size = g_size;
+  int one_up_global = rank + 1;
 
   /* Reduce_scatter: rank r contributes r * 100 + i at element i; rank k keeps k + 1 elements. */
   int counts[64], total = 0, off = 0;
@@ -289,6 +290,48 @@ int main(int argc, char** argv) {
   CHECK_MPI(MPI_Comm_get_name(dup, name, &len));
   CHECK(strcmp(name, "halo exchange") == 0, "dup is \"%s\"", name);
   MPI_Comm_free(&dup);
+
+  /* Info objects, and communicators made with them or nonblockingly. */
+  {
+    MPI_Info info, copy;
+    char value[MPI_MAX_INFO_VAL + 1], key[MPI_MAX_INFO_KEY + 1];
+    int flag = 0, vlen = 0, nkeys = 0;
+    CHECK_MPI(MPI_Info_create(&info));
+    CHECK_MPI(MPI_Info_set(info, "gos_hint", "first"));
+    CHECK_MPI(MPI_Info_set(info, "other", "x"));
+    CHECK_MPI(MPI_Info_set(info, "gos_hint", "second"));
+    CHECK_MPI(MPI_Info_get_nkeys(info, &nkeys));
+    CHECK(nkeys == 2, "%d keys", nkeys);
+    CHECK_MPI(MPI_Info_get_valuelen(info, "gos_hint", &vlen, &flag));
+    CHECK(flag && vlen == 6, "valuelen %d flag %d", vlen, flag);
+    CHECK_MPI(MPI_Info_get(info, "gos_hint", MPI_MAX_INFO_VAL, value, &flag));
+    CHECK(flag && strcmp(value, "second") == 0, "value \"%s\"", value);
+    CHECK_MPI(MPI_Info_get(info, "gos_hint", 3, value, &flag));
+    CHECK(flag && strcmp(value, "sec") == 0, "truncated value \"%s\"", value);
+    CHECK_MPI(MPI_Info_get(info, "missing", MPI_MAX_INFO_VAL, value, &flag));
+    CHECK(!flag, "a missing key was found");
+    CHECK_MPI(MPI_Info_dup(info, &copy));
+    CHECK_MPI(MPI_Info_delete(info, "gos_hint"));
+    CHECK_MPI(MPI_Info_get_nthkey(info, 0, key));
+    CHECK(strcmp(key, "other") == 0, "key 0 \"%s\"", key);
+    CHECK_MPI(MPI_Info_get(copy, "gos_hint", MPI_MAX_INFO_VAL, value, &flag));
+    CHECK(flag && strcmp(value, "second") == 0, "the copy lost \"%s\"", value);
+    MPI_Comm with_info, idup;
+    MPI_Request r;
+    CHECK_MPI(MPI_Comm_dup_with_info(comm, copy, &with_info));
+    CHECK_MPI(MPI_Comm_idup(comm, &idup, &r));
+    CHECK_MPI(MPI_Wait(&r, MPI_STATUS_IGNORE));
+    int sum = 0;
+    CHECK_MPI(MPI_Allreduce(&one_up_global, &sum, 1, MPI_INT, MPI_SUM, idup));
+    CHECK(sum == size * (size + 1) / 2, "allreduce on the idup'ed communicator: %d", sum);
+    CHECK_MPI(MPI_Allreduce(&one_up_global, &sum, 1, MPI_INT, MPI_SUM, with_info));
+    CHECK(sum == size * (size + 1) / 2, "allreduce on the dup_with_info one: %d", sum);
+    MPI_Comm_free(&with_info);
+    MPI_Comm_free(&idup);
+    MPI_Info_free(&info);
+    MPI_Info_free(&copy);
+    CHECK(info == MPI_INFO_NULL, "MPI_Info_free leaves MPI_INFO_NULL");
+  }
 
   /* The environment. */
   int cls = -1;
