@@ -300,6 +300,39 @@ bool TakeBasics(const TypeNode& t, size_t* left, long* n) {
 
 }  // namespace
 
+std::pair<ptrdiff_t, ptrdiff_t> TrueBounds(const TypeNode& t) {
+  // `count` copies of `inner`, the k-th at first + k * step elements of extent `ext`, for
+  // copies at element positions [pmin, pmax].
+  bool any = false;
+  ptrdiff_t lo = 0, hi = 0;
+  auto add = [&](ptrdiff_t base, ptrdiff_t pmin, ptrdiff_t pmax, const TypeNode& inner) {
+    auto [ilo, ihi] = TrueBounds(inner);
+    if (ilo == ihi) return;  // no data
+    const ptrdiff_t ext = inner.extent();
+    const ptrdiff_t a = base + std::min(pmin * ext, pmax * ext) + ilo;
+    const ptrdiff_t b = base + std::max(pmin * ext, pmax * ext) + ihi;
+    lo = any ? std::min(lo, a) : a;
+    hi = any ? std::max(hi, b) : b;
+    any = true;
+  };
+  switch (t.kind) {
+    case TypeNode::Kind::kBasic:
+      return {0, static_cast<ptrdiff_t>(t.size)};
+    case TypeNode::Kind::kVector:
+      if (t.count > 0 && t.blocklen > 0) {
+        const ptrdiff_t last = static_cast<ptrdiff_t>(t.count - 1) * t.stride;
+        add(0, std::min<ptrdiff_t>(0, last), std::max<ptrdiff_t>(0, last) + t.blocklen - 1, *t.old);
+      }
+      break;
+    case TypeNode::Kind::kBlocks:
+      for (const TypeBlock& b : t.blocks) {
+        if (b.blocklen > 0) add(b.disp, 0, b.blocklen - 1, *b.type);
+      }
+      break;
+  }
+  return any ? std::make_pair(lo, hi) : std::make_pair<ptrdiff_t, ptrdiff_t>(0, 0);
+}
+
 long ElementsOf(size_t bytes, const TypeNode& t, long undefined) {
   if (t.size == 0) return 0;
   long n = static_cast<long>(bytes / t.size) * BasicsIn(t);

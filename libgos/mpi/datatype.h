@@ -7,6 +7,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <utility>
 #include <vector>
 
 namespace gos::mpi {
@@ -85,6 +86,10 @@ int CountOf(size_t bytes, const TypeNode& t, int undefined);
 // t (whole ones, then those of a partial one in packed order), or `undefined` when the bytes
 // end inside a basic element.
 long ElementsOf(size_t bytes, const TypeNode& t, long undefined);
+
+// MPI_Type_get_true_extent: the bytes one element's data really spans, [lb, ub), ignoring
+// resized bounds ({0, 0} for a type with no data).
+std::pair<ptrdiff_t, ptrdiff_t> TrueBounds(const TypeNode& t);
 
 // True when the reduction gos_op_t `op` applies to gos_type_t `type` under MPI's rules:
 // SUM, PROD, MIN, MAX on integers and floating point; LAND, LOR, LXOR on integers and C_BOOL;

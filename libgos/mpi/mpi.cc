@@ -2493,6 +2493,18 @@ int MPI_Type_get_extent(MPI_Datatype datatype, MPI_Aint* lb, MPI_Aint* extent) {
   return MPI_SUCCESS;
 }
 
+int MPI_Type_get_true_extent(MPI_Datatype datatype, MPI_Aint* true_lb, MPI_Aint* true_extent) {
+  TypePtr t = FindType(datatype, /*for_transfer=*/false);
+  if (t == nullptr) return Fail(MPI_COMM_WORLD, "MPI_Type_get_true_extent", MPI_ERR_TYPE);
+  if (true_lb == nullptr || true_extent == nullptr) {
+    return Fail(MPI_COMM_WORLD, "MPI_Type_get_true_extent", MPI_ERR_ARG);
+  }
+  auto [lb, ub] = gos::mpi::TrueBounds(*t);
+  *true_lb = lb;
+  *true_extent = ub - lb;
+  return MPI_SUCCESS;
+}
+
 int MPI_Get_address(const void* location, MPI_Aint* address) {
   *address = reinterpret_cast<MPI_Aint>(location);
   return MPI_SUCCESS;

@@ -244,6 +244,27 @@ TEST(MpiDatatype, ElementsOfCountsBasicElementsOfPartialElements) {
   EXPECT_EQ(ElementsOf(12 * sizeof(double), *BasicType(GOS_DOUBLE), -1), 12);
 }
 
+// MPI_Type_get_true_extent: the data's span, not the (resized) bounds.
+TEST(MpiDatatype, TrueBoundsSpanTheDataOnly) {
+  const ptrdiff_t i = sizeof(int);
+  using Bounds = std::pair<ptrdiff_t, ptrdiff_t>;
+  EXPECT_EQ(TrueBounds(*BasicType(GOS_INT)), Bounds(0, i));
+  // 3 blocks of 2 ints, stride 4: the last int is element 9.
+  EXPECT_EQ(TrueBounds(*MakeVector(3, 2, 4, BasicType(GOS_INT))), Bounds(0, 10 * i));
+  // A negative stride reaches below the start.
+  EXPECT_EQ(TrueBounds(*MakeVector(3, 1, -2, BasicType(GOS_INT))), Bounds(-4 * i, i));
+  // Resized bounds do not count; a displaced block does.
+  auto resized = MakeResized(BasicType(GOS_INT), -4, 16);
+  ASSERT_NE(resized, nullptr);
+  EXPECT_EQ(resized->lb, -4);
+  EXPECT_EQ(TrueBounds(*resized), Bounds(0, i));
+  auto blocks = MakeBlocks({{8, 2, BasicType(GOS_INT)}, {32, 1, BasicType(GOS_DOUBLE)}});
+  EXPECT_EQ(TrueBounds(*blocks), Bounds(8, 40));
+  // Two of the resized int, 16 bytes apart: data at 0..4 and 16..20.
+  EXPECT_EQ(TrueBounds(*MakeContiguous(2, resized)), Bounds(0, 16 + i));
+  EXPECT_EQ(TrueBounds(*MakeContiguous(0, BasicType(GOS_INT))), Bounds(0, 0));
+}
+
 TEST(MpiDatatype, CountOf) {
   EXPECT_EQ(CountOf(12, *BasicType(GOS_INT), MPI_UNDEFINED), 3);
   EXPECT_EQ(CountOf(13, *BasicType(GOS_INT), MPI_UNDEFINED), MPI_UNDEFINED);

@@ -1,8 +1,9 @@
 /* MPI calls beyond the issue's list that real programs use: MPI_Reduce_scatter (also in
  * place) and MPI_Reduce_scatter_block against a serial reference, MPI_Testsome over a ring
  * exchange, MPI_Get_elements, MPI_Pack/MPI_Unpack/MPI_Pack_size with a vector type and a
- * message of MPI_PACKED, MPI_Type_create_subarray in C and Fortran order, communicator names,
- * MPI_Error_class, MPI_Get_library_version and MPI_Is_thread_main; MPI_Igather(v) (also in
+ * message of MPI_PACKED, MPI_Type_create_subarray in C and Fortran order,
+ * MPI_Type_get_true_extent, communicator names, MPI_Error_class, MPI_Get_library_version and
+ * MPI_Is_thread_main; MPI_Igather(v) (also in
  * place), MPI_Iscatter(v), MPI_Iallgatherv, MPI_Ialltoallv, MPI_Iscan, MPI_Iexscan and
  * MPI_Ireduce_scatter(_block); MPI_Info objects, MPI_Comm_dup_with_info and MPI_Comm_idup. */
 #include "check.h"
@@ -157,6 +158,19 @@ int main(int argc, char** argv) {
       CHECK(block[i] == left * 100 + fwant[i], "Fortran block[%d] = %d, want %d", i, block[i],
             left * 100 + fwant[i]);
     }
+    /* The true extent is the data's, not the resized bounds' nor the array's. */
+    MPI_Aint tlb = -1, textent = -1;
+    CHECK_MPI(MPI_Type_get_true_extent(sub, &tlb, &textent));
+    CHECK(tlb == 6 * (MPI_Aint)sizeof(int) && textent == 8 * (MPI_Aint)sizeof(int),
+          "subarray true lb %ld extent %ld", (long)tlb, (long)textent);
+    MPI_Datatype wide, two;
+    CHECK_MPI(MPI_Type_create_resized(MPI_INT, -4, 16, &wide));
+    CHECK_MPI(MPI_Type_contiguous(2, wide, &two));
+    CHECK_MPI(MPI_Type_get_true_extent(two, &tlb, &textent));
+    CHECK(tlb == 0 && textent == 16 + (MPI_Aint)sizeof(int), "true lb %ld extent %ld", (long)tlb,
+          (long)textent);
+    MPI_Type_free(&two);
+    MPI_Type_free(&wide);
     MPI_Type_free(&sub);
     MPI_Type_free(&fsub);
   }
