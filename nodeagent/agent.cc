@@ -250,11 +250,11 @@ class NodeAgentImpl final : public NodeAgent {
   // Makes room for `need` bytes of dumps of `job` in the scratch dir: drops other jobs' kept
   // dumps, then this job's. False, dropping nothing, if even that would not be enough.
   bool MakeScratchRoom(uint64_t job, uint64_t need);
+  // Runs work on a thread of its own (see workers_).
+  void StartWorker(std::function<void()> work);
   // Keeps the dump of (job, epoch) just stored and that of its last committed epoch `base`
   // (until this one commits); removes the job's other dumps, and the dumps of all but the
   // kKeptDumpJobs most recently stored jobs.
-  // Runs work on a thread of its own (see workers_).
-  void StartWorker(std::function<void()> work);
   void KeepDump(uint64_t job, uint64_t epoch, uint64_t base);
   // Removes the job's kept dumps but those of epochs `keep` and `keep_too`.
   void DropDumps(uint64_t job, uint64_t keep, uint64_t keep_too);

@@ -817,8 +817,9 @@ void NodeImpl::Post(OpContext* ctx) {
     backlog_.push_back(ctx);
     return;
   }
-  if (rc == 0) RingPeer(ctx->peer);
-  if (rc != 0) {
+  if (rc == 0) {
+    RingPeer(ctx->peer);
+  } else {
     NodeId peer = ctx->peer;
     tx_pending_--;
     outstanding_.erase(ctx);
@@ -840,8 +841,9 @@ void NodeImpl::RetryBacklog() {
     ssize_t rc;
     if (!TryPost(ctx, &rc)) return;
     backlog_.pop_front();
-    if (rc == 0) RingPeer(ctx->peer);
-    if (rc != 0) {
+    if (rc == 0) {
+      RingPeer(ctx->peer);
+    } else {
       NodeId peer = ctx->peer;
       tx_pending_--;
       outstanding_.erase(ctx);
