@@ -1,13 +1,15 @@
 // DumpRank and RestoreRank with real ranks (LaunchRank, gos-rank-init, criu_counter), real
 // freezer cgroups and the real criu: a restored rank continues where it was dumped, on the new
 // pipes, as the caller's child, inside the given cgroup and frozen until thawed; a restore next
-// to the still-running original; a rank with a MAP_SHARED /dev/shm file; and clear errors.
+// to the still-running original; a rank with a MAP_SHARED /dev/shm file; a dump written over
+// the pages images of an earlier one; and clear errors.
 // Needs root.
 #include "nodeagent/criu.h"
 
 #include <fcntl.h>
 #include <gtest/gtest.h>
 #include <signal.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
@@ -339,6 +341,83 @@ TEST_F(CriuTest, DumpKilledThroughItsPidfdFails) {
   ASSERT_TRUE(cg->Thaw().ok());
   const int last = Steps(rank->out()).back();
   EXPECT_TRUE(rank->ReadUntilStdout(StepLine(last + 2))) << rank->out();
+}
+
+// Whether the page at addr of this process is in memory (/proc/self/pagemap, bit 63).
+bool PageMapped(const void* addr) {
+  int fd = ::open("/proc/self/pagemap", O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return false;
+  uint64_t entry = 0;
+  const off_t at = static_cast<off_t>(reinterpret_cast<uintptr_t>(addr) / 4096 * 8);
+  const bool read = ::pread(fd, &entry, sizeof(entry), at) == sizeof(entry);
+  ::close(fd);
+  return read && (entry >> 63) != 0;
+}
+
+// gos's CRIU (scripts/criu-patches/0003) writes a pages image over a file of that name already
+// in the images dir instead of truncating it: a shared mapping of that file keeps its pages
+// (truncation would have unmapped them), the file ends where the dump does, and the rank
+// restores from it.
+TEST_F(CriuTest, DumpWritesOverPagesImagesLeftInItsDir) {
+  FreezerCgroup* cg = MakeCgroup("twice");
+  ASSERT_NE(cg, nullptr);
+  Rank* orig = LaunchCounter(cg, 1000);
+  ASSERT_NE(orig, nullptr);
+  std::string first;
+  ASSERT_GE(FreezeAndDump(orig, cg, 3, &first), 3);
+  ASSERT_TRUE(cg->Thaw().ok());
+  const int seen = Steps(orig->out()).back();
+  ASSERT_TRUE(orig->ReadUntilStdout(StepLine(seen + 3))) << orig->out();
+  ASSERT_TRUE(cg->Freeze().ok());
+  orig->ReadUntilStdout("no such line", 100ms);
+  const int last = Steps(orig->out()).back();
+
+  // The first dump's pages images go into the second dump's dir, one of them mapped, with a
+  // tail the second dump will not write.
+  const std::string second = NewImagesDir("second");
+  std::vector<std::string> moved;
+  for (const auto& e : std::filesystem::directory_iterator(first)) {
+    const std::string name = e.path().filename().string();
+    if (name.rfind("pages-", 0) != 0) continue;
+    ASSERT_EQ(::rename(e.path().c_str(), (second + "/" + name).c_str()), 0);
+    moved.push_back(second + "/" + name);
+  }
+  ASSERT_FALSE(moved.empty());
+  std::sort(moved.begin(), moved.end());
+  const std::string& target = moved.back();
+  struct stat before {};
+  ASSERT_EQ(::stat(target.c_str(), &before), 0);
+  ASSERT_GE(before.st_size, 4096);
+  ASSERT_EQ(::truncate(target.c_str(), before.st_size + (1 << 20)), 0);
+  int fd = ::open(target.c_str(), O_RDONLY | O_CLOEXEC);
+  ASSERT_GE(fd, 0);
+  void* map = ::mmap(nullptr, 4096, PROT_READ, MAP_SHARED, fd, 0);
+  ::close(fd);
+  ASSERT_NE(map, MAP_FAILED);
+  volatile char first_byte = *static_cast<const char*>(map);
+  (void)first_byte;
+  ASSERT_TRUE(PageMapped(map));
+
+  auto dumped =
+      DumpRank({.init_pid = orig->pid(), .images_dir = second, .freezer_cgroup = cg->path()});
+  ASSERT_TRUE(dumped.ok()) << dumped.status().ToString();
+  EXPECT_TRUE(PageMapped(map)) << target << " was truncated, not written over";
+  ::munmap(map, 4096);
+  struct stat after {};
+  ASSERT_EQ(::stat(target.c_str(), &after), 0);
+  EXPECT_EQ(after.st_ino, before.st_ino);
+  EXPECT_EQ(after.st_size % 4096, 0);
+  EXPECT_LT(after.st_size, before.st_size + (1 << 20)) << "the stale tail was not cut off";
+  KillRank(orig);
+
+  FreezerCgroup* cg2 = MakeCgroup("again");
+  ASSERT_NE(cg2, nullptr);
+  auto rp = RestoreRank({.images_dir = second, .cgroup_procs = cg2->procs_file()});
+  ASSERT_TRUE(rp.ok()) << rp.status().ToString();
+  Rank* restored = Adopt(*rp);
+  ASSERT_TRUE(cg2->Thaw().ok());
+  ASSERT_TRUE(restored->ReadUntilStdout(StepLine(last + 2))) << restored->out();
+  EXPECT_EQ(Steps(restored->out()).front(), last + 1) << restored->out();
 }
 
 TEST_F(CriuTest, RestoreWithoutImagesFails) {
