@@ -338,6 +338,31 @@ class NodeAgentImpl final : public NodeAgent {
   // Chunks this node shipped, per job and epoch: those of the job's newest committed epoch
   // are in the store and are not sent again (under work_mu_).
   std::map<uint64_t, std::map<uint64_t, std::set<storage::ChunkHash>>> shipped_;
+  // Per job, the SHA-256 of the chunks of its last dumps by their XXH3-128 (one cache per
+  // job: see ChunkHashCache), for its next dump and for checking its kept dump at a restart.
+  // They outlive the job's kill (a restart follows); the least recently used go beyond
+  // kHashCacheJobs (under work_mu_).
+  static constexpr size_t kHashCacheJobs = 8;
+  std::map<uint64_t, std::pair<uint64_t, std::shared_ptr<storage::ChunkHashCache>>> hash_caches_;
+  uint64_t hash_cache_uses_ = 0;
+  // The job's cache, made if `make` and there is none (else null).
+  std::shared_ptr<storage::ChunkHashCache> HashCacheOf(uint64_t job, bool make) {
+    std::lock_guard<std::mutex> wl(work_mu_);
+    auto it = hash_caches_.find(job);
+    if (it == hash_caches_.end()) {
+      if (!make) return nullptr;
+      if (hash_caches_.size() >= kHashCacheJobs) {
+        auto oldest = std::min_element(
+            hash_caches_.begin(), hash_caches_.end(),
+            [](const auto& a, const auto& b) { return a.second.first < b.second.first; });
+        hash_caches_.erase(oldest);
+      }
+      it = hash_caches_.emplace(job, std::make_pair(0, std::make_shared<storage::ChunkHashCache>()))
+               .first;
+    }
+    it->second.first = ++hash_cache_uses_;
+    return it->second.second;
+  }
   // Restore images arriving: the first error per (job, rank) (IO thread only).
   std::map<std::pair<uint64_t, uint32_t>, std::string> restore_errors_;
   std::string restore_path_;  // the image file being written, open as restore_fd_
@@ -1528,6 +1553,9 @@ void NodeAgentImpl::CheckpointWorker(uint64_t job, uint64_t epoch, uint64_t base
   }
   if (!report([&] { node_->Store(os::VarDumped(slot), mark); })) return;
   // 3. Cut, hash, compress and ship what the store does not hold yet, while the job runs.
+  // Chunks of the job's previous dump are named from the hash cache, without a SHA-256.
+  std::shared_ptr<storage::ChunkHashCache> hashes = HashCacheOf(job, true);
+  hashes->NextGeneration();
   std::set<storage::ChunkHash> known, referenced;
   {
     std::lock_guard<std::mutex> wl(work_mu_);
@@ -1566,7 +1594,7 @@ void NodeAgentImpl::CheckpointWorker(uint64_t job, uint64_t epoch, uint64_t base
             known.insert(ref.hash);
             return OkStatus();
           },
-          &fe);
+          &fe, hashes.get());
       if (!st.ok()) break;
       er.files.push_back(std::move(fe));
     }
@@ -1729,11 +1757,15 @@ void NodeAgentImpl::OnRestoreLocal(std::span<const uint8_t> payload) {
     refuse("no copy of this dump on node " + std::to_string(node_id_));
   } else {
     std::filesystem::remove_all(dst, ec);
+    // This node named the copy's chunks when it shipped them: its hash cache checks them
+    // without a SHA-256 each (a changed chunk misses the cache and is hashed in full).
+    std::shared_ptr<storage::ChunkHashCache> hashes = HashCacheOf(m->job, false);
     for (const storage::FileEntry& want : er.files) {
       storage::FileEntry got;
       Status st = storage::ChunkFile(
           src, want.name,
-          [](const storage::ChunkRef&, std::span<const uint8_t>) { return OkStatus(); }, &got);
+          [](const storage::ChunkRef&, std::span<const uint8_t>) { return OkStatus(); }, &got,
+          hashes.get());
       if (!st.ok()) {
         refuse(st.ToString());
         break;

@@ -8,6 +8,7 @@
 #include <openssl/evp.h>
 #include <sys/stat.h>
 #include <unistd.h>
+#include <xxhash.h>
 #include <zstd.h>
 
 #include <algorithm>
@@ -366,9 +367,10 @@ const EVP_MD* Sha256() {
 }
 
 // Everything a sink call needs: hashes the chunk, calls sink, appends the ref.
-Status Emit(std::span<const uint8_t> raw, const ChunkSink& sink, FileEntry* out) {
+Status Emit(std::span<const uint8_t> raw, const ChunkSink& sink, FileEntry* out,
+            ChunkHashCache* cache) {
   ChunkRef ref;
-  ref.hash = HashBytes(raw);
+  ref.hash = cache != nullptr ? cache->Hash(raw) : HashBytes(raw);
   ref.raw_len = static_cast<uint32_t>(raw.size());
   GOS_RETURN_IF_ERROR(sink(ref, raw));
   out->chunks.push_back(ref);
@@ -376,7 +378,8 @@ Status Emit(std::span<const uint8_t> raw, const ChunkSink& sink, FileEntry* out)
   return OkStatus();
 }
 
-Status ChunkByContent(int fd, const std::string& path, const ChunkSink& sink, FileEntry* out) {
+Status ChunkByContent(int fd, const std::string& path, const ChunkSink& sink, FileEntry* out,
+                      ChunkHashCache* cache) {
   std::vector<uint8_t> buf(kReadBuffer);
   size_t start = 0, end = 0;
   bool eof = false;
@@ -391,13 +394,13 @@ Status ChunkByContent(int fd, const std::string& path, const ChunkSink& sink, Fi
     }
     if (start == end) return OkStatus();
     const size_t cut = CdcCut(buf.data() + start, end - start);
-    GOS_RETURN_IF_ERROR(Emit({buf.data() + start, cut}, sink, out));
+    GOS_RETURN_IF_ERROR(Emit({buf.data() + start, cut}, sink, out, cache));
     start += cut;
   }
 }
 
 Status ChunkPages(int fd, const std::string& path, const std::string& pagemap,
-                  const ChunkSink& sink, FileEntry* out) {
+                  const ChunkSink& sink, FileEntry* out, ChunkHashCache* cache) {
   GOS_ASSIGN_OR_RETURN(std::unique_ptr<PagemapReader> pm, PagemapReader::Open(pagemap));
   std::vector<uint8_t> buf(kPagesAlign);
   for (;;) {
@@ -411,7 +414,7 @@ Status ChunkPages(int fd, const std::string& path, const std::string& pagemap,
       if (got != piece) {
         return DataLossError(path + " ended before the pages " + pagemap + " lists");
       }
-      GOS_RETURN_IF_ERROR(Emit({buf.data(), got}, sink, out));
+      GOS_RETURN_IF_ERROR(Emit({buf.data(), got}, sink, out, cache));
       vaddr += piece;
       left -= piece;
     }
@@ -441,8 +444,45 @@ ChunkHash HashBytes(std::span<const uint8_t> raw) {
   return h;
 }
 
+ChunkHash ChunkHashCache::Hash(std::span<const uint8_t> raw) {
+  const XXH128_hash_t x = XXH3_128bits(raw.data(), raw.size());
+  const Key key{x.low64, x.high64, static_cast<uint32_t>(raw.size())};
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (auto it = current_.find(key); it != current_.end()) {
+      ++hits_;
+      return it->second;
+    }
+    if (auto it = previous_.find(key); it != previous_.end()) {
+      ++hits_;
+      return current_.emplace(key, it->second).first->second;
+    }
+    ++misses_;
+  }
+  const ChunkHash h = HashBytes(raw);
+  std::lock_guard<std::mutex> lock(mu_);
+  current_.emplace(key, h);
+  return h;
+}
+
+void ChunkHashCache::NextGeneration() {
+  std::lock_guard<std::mutex> lock(mu_);
+  previous_ = std::move(current_);
+  current_.clear();
+}
+
+uint64_t ChunkHashCache::hits() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return hits_;
+}
+
+uint64_t ChunkHashCache::misses() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return misses_;
+}
+
 Status ChunkFile(const std::string& dir, const std::string& name, const ChunkSink& sink,
-                 FileEntry* out) {
+                 FileEntry* out, ChunkHashCache* cache) {
   const std::string path = dir + "/" + name;
   *out = FileEntry();
   out->name = name;
@@ -459,8 +499,8 @@ Status ChunkFile(const std::string& dir, const std::string& name, const ChunkSin
   if (pages_id) {
     pagemap = FindPagemap(file_dir, *pages_id, static_cast<uint64_t>(st.st_size), path);
   }
-  Status s = pagemap ? ChunkPages(fd.get(), path, *pagemap, sink, out)
-                     : ChunkByContent(fd.get(), path, sink, out);
+  Status s = pagemap ? ChunkPages(fd.get(), path, *pagemap, sink, out, cache)
+                     : ChunkByContent(fd.get(), path, sink, out, cache);
   if (!s.ok()) return s;
   if (out->size != static_cast<uint64_t>(st.st_size)) {
     return AbortedError("chunking " + path + ": changed while being read (" +

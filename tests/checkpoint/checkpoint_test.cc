@@ -12,6 +12,8 @@
 //   - ScratchDirMakesRoomThenSpills: with --scratch-dir on a small tmpfs, a node drops its kept
 //     dumps to make room for a new one, and a dump that cannot fit goes to the state dir and
 //     is not kept; a kept dump on the tmpfs restores the rank (copied across file systems).
+//   - DamagedLocalCopyIsNotRestoredFrom: a node's own copy of a dump with one byte changed is
+//     refused (its chunks no longer match the epoch), and the rank comes from the store intact.
 //   - FailedRestoreFailsTheRestartNamingTheRank: a rank CRIU cannot restore fails the restart
 //     with a message naming rank, node and cause, and the job is not reported resumed.
 //   - AnotherUsersJobIsCheckpointedAndRestoredAsItsOwner: a job of user nobody on a root
@@ -363,6 +365,67 @@ TEST(CheckpointTest, FailedRestoreFailsTheRestartNamingTheRank) {
     EXPECT_NE(restart.output.find(part), std::string::npos) << restart.Describe();
   }
   EXPECT_EQ(restart.output.find("resumed"), std::string::npos) << restart.Describe();
+}
+
+// The node checks its own copy of a dump against the epoch before restoring from it (through
+// its hash cache, which names unchanged chunks without a SHA-256): a copy with one byte
+// changed is not used, the rank comes from the store, and its memory is exactly the dumped one.
+TEST(CheckpointTest, DamagedLocalCopyIsNotRestoredFrom) {
+  if (std::string why = Unsupported(false); !why.empty()) GTEST_SKIP() << why;
+  TestCluster c(1, /*netns=*/false);
+  ASSERT_EQ(c.Start(), "");
+  const std::vector<std::string> argv = {Bin("gos-run"), "-n", "1", Example("dirty"), "8",
+                                         "600",          "1"};
+  auto run = Subprocess::Start(argv, c.Env());
+  ASSERT_TRUE(run.ok());
+  ASSERT_TRUE(WaitUntil([&] { return run->OutputContains("MiB ready"); }, 60s)) << run->output();
+  Result ckpt = Execute({Bin("gos-ckpt"), "1"}, c.Env(), 120s);
+  ASSERT_EQ(ckpt.code, 0) << ckpt.Describe() << c.Logs();
+  ASSERT_EQ(Execute({Bin("gos-kill"), "1"}, c.Env(), 30s).code, 0);
+  ASSERT_TRUE(run->Wait(SteadyClock::now() + 60s).has_value()) << run->output();
+
+  // One byte in the middle of the largest pages image of the node's copy.
+  const std::string dir = c.state() + "/nodes/h0/ckpt/j1-e1/r0";
+  std::string largest;
+  uintmax_t size = 0;
+  for (const auto& e : std::filesystem::directory_iterator(dir)) {
+    if (e.path().filename().string().rfind("pages-", 0) == 0 && e.file_size() > size) {
+      size = e.file_size();
+      largest = e.path().string();
+    }
+  }
+  ASSERT_GE(size, 4u << 20) << "no pages image of the 8 MiB heap in " << dir;
+  {
+    std::fstream f(largest, std::ios::in | std::ios::out | std::ios::binary);
+    f.seekg(static_cast<std::streamoff>(size / 2));
+    char b = 0;
+    f.read(&b, 1);
+    b = static_cast<char>(b ^ 0x40);
+    f.seekp(static_cast<std::streamoff>(size / 2));
+    f.write(&b, 1);
+    ASSERT_TRUE(f.good());
+  }
+
+  auto restart = Subprocess::Start({Bin("gos-restart"), "1"}, c.Env());
+  ASSERT_TRUE(restart.ok());
+  ASSERT_TRUE(WaitUntil([&] { return restart->OutputContains("resumed"); }, 60s))
+      << restart->output() << c.Logs();
+  EXPECT_FALSE(restart->OutputContains("own copies")) << restart->output();
+  ASSERT_EQ(Execute({Bin("gos-kill"), "-s", "TERM", "1"}, c.Env(), 30s).code, 0);
+  ASSERT_TRUE(restart->Wait(SteadyClock::now() + 60s).has_value()) << restart->output();
+  const std::string restored = Find(restart->output(), "dirty: passes=0 checksum=([0-9a-f]+)");
+  ASSERT_FALSE(restored.empty()) << restart->output();
+
+  // The same program stopped at the same point, never dumped: the checksum to expect.
+  auto fresh = Subprocess::Start(argv, c.Env());
+  ASSERT_TRUE(fresh.ok());
+  ASSERT_TRUE(WaitUntil([&] { return fresh->OutputContains("MiB ready"); }, 60s))
+      << fresh->output();
+  ASSERT_EQ(Execute({Bin("gos-kill"), "-s", "TERM", "2"}, c.Env(), 30s).code, 0);
+  ASSERT_TRUE(fresh->Wait(SteadyClock::now() + 60s).has_value()) << fresh->output();
+  const std::string expected = Find(fresh->output(), "dirty: passes=0 checksum=([0-9a-f]+)");
+  ASSERT_FALSE(expected.empty()) << fresh->output();
+  EXPECT_EQ(restored, expected) << restart->output();
 }
 
 // The real, effective, saved and file-system uids of a process ("" if it is gone).

@@ -93,6 +93,51 @@ TEST(ChunkCutTest, SubdirectoryNamesAndErrorsNameTheFile) {
   EXPECT_NE(s.message().find(tmp.Sub("nope")), std::string::npos) << s.ToString();
 }
 
+// Through a cache the chunks are named exactly as without one; what the last generation saw
+// is named from memory, a changed chunk is hashed again, and an older generation is forgotten.
+TEST(ChunkHashCacheTest, NamesChunksLikeSha256AndRemembersOneGenerationBack) {
+  TempDir tmp;
+  std::vector<uint8_t> bytes = RandomBytes(1 << 20, 4);
+  WriteFile(tmp.Sub("f"), bytes);
+  const FileEntry plain = ChunkAll(tmp.path(), "f");
+  ChunkHashCache cache;
+  auto chunk = [&] {
+    FileEntry e;
+    Status s = ChunkFile(
+        tmp.path(), "f", [](const ChunkRef&, std::span<const uint8_t>) { return OkStatus(); }, &e,
+        &cache);
+    EXPECT_TRUE(s.ok()) << s.ToString();
+    return e;
+  };
+  EXPECT_EQ(chunk(), plain);
+  const uint64_t n = plain.chunks.size();
+  ASSERT_GT(n, 4u);
+  EXPECT_EQ(cache.misses(), n);
+  EXPECT_EQ(cache.hits(), 0u);
+  cache.NextGeneration();
+  EXPECT_EQ(chunk(), plain);
+  EXPECT_EQ(cache.hits(), n);
+  EXPECT_EQ(cache.misses(), n);
+  // One byte changes: its chunk (and only the chunks the cut moves) is hashed again, and the
+  // result is still SHA-256's.
+  bytes[bytes.size() / 2] ^= 0xff;
+  WriteFile(tmp.Sub("f"), bytes);
+  cache.NextGeneration();
+  const FileEntry changed = chunk();
+  EXPECT_EQ(changed, ChunkAll(tmp.path(), "f"));
+  EXPECT_NE(changed, plain);
+  EXPECT_GT(cache.misses(), n);
+  EXPECT_LT(cache.misses(), n + 4);
+  // Two generations without the original bytes: they are hashed from scratch.
+  cache.NextGeneration();
+  cache.NextGeneration();
+  bytes[bytes.size() / 2] ^= 0xff;
+  WriteFile(tmp.Sub("f"), bytes);
+  const uint64_t misses = cache.misses();
+  EXPECT_EQ(chunk(), plain);
+  EXPECT_EQ(cache.misses(), misses + n);
+}
+
 TEST(ChunkCutTest, SinkErrorStopsAndIsReturned) {
   TempDir tmp;
   WriteFile(tmp.Sub("f"), RandomBytes(1 << 20, 3));
