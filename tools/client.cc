@@ -180,6 +180,7 @@ StatusOr<std::unique_ptr<LocalCluster>> LocalCluster::Start(const LocalClusterOp
                                   "--node",
                                   std::to_string(i),
                                   "--exit-with-coordinator"};
+    if (!o.scratch_dir.empty()) a.insert(a.end(), {"--scratch-dir", o.scratch_dir + "/" + name});
     if (o.netns) a = InNetns(hosts.names[i - 1], a);
     pid_t pid = Spawn(a, state + "/log/" + name + ".log", o.detach);
     if (pid < 0) return ErrnoError(errno, "fork");

@@ -53,7 +53,8 @@ struct LocalClusterOptions {
   // Each nodeagent in a network namespace of its own (tools/netns.h), the coordinator on
   // their bridge; the namespaces are recorded in the state dir for RemoveNetnsHosts.
   bool netns = false;
-  std::string listen;  // coordinator's nodeagent address, "" = 127.0.0.1:0 (netns: the bridge)
+  std::string listen;       // coordinator's nodeagent address, "" = 127.0.0.1:0 (netns: the bridge)
+  std::string scratch_dir;  // nodeagents' --scratch-dir is <scratch_dir>/<name>; "" = default
 };
 
 // A coordinator and K nodeagents started on this machine. Logs go to <state>/log/.

@@ -29,6 +29,8 @@ options for up:
       --keep-logs N       replay logs kept, of the most recent jobs; 0 = all (default 1000)
       --provider NAME     libfabric provider between the nodes: shm (default: all are on
                           this host; $GOS_FABRIC_PROVIDER overrides), tcp;ofi_rxm, tcp
+      --scratch-dir DIR   where each node writes its checkpoint dumps: DIR/<node name>
+                          (default: the node's state dir; a tmpfs spares the disk writeback)
       --netns             each nodeagent in a network namespace of its own, on a bridge
                           (198.19.K.0/24), like separate hosts: tcp;ofi_rxm between them;
                           `down` removes the namespaces (root only)
@@ -37,7 +39,7 @@ options for up:
 
 int Main(int argc, char** argv) {
   uint32_t nodes = 4;
-  std::string timeslice, mpl, failure_timeout, keep_logs, provider;
+  std::string timeslice, mpl, failure_timeout, keep_logs, provider, scratch_dir;
   bool netns = false;
   os::Flags flags(argc, argv, kUsage);
   flags.U32("-N|--nodes", &nodes);
@@ -46,6 +48,7 @@ int Main(int argc, char** argv) {
   flags.String("--failure-timeout", &failure_timeout);
   flags.String("--keep-logs", &keep_logs);
   flags.String("--provider", &provider);
+  flags.String("--scratch-dir", &scratch_dir);
   flags.Bool("--netns", &netns);
   if (int rc = flags.Parse(); rc >= 0) return rc;
   if (flags.positional().size() != 1) {
@@ -67,6 +70,7 @@ int Main(int argc, char** argv) {
     o.failure_timeout = failure_timeout;
     o.keep_logs = keep_logs;
     o.provider = provider;
+    o.scratch_dir = scratch_dir;
     o.netns = netns;
     o.embedded = false;
     o.detach = true;
