@@ -1150,9 +1150,10 @@ void CoordinatorImpl::Finalize(Job& j, JobState state, After& after) {
   j.fds.clear();
   PersistJob(j);
   if (j.record) {
-    tables_->replay()->Sync().IgnoreError();
-    if (o_.keep_logs > 0) {
-      after.push_back([this, in_use = LogsInUse(j.rec.id)] {
+    // Outside mu_ (an fsync and a scan of the log index), before the client hears of the end.
+    after.push_back([this, in_use = LogsInUse(j.rec.id)] {
+      tables_->replay()->Sync().IgnoreError();
+      if (o_.keep_logs > 0) {
         auto pruned = storage::PruneLogs(tables_->replay(), o_.keep_logs, in_use);
         if (!pruned.ok()) {
           GOS_LOG(kWarn, "coordinator") << "pruning replay logs: " << pruned.status().ToString();
@@ -1161,8 +1162,8 @@ void CoordinatorImpl::Finalize(Job& j, JobState state, After& after) {
               << "removed the replay logs of " << pruned->jobs.size() << " old job(s), "
               << pruned->bytes << " bytes (--keep-logs " << o_.keep_logs << ")";
         }
-      });
-    }
+      }
+    });
   }
   GOS_LOG(kInfo, "coordinator") << "job " << j.rec.id << " " << storage::JobStateName(state)
                                 << " with exit code " << j.exit_code

@@ -14,6 +14,7 @@
 #include <limits>
 #include <map>
 #include <mutex>
+#include <set>
 #include <unordered_map>
 
 #include "gos/log.h"
@@ -269,6 +270,7 @@ class RocksCheckpointStore final : public CheckpointStore {
     // synced write flushes the single WAL, this write included. Saves an fsync per chunk.
     GOS_RETURN_IF_ERROR(FromRocks(db_->Write(rocksdb::WriteOptions(), &batch),
                                   "storage " + dir_ + ": writing chunk " + hex));
+    gc_candidates_.insert(ref.hash);
     return true;
   }
 
@@ -331,6 +333,7 @@ class RocksCheckpointStore final : public CheckpointStore {
     GOS_RETURN_IF_ERROR(Batch(batch.Put(epochs_, key, ToSlice(EncodeManifest(m))), name));
     GOS_RETURN_IF_ERROR(
         FromRocks(db_->Write(SyncedWrite(), &batch), "storage " + dir_ + ": committing " + name));
+    for (const auto& [hash, inc] : incs) gc_candidates_.erase(hash);
     GOS_LOG(kInfo, "storage") << "committed " << name << ": " << m.ranks.size() << " ranks, "
                               << incs.size() << " distinct chunks, " << m.logical_bytes << " bytes";
     return OkStatus();
@@ -386,28 +389,46 @@ class RocksCheckpointStore final : public CheckpointStore {
     std::lock_guard<std::mutex> lock(mu_);
     GcResult res;
     rocksdb::WriteBatch batch;
-    std::unique_ptr<rocksdb::Iterator> it(db_->NewIterator(rocksdb::ReadOptions(), refs_));
-    for (it->SeekToFirst(); it->Valid(); it->Next()) {
-      const ChunkHash h = HashOfKey(it->key());
-      StatusOr<RefsRow> row = DecodeRefsRow(it->value(), h);
-      if (!row.ok() || it->key().size() != h.size()) {
+    // One chunk_refs row: deleted with its chunk if nothing references it.
+    auto consider = [&](const rocksdb::Slice& key, const rocksdb::Slice& value) -> Status {
+      ++res.rows_examined;
+      const ChunkHash h = HashOfKey(key);
+      StatusOr<RefsRow> row = DecodeRefsRow(value, h);
+      if (!row.ok() || key.size() != h.size()) {
         // Never delete what cannot be read: Verify reports it.
         GOS_LOG(kWarn, "storage") << dir_ << ": gc skips a damaged chunk_refs row: "
                                   << (row.ok() ? "bad key" : row.status().message());
-        continue;
+        return OkStatus();
       }
-      if (row->refs != 0) continue;
-      GOS_RETURN_IF_ERROR(Batch(batch.Delete(chunks_, it->key()), HashHex(h)));
-      GOS_RETURN_IF_ERROR(Batch(batch.Delete(refs_, it->key()), HashHex(h)));
+      if (row->refs != 0) return OkStatus();
+      GOS_RETURN_IF_ERROR(Batch(batch.Delete(chunks_, key), HashHex(h)));
+      GOS_RETURN_IF_ERROR(Batch(batch.Delete(refs_, key), HashHex(h)));
       ++res.chunks_removed;
       res.bytes_removed += row->stored_len;
+      return OkStatus();
+    };
+    if (!gc_scanned_) {
+      std::unique_ptr<rocksdb::Iterator> it(db_->NewIterator(rocksdb::ReadOptions(), refs_));
+      for (it->SeekToFirst(); it->Valid(); it->Next()) {
+        GOS_RETURN_IF_ERROR(consider(it->key(), it->value()));
+      }
+      GOS_RETURN_IF_ERROR(FromRocks(it->status(), "storage " + dir_ + ": scanning chunk_refs"));
+    } else {
+      for (const ChunkHash& h : gc_candidates_) {
+        const rocksdb::Slice key = HashKey(h);
+        rocksdb::PinnableSlice v;
+        const rocksdb::Status s = db_->Get(rocksdb::ReadOptions(), refs_, key, &v);
+        if (s.IsNotFound()) continue;
+        GOS_RETURN_IF_ERROR(FromRocks(s, "storage " + dir_ + ": reading chunk_refs"));
+        GOS_RETURN_IF_ERROR(consider(key, v));
+      }
     }
-    GOS_RETURN_IF_ERROR(FromRocks(it->status(), "storage " + dir_ + ": scanning chunk_refs"));
-    it.reset();
     if (res.chunks_removed > 0) {
       GOS_RETURN_IF_ERROR(FromRocks(db_->Write(SyncedWrite(), &batch),
                                     "storage " + dir_ + ": deleting unreferenced chunks"));
     }
+    gc_scanned_ = true;
+    gc_candidates_.clear();
     GOS_LOG(kInfo, "storage") << dir_ << ": gc removed " << res.chunks_removed << " chunks, "
                               << res.bytes_removed << " stored bytes";
     return res;
@@ -578,6 +599,7 @@ class RocksCheckpointStore final : public CheckpointStore {
   // synced batch. Requires mu_.
   Status DeleteLocked(uint64_t job, const std::vector<uint64_t>& epochs) {
     std::map<ChunkHash, uint64_t> decs;
+    std::vector<ChunkHash> unreferenced;
     rocksdb::WriteBatch batch;
     size_t deleted = 0;
     for (uint64_t epoch : epochs) {
@@ -610,12 +632,14 @@ class RocksCheckpointStore final : public CheckpointStore {
                                   << " references, dropping " << n;
       }
       row->refs -= std::min(row->refs, n);
+      if (row->refs == 0) unreferenced.push_back(hash);
       GOS_RETURN_IF_ERROR(
           Batch(batch.Put(refs_, HashKey(hash), ToSlice(EncodeRefsRow(*row))), HashHex(hash)));
     }
     GOS_RETURN_IF_ERROR(FromRocks(db_->Write(SyncedWrite(), &batch),
                                   "storage " + dir_ + ": deleting " + std::to_string(deleted) +
                                       " epochs of job " + std::to_string(job)));
+    gc_candidates_.insert(unreferenced.begin(), unreferenced.end());
     GOS_LOG(kInfo, "storage") << dir_ << ": deleted " << deleted << " epochs of job " << job;
     return OkStatus();
   }
@@ -628,6 +652,10 @@ class RocksCheckpointStore final : public CheckpointStore {
   // Serializes the read-modify-writes of reference counts (PutChunk, CommitEpoch, deletes,
   // Gc) so no increment is lost and Gc never races a commit.
   std::mutex mu_;
+  // Whether a Gc has read every chunk_refs row; since then, the chunks that may have no
+  // reference: stored, or their last reference dropped, and not committed since (under mu_).
+  bool gc_scanned_ = false;
+  std::set<ChunkHash> gc_candidates_;
 };
 
 }  // namespace

@@ -235,6 +235,59 @@ TEST_F(CheckpointStoreTest, ReferenceCountsAndGc) {
   EXPECT_EQ(StoredChunks(), 0u);
 }
 
+// After its first (full) Gc, a store reads only the chunks that may have lost their last
+// reference since; what an earlier process left unreferenced is found by the next process's
+// first Gc.
+TEST_F(CheckpointStoreTest, GcAfterTheFirstReadsOnlyCandidates) {
+  std::vector<Chunk> chunks;
+  std::vector<const Chunk*> all;
+  for (uint64_t i = 0; i < 50; ++i) chunks.push_back(MakeChunk(100 + i));
+  for (const Chunk& c : chunks) {
+    Put(c);
+    all.push_back(&c);
+  }
+  ASSERT_TRUE(store_->CommitEpoch(Epoch(4, 1, {{File("pages-1.img", all)}})).ok());
+  StatusOr<GcResult> gc = store_->Gc();
+  ASSERT_TRUE(gc.ok());
+  EXPECT_EQ(gc->rows_examined, 50u);  // the first: every row
+  EXPECT_EQ(gc->chunks_removed, 0u);
+
+  // One orphan and one new chunk of a committed epoch: only the orphan is read (a commit
+  // takes its chunks off the list).
+  const Chunk orphan = MakeChunk(1), kept = MakeChunk(2);
+  Put(orphan);
+  Put(kept);
+  ASSERT_TRUE(store_->CommitEpoch(Epoch(4, 2, {{File("pages-1.img", {&chunks[0], &kept})}})).ok());
+  gc = store_->Gc();
+  ASSERT_TRUE(gc.ok());
+  EXPECT_EQ(gc->rows_examined, 1u);
+  EXPECT_EQ(gc->chunks_removed, 1u);
+  EXPECT_FALSE(*store_->HasChunk(orphan.ref.hash));
+  EXPECT_TRUE(*store_->HasChunk(kept.ref.hash));
+
+  // Deleting epoch 1 leaves chunks 1..49 unreferenced (chunk 0 is in epoch 2 too).
+  ASSERT_TRUE(store_->DeleteEpoch(4, 1).ok());
+  gc = store_->Gc();
+  ASSERT_TRUE(gc.ok());
+  EXPECT_EQ(gc->rows_examined, 49u);
+  EXPECT_EQ(gc->chunks_removed, 49u);
+  EXPECT_TRUE(*store_->HasChunk(chunks[0].ref.hash));
+  EXPECT_EQ(store_->Gc()->rows_examined, 0u);
+  EXPECT_EQ(StoredChunks(), 2u);
+
+  // An orphan left by a process that stopped before its Gc: the next one's first Gc finds it.
+  const Chunk left = MakeChunk(3);
+  Put(left);
+  Close();
+  Open();
+  gc = store_->Gc();
+  ASSERT_TRUE(gc.ok());
+  EXPECT_EQ(gc->rows_examined, 3u);
+  EXPECT_EQ(gc->chunks_removed, 1u);
+  EXPECT_FALSE(*store_->HasChunk(left.ref.hash));
+  EXPECT_TRUE(VerifyOk().problems.empty());
+}
+
 TEST_F(CheckpointStoreTest, RetainKeepsTheNewest) {
   std::vector<Chunk> chunks;
   for (uint64_t i = 0; i < 5; ++i) chunks.push_back(MakeChunk(10 + i));

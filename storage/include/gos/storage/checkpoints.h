@@ -7,7 +7,11 @@
 // commits. CommitEpoch writes the manifest and every reference increment in one WriteBatch,
 // so after a crash an epoch is either whole or absent. DeleteEpoch is one WriteBatch too.
 // Gc removes chunks nothing references — including chunks uploaded for an epoch that is
-// still being taken, so the caller runs it only when no epoch is in flight.
+// still being taken, so the caller runs it only when no epoch is in flight. The first Gc of a
+// store object reads every chunk_refs row; later ones read only the candidates this object
+// saw since: chunks it stored and chunks whose last reference it dropped (a commit takes a
+// chunk off the list), so a Gc after each commit costs what that commit changed, not the
+// size of the store.
 // Every read of a chunk for use is verified against its hash (DecompressChunk).
 // Thread-safe.
 #ifndef GOS_STORAGE_CHECKPOINTS_H_
@@ -62,6 +66,7 @@ struct StoreStats {
 struct GcResult {
   uint64_t chunks_removed = 0;
   uint64_t bytes_removed = 0;  // stored bytes
+  uint64_t rows_examined = 0;  // chunk_refs rows read: all of them, or only the candidates
 };
 
 struct VerifyProblem {
