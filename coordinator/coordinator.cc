@@ -114,8 +114,19 @@ struct EpochInFlight {
   int64_t pause_ms = 0;
   std::map<uint32_t, storage::EpochRank> ranks;
   uint64_t new_bytes = 0, new_compressed = 0;
-  std::string failure;                            // a node could not take it
-  std::vector<std::shared_ptr<Channel>> waiters;  // gos-ckpt clients
+  std::string failure;  // a node could not take it
+  // Its manifest is with the store thread, which commits it and ends the epoch.
+  bool committing = false;
+  // gos-ckpt clients; shared with the store thread's task, which answers them.
+  std::shared_ptr<std::vector<std::shared_ptr<Channel>>> waiters =
+      std::make_shared<std::vector<std::shared_ptr<Channel>>>();
+};
+
+// An epoch's store work, for the store thread: its commit, the job's retention, then a Gc.
+struct StoreTask {
+  storage::EpochManifest manifest;
+  uint32_t keep = 1;
+  std::shared_ptr<std::vector<std::shared_ptr<Channel>>> waiters;
 };
 
 struct Job {
@@ -212,6 +223,9 @@ class CoordinatorImpl final : public Coordinator {
   // Checkpoints (under mu_).
   void OrderEpoch(Job& j);
   void StepEpoch(Job& j, After& after);
+  // Store thread: commits epochs whose every rank is stored (StepEpoch queues them).
+  void StoreLoop();
+  void CommitStored(const StoreTask& t);
   void EndEpoch(Job& j, const std::string& error, After& after);
   void Notice(Job& j, const std::string& text, After& after);
   bool AnyEpochInFlight() const;
@@ -268,7 +282,7 @@ class CoordinatorImpl final : public Coordinator {
   std::atomic<bool> stop_{false};
   std::atomic<bool> formed_{false};
   Status fatal_;
-  std::thread join_thread_, strobe_thread_, staging_thread_;
+  std::thread join_thread_, strobe_thread_, staging_thread_, store_thread_;
 
   std::mutex mu_;
   std::condition_variable staging_cv_;
@@ -287,6 +301,8 @@ class CoordinatorImpl final : public Coordinator {
   GangMatrix matrix_{2};
   JobQueue queue_;
   std::deque<uint64_t> to_stage_;
+  std::condition_variable store_cv_;
+  std::deque<StoreTask> store_tasks_;
   std::vector<os::StrobeCommand> commands_;
   // Commands of strobes not confirmed by every live node (delivery failed, or the
   // confirmation broke off): they go out again with the next strobe (strobe thread only).
@@ -402,12 +418,14 @@ Status CoordinatorImpl::Run() {
 void CoordinatorImpl::Shutdown() {
   stop_ = true;
   staging_cv_.notify_all();
+  store_cv_.notify_all();
   strobe_cv_.notify_all();
   if (join_thread_.joinable()) join_thread_.join();
   if (exit_thread_.joinable()) exit_thread_.join();
   if (blocked_thread_.joinable()) blocked_thread_.join();
   if (strobe_thread_.joinable()) strobe_thread_.join();
   if (staging_thread_.joinable()) staging_thread_.join();
+  if (store_thread_.joinable()) store_thread_.join();
   {
     std::lock_guard<std::mutex> lock(mu_);
     for (auto& [id, j] : jobs_) {
@@ -1137,7 +1155,7 @@ void CoordinatorImpl::ForwardStdin(Job& j, After& after) {
 }
 
 void CoordinatorImpl::Finalize(Job& j, JobState state, After& after) {
-  if (j.epoch) EndEpoch(j, "the job ended before it was stored", after);
+  if (j.epoch && !j.epoch->committing) EndEpoch(j, "the job ended before it was stored", after);
   j.phase = Phase::kDone;
   j.exited = SteadyClock::now();
   j.rec.state = state;
@@ -1331,6 +1349,7 @@ void CoordinatorImpl::JoinGroup() {
   GOS_LOG(kInfo, "coordinator") << "cluster formed: " << o_.nodes << " nodes, provider "
                                 << node_->provider();
   staging_thread_ = std::thread([this] { StagingLoop(); });
+  store_thread_ = std::thread([this] { StoreLoop(); });
   strobe_thread_ = std::thread([this] { StrobeLoop(); });
   // Exit records arrive with an event: strobe early so termination is noticed at once.
   exit_thread_ = StrobeOnEvent(os::kEventExit, [] { return true; });
@@ -1642,6 +1661,7 @@ void CoordinatorImpl::OrderEpoch(Job& j) {
 
 void CoordinatorImpl::StepEpoch(Job& j, After& after) {
   EpochInFlight& e = *j.epoch;
+  if (e.committing) return;
   const uint64_t id = j.rec.id;
   const NodeSet set = JobNodes(j);
   const auto now = SteadyClock::now();
@@ -1662,7 +1682,7 @@ void CoordinatorImpl::StepEpoch(Job& j, After& after) {
     cmd.type = os::CommandType::kResume;
     cmd.job = id;
     Command(cmd);
-    for (auto& w : e.waiters) {
+    for (auto& w : *e.waiters) {
       std::string text = "epoch " + std::to_string(e.epoch) + ": " + std::to_string(j.rec.ntasks) +
                          " ranks dumped; job paused " + std::to_string(e.pause_ms) +
                          " ms, storing chunks";
@@ -1693,34 +1713,90 @@ void CoordinatorImpl::StepEpoch(Job& j, After& after) {
     for (const auto& f : r.files) m.logical_bytes += f.size;
     m.ranks.push_back(std::move(r));
   }
+  // The store work (a synced commit of every reference, retention, gc: tens of ms and more
+  // for a big job) runs on the store thread, not on this strobe thread; the epoch stays in
+  // flight until it is done.
+  e.committing = true;
+  StoreTask t;
+  t.manifest = std::move(m);
+  t.keep = std::max<uint32_t>(j.keep, 1);
+  t.waiters = e.waiters;
+  store_tasks_.push_back(std::move(t));
+  store_cv_.notify_one();
+}
+
+void CoordinatorImpl::StoreLoop() {
+  for (;;) {
+    StoreTask t;
+    {
+      std::unique_lock<std::mutex> lock(mu_);
+      store_cv_.wait(lock, [&] { return stop_ || !store_tasks_.empty(); });
+      if (store_tasks_.empty()) return;  // stopping, and every commit is done
+      t = std::move(store_tasks_.front());
+      store_tasks_.pop_front();
+    }
+    CommitStored(t);
+  }
+}
+
+void CoordinatorImpl::CommitStored(const StoreTask& t) {
+  const storage::EpochManifest& m = t.manifest;
   Status st = store()->CommitEpoch(m);
-  if (!st.ok()) return EndEpoch(j, "commit failed: " + st.ToString(), after);
-  std::string text = "checkpoint: job " + std::to_string(id) + " epoch " + std::to_string(m.epoch) +
-                     " committed: " + std::to_string(m.ntasks) + " ranks, " + Mib(m.logical_bytes) +
-                     ", " + Mib(m.new_bytes) + " new (" + Mib(m.new_compressed) +
-                     " compressed), paused " + std::to_string(m.pause_ms) + " ms, took " +
-                     std::to_string(m.total_ms) + " ms";
-  for (auto& w : e.waiters) {
-    after.push_back([w, text] { w->Send(Frame::kOk, os::EncodeText(text)).IgnoreError(); });
+  if (st.ok()) {
+    if (Status r = store()->Retain(m.job, t.keep); !r.ok()) {
+      GOS_LOG(kWarn, "coordinator") << "job " << m.job << ": retention: " << r.ToString();
+    }
   }
-  Notice(j, text, after);
-  j.last_committed = m.epoch;
-  j.epoch.reset();
-  j.next_ckpt = now + std::chrono::milliseconds(j.ckpt_interval_ms);
-  if (Status r = store()->Retain(id, std::max<uint32_t>(j.keep, 1)); !r.ok()) {
-    GOS_LOG(kWarn, "coordinator") << "job " << id << ": retention: " << r.ToString();
+  After after;
+  std::optional<uint64_t> gc_mark;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto jt = jobs_.find(m.job);
+    Job* j = jt != jobs_.end() && jt->second.epoch && jt->second.epoch->epoch == m.epoch
+                 ? &jt->second
+                 : nullptr;
+    if (!st.ok()) {
+      if (j != nullptr) {
+        j->epoch->committing = false;
+        EndEpoch(*j, "commit failed: " + st.ToString(), after);
+      } else {
+        GOS_LOG(kWarn, "coordinator")
+            << "job " << m.job << " epoch " << m.epoch << ": commit failed: " << st.ToString();
+      }
+    } else {
+      std::string text =
+          "checkpoint: job " + std::to_string(m.job) + " epoch " + std::to_string(m.epoch) +
+          " committed: " + std::to_string(m.ntasks) + " ranks, " + Mib(m.logical_bytes) + ", " +
+          Mib(m.new_bytes) + " new (" + Mib(m.new_compressed) + " compressed), paused " +
+          std::to_string(m.pause_ms) + " ms, took " + std::to_string(m.total_ms) + " ms";
+      for (auto& w : *t.waiters) {
+        after.push_back([w, text] { w->Send(Frame::kOk, os::EncodeText(text)).IgnoreError(); });
+      }
+      if (j != nullptr) {
+        Notice(*j, text, after);
+        j->last_committed = m.epoch;
+        j->epoch.reset();
+        j->next_ckpt = SteadyClock::now() + std::chrono::milliseconds(j->ckpt_interval_ms);
+      } else {
+        GOS_LOG(kInfo, "coordinator") << text << " (after the job ended)";
+      }
+    }
+    // Chunks of epochs still in flight are unreferenced too: collect only when none is, and
+    // only what was unreferenced by now (GcBefore), outside mu_.
+    if (!AnyEpochInFlight()) gc_mark = store()->GcMark();
   }
-  if (!AnyEpochInFlight()) {
-    auto gc = store()->Gc();
+  if (gc_mark) {
+    auto gc = store()->GcBefore(*gc_mark);
     if (!gc.ok()) GOS_LOG(kWarn, "coordinator") << "chunk gc: " << gc.status().ToString();
   }
+  for (auto& fn : after) fn();
 }
 
 void CoordinatorImpl::EndEpoch(Job& j, const std::string& error, After& after) {
   EpochInFlight& e = *j.epoch;
   std::string text = "checkpoint: job " + std::to_string(j.rec.id) + " epoch " +
                      std::to_string(e.epoch) + " aborted: " + error;
-  for (auto& w : e.waiters) {
+  for (auto& w : *e.waiters) {
     after.push_back([w, text] { w->Send(Frame::kError, os::EncodeText(text)).IgnoreError(); });
   }
   if (!e.dumped && j.slot != kNoSlot) {
@@ -1754,7 +1830,7 @@ void CoordinatorImpl::CheckpointNow(const std::shared_ptr<Client>& c, uint64_t i
                 storage::JobStateName(j.rec.state) + ")");
   }
   if (!j.epoch) OrderEpoch(j);
-  j.epoch->waiters.push_back(ch);
+  j.epoch->waiters->push_back(ch);
   std::string text =
       "epoch " + std::to_string(j.epoch->epoch) + " of job " + std::to_string(id) + " ordered";
   after.push_back([ch, text] { ch->Send(Frame::kPhase, os::EncodeText(text)).IgnoreError(); });
@@ -1885,7 +1961,7 @@ bool CoordinatorImpl::RequeueForRestart(Job& j, After& after) {
   auto m = store()->GetEpoch(j.rec.id, epochs->back().epoch);
   if (!m.ok() || !m->has_value()) return false;
   const uint64_t id = j.rec.id;
-  if (j.epoch) EndEpoch(j, "a node of the job went down", after);
+  if (j.epoch && !j.epoch->committing) EndEpoch(j, "a node of the job went down", after);
   // The new incarnation keeps the id and will likely get this slot again, whose VarStarted
   // still holds the id on the surviving nodes. A node zeroes it only when it processes the
   // RESTORE command, and a survivor can be that late (its strobe thread may sit up to the

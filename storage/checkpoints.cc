@@ -270,7 +270,7 @@ class RocksCheckpointStore final : public CheckpointStore {
     // synced write flushes the single WAL, this write included. Saves an fsync per chunk.
     GOS_RETURN_IF_ERROR(FromRocks(db_->Write(rocksdb::WriteOptions(), &batch),
                                   "storage " + dir_ + ": writing chunk " + hex));
-    gc_candidates_.insert(ref.hash);
+    gc_candidates_[ref.hash] = ++gc_seq_;
     return true;
   }
 
@@ -385,9 +385,21 @@ class RocksCheckpointStore final : public CheckpointStore {
     return DeleteLocked(job, epochs);
   }
 
-  StatusOr<GcResult> Gc() override {
+  StatusOr<GcResult> Gc() override { return GcBefore(GcMark()); }
+
+  uint64_t GcMark() override {
+    std::lock_guard<std::mutex> lock(mu_);
+    return gc_seq_;
+  }
+
+  StatusOr<GcResult> GcBefore(uint64_t mark) override {
     std::lock_guard<std::mutex> lock(mu_);
     GcResult res;
+    // Stored or dropped after the mark: not this time.
+    auto later = [&](const ChunkHash& h) {
+      auto it = gc_candidates_.find(h);
+      return it != gc_candidates_.end() && it->second > mark;
+    };
     rocksdb::WriteBatch batch;
     // One chunk_refs row: deleted with its chunk if nothing references it.
     auto consider = [&](const rocksdb::Slice& key, const rocksdb::Slice& value) -> Status {
@@ -400,7 +412,7 @@ class RocksCheckpointStore final : public CheckpointStore {
                                   << (row.ok() ? "bad key" : row.status().message());
         return OkStatus();
       }
-      if (row->refs != 0) return OkStatus();
+      if (row->refs != 0 || later(h)) return OkStatus();
       GOS_RETURN_IF_ERROR(Batch(batch.Delete(chunks_, key), HashHex(h)));
       GOS_RETURN_IF_ERROR(Batch(batch.Delete(refs_, key), HashHex(h)));
       ++res.chunks_removed;
@@ -414,7 +426,8 @@ class RocksCheckpointStore final : public CheckpointStore {
       }
       GOS_RETURN_IF_ERROR(FromRocks(it->status(), "storage " + dir_ + ": scanning chunk_refs"));
     } else {
-      for (const ChunkHash& h : gc_candidates_) {
+      for (const auto& [h, seq] : gc_candidates_) {
+        if (seq > mark) continue;
         const rocksdb::Slice key = HashKey(h);
         rocksdb::PinnableSlice v;
         const rocksdb::Status s = db_->Get(rocksdb::ReadOptions(), refs_, key, &v);
@@ -428,7 +441,7 @@ class RocksCheckpointStore final : public CheckpointStore {
                                     "storage " + dir_ + ": deleting unreferenced chunks"));
     }
     gc_scanned_ = true;
-    gc_candidates_.clear();
+    std::erase_if(gc_candidates_, [&](const auto& c) { return c.second <= mark; });
     GOS_LOG(kInfo, "storage") << dir_ << ": gc removed " << res.chunks_removed << " chunks, "
                               << res.bytes_removed << " stored bytes";
     return res;
@@ -639,7 +652,7 @@ class RocksCheckpointStore final : public CheckpointStore {
     GOS_RETURN_IF_ERROR(FromRocks(db_->Write(SyncedWrite(), &batch),
                                   "storage " + dir_ + ": deleting " + std::to_string(deleted) +
                                       " epochs of job " + std::to_string(job)));
-    gc_candidates_.insert(unreferenced.begin(), unreferenced.end());
+    for (const ChunkHash& h : unreferenced) gc_candidates_[h] = ++gc_seq_;
     GOS_LOG(kInfo, "storage") << dir_ << ": deleted " << deleted << " epochs of job " << job;
     return OkStatus();
   }
@@ -655,7 +668,8 @@ class RocksCheckpointStore final : public CheckpointStore {
   // Whether a Gc has read every chunk_refs row; since then, the chunks that may have no
   // reference: stored, or their last reference dropped, and not committed since (under mu_).
   bool gc_scanned_ = false;
-  std::set<ChunkHash> gc_candidates_;
+  std::map<ChunkHash, uint64_t> gc_candidates_;  // -> its place in the sequence (gc_seq_)
+  uint64_t gc_seq_ = 0;
 };
 
 }  // namespace

@@ -275,16 +275,32 @@ TEST_F(CheckpointStoreTest, GcAfterTheFirstReadsOnlyCandidates) {
   EXPECT_EQ(store_->Gc()->rows_examined, 0u);
   EXPECT_EQ(StoredChunks(), 2u);
 
-  // An orphan left by a process that stopped before its Gc: the next one's first Gc finds it.
+  // A chunk stored after the mark (an epoch ordered after the caller saw none in flight)
+  // stays until a later mark.
+  uint64_t mark = store_->GcMark();
+  const Chunk late = MakeChunk(4);
+  Put(late);
+  gc = store_->GcBefore(mark);
+  ASSERT_TRUE(gc.ok());
+  EXPECT_EQ(gc->chunks_removed, 0u);
+  EXPECT_TRUE(*store_->HasChunk(late.ref.hash));
+  EXPECT_EQ(store_->Gc()->chunks_removed, 1u);
+
+  // An orphan left by a process that stopped before its Gc: the next one's first Gc reads
+  // every row and finds it, and still keeps what was stored after its mark.
   const Chunk left = MakeChunk(3);
   Put(left);
   Close();
   Open();
-  gc = store_->Gc();
+  mark = store_->GcMark();
+  Put(late);
+  gc = store_->GcBefore(mark);
   ASSERT_TRUE(gc.ok());
-  EXPECT_EQ(gc->rows_examined, 3u);
+  EXPECT_EQ(gc->rows_examined, 4u);
   EXPECT_EQ(gc->chunks_removed, 1u);
   EXPECT_FALSE(*store_->HasChunk(left.ref.hash));
+  EXPECT_TRUE(*store_->HasChunk(late.ref.hash));
+  EXPECT_EQ(store_->Gc()->chunks_removed, 1u);
   EXPECT_TRUE(VerifyOk().problems.empty());
 }
 

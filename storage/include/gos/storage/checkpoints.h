@@ -11,7 +11,8 @@
 // store object reads every chunk_refs row; later ones read only the candidates this object
 // saw since: chunks it stored and chunks whose last reference it dropped (a commit takes a
 // chunk off the list), so a Gc after each commit costs what that commit changed, not the
-// size of the store.
+// size of the store. GcBefore(mark) spares what was stored or dropped after GcMark(), so a
+// caller may decide "no epoch in flight" under its own lock and collect outside it.
 // Every read of a chunk for use is verified against its hash (DecompressChunk).
 // Thread-safe.
 #ifndef GOS_STORAGE_CHECKPOINTS_H_
@@ -108,6 +109,11 @@ class CheckpointStore {
   virtual Status Retain(uint64_t job, uint32_t keep) = 0;
   // Removes every unreferenced chunk.
   virtual StatusOr<GcResult> Gc() = 0;
+  // A point in this object's sequence of stores and dropped references: GcBefore(mark)
+  // removes the unreferenced chunks but those stored or dropped after GcMark() returned mark
+  // (e.g. by an epoch ordered after the caller saw none in flight).
+  virtual uint64_t GcMark() = 0;
+  virtual StatusOr<GcResult> GcBefore(uint64_t mark) = 0;
   virtual StatusOr<StoreStats> Stats() = 0;
   // Reads every chunk every epoch names (verifying it) and checks reference counts.
   // progress(done, total) is called now and then (total = chunk references to check).
