@@ -107,6 +107,16 @@ std::pair<int, int> CartShift(const Cart& cart, int rank, int direction, int dis
   return {CartRank(cart, from), CartRank(cart, to)};
 }
 
+std::vector<int> CartNeighbors(const Cart& cart, int rank) {
+  std::vector<int> out;
+  for (size_t d = 0; d < cart.dims.size(); ++d) {
+    auto [from, to] = CartShift(cart, rank, static_cast<int>(d), 1);
+    out.push_back(from);
+    out.push_back(to);
+  }
+  return out;
+}
+
 uint64_t DeriveContext(uint64_t parent, uint64_t serial, uint64_t salt) {
   uint64_t h = Mix64(parent ^ 0x9e3779b97f4a7c15ULL);
   h = Mix64(h ^ serial);

@@ -50,6 +50,9 @@ std::vector<int> CartCoords(const Cart& cart, int rank);
 // MPI_Cart_shift for `rank` along `direction` by `disp`: {source, dest}, each -1 when it
 // falls off a non-periodic dimension.
 std::pair<int, int> CartShift(const Cart& cart, int rank, int direction, int disp);
+// The neighbours of `rank` for the neighbourhood collectives, in MPI's order: for each
+// dimension d, CartShift(cart, rank, d, 1)'s source then its destination (-1 for none).
+std::vector<int> CartNeighbors(const Cart& cart, int rank);
 
 }  // namespace gos::mpi
 

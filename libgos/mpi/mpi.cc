@@ -11,12 +11,15 @@
 #include <cstring>
 #include <deque>
 #include <functional>
+#include <iterator>
+#include <limits>
 #include <map>
 #include <memory>
 #include <optional>
 #include <span>
 #include <string>
 #include <thread>
+#include <type_traits>
 #include <vector>
 
 #include "gos/gos.h"
@@ -107,6 +110,7 @@ struct State {
   std::vector<TypePtr> types;                // index = MPI_Datatype - kFirstDerivedType
   std::vector<bool> committed;
   std::vector<MPI_User_function*> user_ops;  // index = MPI_Op - kFirstUserOp; nullptr = freed
+  std::vector<bool> user_op_commute;         // MPI_Op_create's commute, same index
   void* bsend_buffer = nullptr;  // MPI_Buffer_attach's (not used: Bsend copies on its own)
   int bsend_size = 0;
   std::vector<Persistent> persistent;  // index = MPI_Request - kFirstPersistent
@@ -116,7 +120,8 @@ struct State {
   std::deque<Request> reqs;  // index + 1 = MPI_Request; a deque keeps Request* valid
   std::vector<int> free_reqs;
   int detached = 0;  // requests freed by the program that are still in flight
-  std::map<MPI_Comm, std::string> comm_names;  // MPI_Comm_set_name's; erased at MPI_Comm_free
+  std::map<MPI_Comm, std::string> comm_names;      // MPI_Comm_set_name's; erased at MPI_Comm_free
+  std::map<MPI_Datatype, std::string> type_names;  // MPI_Type_set_name's; erased at MPI_Type_free
   // MPI_Info objects: index + 1 = MPI_Info (0 = MPI_INFO_NULL); nullopt = freed. Keys in the
   // order they were first set (MPI_Info_get_nthkey).
   std::vector<std::optional<std::vector<std::pair<std::string, std::string>>>> infos;
@@ -170,6 +175,8 @@ const char* ErrorText(int code) {
       return "invalid topology (not a Cartesian communicator)";
     case MPI_ERR_DIMS:
       return "invalid dimensions";
+    case MPI_ERR_NO_MEM:
+      return "out of memory";
     default:
       return nullptr;
   }
@@ -227,6 +234,106 @@ TypePtr FindType(MPI_Datatype dt, bool for_transfer = true) {
   if (i >= s.types.size() || s.types[i] == nullptr) return nullptr;
   if (for_transfer && !s.committed[i]) return nullptr;
   return s.types[i];
+}
+
+// The basic types' names (MPI_Type_get_name), index = gos_type_t (handle - 1); MPI_LONG_LONG
+// is also MPI_LONG_LONG_INT, MPI_PACKED is MPI_BYTE.
+constexpr const char* kBasicTypeNames[] = {"MPI_CHAR",
+                                           "MPI_SIGNED_CHAR",
+                                           "MPI_UNSIGNED_CHAR",
+                                           "MPI_BYTE",
+                                           "MPI_SHORT",
+                                           "MPI_UNSIGNED_SHORT",
+                                           "MPI_INT",
+                                           "MPI_UNSIGNED",
+                                           "MPI_LONG",
+                                           "MPI_UNSIGNED_LONG",
+                                           "MPI_LONG_LONG_INT",
+                                           "MPI_UNSIGNED_LONG_LONG",
+                                           "MPI_INT8_T",
+                                           "MPI_UINT8_T",
+                                           "MPI_INT16_T",
+                                           "MPI_UINT16_T",
+                                           "MPI_INT32_T",
+                                           "MPI_UINT32_T",
+                                           "MPI_INT64_T",
+                                           "MPI_UINT64_T",
+                                           "MPI_FLOAT",
+                                           "MPI_DOUBLE",
+                                           "MPI_LONG_DOUBLE",
+                                           "MPI_C_BOOL",
+                                           "MPI_WCHAR",
+                                           "MPI_FLOAT_INT",
+                                           "MPI_DOUBLE_INT",
+                                           "MPI_LONG_INT",
+                                           "MPI_2INT",
+                                           "MPI_SHORT_INT",
+                                           "MPI_LONG_DOUBLE_INT"};
+static_assert(std::size(kBasicTypeNames) == GOS_TYPE_COUNT);
+
+// A basic type's name, or nullptr for a derived type.
+const char* BasicTypeName(MPI_Datatype dt) {
+  return dt >= MPI_CHAR && dt <= MPI_LONG_DOUBLE_INT ? kBasicTypeNames[dt - 1] : nullptr;
+}
+
+// MPI_*_set_name: at most MPI_MAX_OBJECT_NAME - 1 characters are kept.
+void SetName(std::map<int, std::string>& names, int handle, const char* name) {
+  names[handle] = std::string(name).substr(0, MPI_MAX_OBJECT_NAME - 1);
+}
+
+// MPI_*_get_name: the name set, else `predefined` (nullptr: the empty name).
+void GetName(const std::map<int, std::string>& names, int handle, const char* predefined, char* out,
+             int* resultlen) {
+  auto it = names.find(handle);
+  const char* name = it != names.end() ? it->second.c_str() : predefined ? predefined : "";
+  std::snprintf(out, MPI_MAX_OBJECT_NAME, "%s", name);
+  *resultlen = static_cast<int>(std::strlen(out));
+}
+
+// What an int result of a large-count query holds: the value, or MPI_UNDEFINED when it does
+// not fit (MPI's rule for the calls without _x).
+template <typename T>
+T Narrow(MPI_Count v) {
+  if constexpr (std::is_same_v<T, MPI_Count>) {
+    return v;
+  } else {
+    return v > std::numeric_limits<T>::max() ? MPI_UNDEFINED : static_cast<T>(v);
+  }
+}
+
+// MPI_Type_size(_x): the bytes of data in one element.
+template <typename T>
+int TypeSize(const char* fn, MPI_Datatype datatype, T* size) {
+  TypePtr t = FindType(datatype, /*for_transfer=*/false);
+  if (t == nullptr) return Fail(MPI_COMM_WORLD, fn, MPI_ERR_TYPE);
+  if (size == nullptr) return Fail(MPI_COMM_WORLD, fn, MPI_ERR_ARG);
+  *size = Narrow<T>(static_cast<MPI_Count>(gos::mpi::PackedSize(1, *t)));
+  return MPI_SUCCESS;
+}
+
+// MPI_Type_get_extent(_x), and with `true_bounds` MPI_Type_get_true_extent(_x): where one
+// element's data really lies, whatever its (resized) bounds say.
+template <typename T>
+int TypeBounds(const char* fn, MPI_Datatype datatype, bool true_bounds, T* lb, T* extent) {
+  TypePtr t = FindType(datatype, /*for_transfer=*/false);
+  if (t == nullptr) return Fail(MPI_COMM_WORLD, fn, MPI_ERR_TYPE);
+  if (lb == nullptr || extent == nullptr) return Fail(MPI_COMM_WORLD, fn, MPI_ERR_ARG);
+  auto [lo, hi] = true_bounds ? gos::mpi::TrueBounds(*t) : std::make_pair(t->lb, t->ub);
+  *lb = static_cast<T>(lo);
+  *extent = static_cast<T>(hi - lo);
+  return MPI_SUCCESS;
+}
+
+// MPI_Get_elements(_x): the basic elements a receive got.
+template <typename T>
+int GetElements(const char* fn, const MPI_Status* status, MPI_Datatype datatype, T* count) {
+  TypePtr t = FindType(datatype, /*for_transfer=*/false);
+  if (status == nullptr || t == nullptr || count == nullptr) {
+    return Fail(MPI_COMM_WORLD, fn, t == nullptr ? MPI_ERR_TYPE : MPI_ERR_ARG);
+  }
+  const long n = gos::mpi::ElementsOf(status->gos_bytes, *t, MPI_UNDEFINED);
+  *count = n == MPI_UNDEFINED ? MPI_UNDEFINED : Narrow<T>(n);
+  return MPI_SUCCESS;
 }
 
 int AllocRequest() {
@@ -330,17 +437,23 @@ void SetStatus(MPI_Status* status, int source, int tag, int error, size_t bytes,
   status->gos_cancelled = cancelled;
 }
 
-// Finishes a completed request: unpacks a staged receive, fills `status`, releases the
-// request. Returns the operation's error (MPI_ERR_TRUNCATE for a too-long message).
-int Finish(MPI_Request r, MPI_Status* status) {
-  Request* q = &S().reqs[static_cast<size_t>(r - 1)];
+// The outcome of a completed request: unpacks a staged receive (once), fills `status`.
+// Returns the operation's error (MPI_ERR_TRUNCATE for a too-long message). The request stays.
+int Outcome(Request* q, MPI_Status* status) {
   if (q->unpack) {
     gos::mpi::Unpack(q->tmp.data(), std::min(q->st.len, q->tmp.size()), q->count, *q->type,
                      q->user_buf);
+    q->unpack = false;
   }
   int err = q->compound ? q->compound_error : FromGos(q->st.error);
   SetStatus(status, q->proc_null ? MPI_PROC_NULL : q->st.source,
             q->proc_null ? MPI_ANY_TAG : q->st.tag, err, q->st.len, q->st.cancelled);
+  return err;
+}
+
+// Finishes a completed request: its Outcome, then the request is released.
+int Finish(MPI_Request r, MPI_Status* status) {
+  const int err = Outcome(&S().reqs[static_cast<size_t>(r - 1)], status);
   ReleaseRequest(r);
   return err;
 }
@@ -501,6 +614,14 @@ const char* At(const void* buf, int displ, const TypeNode& t) {
     return Fail(MPI_COMM_WORLD, (fn), gos_initialized() ? MPI_ERR_COMM : MPI_ERR_OTHER); \
   }
 
+// The end of a blocking collective: waits for its internal requests and applies the first
+// error, `err` (from posting them) or a completion's.
+int WaitCollective(const char* fn, MPI_Comm comm, int err, std::vector<MPI_Request>& reqs) {
+  const int werr = WaitInternal(reqs);
+  GOS_MPI_CHECK(comm, fn, err != MPI_SUCCESS ? err : werr);
+  return MPI_SUCCESS;
+}
+
 // The engine of Gather(v): root receives rcounts[i] x rtype at displs[i] from every rank i.
 int GathervImpl(const char* fn, const void* sendbuf, int sendcount, MPI_Datatype sendtype,
                 void* recvbuf, const int* rcounts, const int* displs, MPI_Datatype recvtype,
@@ -542,10 +663,7 @@ int GathervImpl(const char* fn, const void* sendbuf, int sendcount, MPI_Datatype
     err = StartSend(sendbuf, sendcount, sendtype, root, tag, comm, gc, 0, &r);
     if (err == MPI_SUCCESS) reqs.push_back(r);
   }
-  int werr = WaitInternal(reqs);
-  if (err == MPI_SUCCESS) err = werr;
-  GOS_MPI_CHECK(comm, fn, err);
-  return MPI_SUCCESS;
+  return WaitCollective(fn, comm, err, reqs);
 }
 
 // The engine of Scatter(v): root sends scounts[i] x stype at displs[i] to every rank i.
@@ -589,10 +707,7 @@ int ScattervImpl(const char* fn, const void* sendbuf, const int* scounts, const 
     err = StartRecv(recvbuf, recvcount, recvtype, root, tag, comm, gc, &r);
     if (err == MPI_SUCCESS) reqs.push_back(r);
   }
-  int werr = WaitInternal(reqs);
-  if (err == MPI_SUCCESS) err = werr;
-  GOS_MPI_CHECK(comm, fn, err);
-  return MPI_SUCCESS;
+  return WaitCollective(fn, comm, err, reqs);
 }
 
 // The engine of Allgather(v), Alltoall(v): every rank i sends scounts[j] x stype at
@@ -635,10 +750,7 @@ int ExchangeImpl(const char* fn, const void* sendbuf, const int* scounts, const 
     *started = std::move(reqs);  // a nonblocking collective waits for them
     return MPI_SUCCESS;
   }
-  int werr = WaitInternal(reqs);
-  if (err == MPI_SUCCESS) err = werr;
-  GOS_MPI_CHECK(comm, fn, err);
-  return MPI_SUCCESS;
+  return WaitCollective(fn, comm, err, reqs);
 }
 
 int ReduceArgs(MPI_Datatype dt, MPI_Op op, int count) {
@@ -720,6 +832,35 @@ MPI_User_function* FindUserOp(MPI_Op op) {
   return s.user_ops[static_cast<size_t>(op - kFirstUserOp)];
 }
 
+// Checks a reduction's arguments: a predefined op on a basic type, or a user op on any
+// committed type. On success *t is the type.
+int CheckReduction(const char* fn, MPI_Comm comm, int count, MPI_Datatype dt, MPI_Op op,
+                   TypePtr* t) {
+  if (FindUserOp(op) == nullptr) GOS_MPI_CHECK(comm, fn, ReduceArgs(dt, op, count));
+  if (count < 0) return Fail(comm, fn, MPI_ERR_COUNT);
+  *t = FindType(dt);
+  if (*t == nullptr) return Fail(comm, fn, MPI_ERR_TYPE);
+  return MPI_SUCCESS;
+}
+
+// inout = in op inout, element by element, for `count` elements of dt laid out in memory: the
+// user function, or gos's own for a predefined op. Arguments checked (CheckReduction).
+int ApplyOp(const char* fn, MPI_Comm comm, const void* in, void* inout, int count, MPI_Datatype dt,
+            MPI_Op op) {
+  if (MPI_User_function* user = FindUserOp(op)) {
+    int len = count;
+    MPI_Datatype type = dt;
+    // MPI's user function takes its input as non-const, and must not write there.
+    user(const_cast<void*>(in), inout, &len, &type);
+    return MPI_SUCCESS;
+  }
+  GOS_MPI_CHECK(
+      comm, fn,
+      FromGos(gos_reduce_local(in, inout, static_cast<size_t>(count),
+                               static_cast<gos_type_t>(dt - 1), static_cast<gos_op_t>(op - 1))));
+  return MPI_SUCCESS;
+}
+
 // Which ranks' contributions a gathered reduction combines.
 enum class Span {
   kAll,        // all ranks, for every rank (Allreduce) or the root (Reduce)
@@ -744,10 +885,7 @@ struct Gathered {
 // committed type) and sizes the buffer for every rank's contribution.
 int PrepareGathered(const char* fn, Comm* c, MPI_Comm comm, int count, MPI_Datatype dt, MPI_Op op,
                     Gathered* g) {
-  if (FindUserOp(op) == nullptr) GOS_MPI_CHECK(comm, fn, ReduceArgs(dt, op, count));
-  if (count < 0) return Fail(comm, fn, MPI_ERR_COUNT);
-  g->type = FindType(dt);
-  if (g->type == nullptr) return Fail(comm, fn, MPI_ERR_TYPE);
+  if (int e = CheckReduction(fn, comm, count, dt, op, &g->type)) return e;
   g->count = count;
   g->dt = dt;
   g->op = op;
@@ -761,21 +899,12 @@ int PrepareGathered(const char* fn, Comm* c, MPI_Comm comm, int count, MPI_Datat
 // recvbuf = x0 op (x1 op (... op x_last)), combined in rank order; only the type's data is
 // written, not the gaps between its blocks.
 int Combine(const char* fn, MPI_Comm comm, Gathered& g, int last, void* recvbuf) {
-  MPI_User_function* user = FindUserOp(g.op);
   const size_t n = static_cast<size_t>(g.count);
   std::vector<char> acc(g.block + g.base);
   std::memcpy(acc.data(), g.At(last) - g.base, g.block + g.base);
   char* a = acc.data() + g.base;
   for (int r = last - 1; r >= 0; --r) {
-    if (user != nullptr) {
-      int len = g.count;
-      MPI_Datatype type = g.dt;
-      user(g.At(r), a, &len, &type);
-    } else {
-      GOS_MPI_CHECK(comm, fn,
-                    FromGos(gos_reduce_local(g.At(r), a, n, static_cast<gos_type_t>(g.dt - 1),
-                                             static_cast<gos_op_t>(g.op - 1))));
-    }
+    if (int e = ApplyOp(fn, comm, g.At(r), a, g.count, g.dt, g.op)) return e;
   }
   std::vector<char> packed(gos::mpi::PackedSize(n, *g.type));
   gos::mpi::Pack(a, n, *g.type, packed.data());
@@ -1163,11 +1292,14 @@ int MPI_Comm_free(MPI_Comm* comm) {
   return MPI_SUCCESS;
 }
 
+// The error handlers there are: the two predefined ones.
+static bool IsErrhandler(MPI_Errhandler e) {
+  return e == MPI_ERRORS_ARE_FATAL || e == MPI_ERRORS_RETURN;
+}
+
 int MPI_Comm_set_errhandler(MPI_Comm comm, MPI_Errhandler errhandler) {
   GOS_MPI_COMM(c, comm, "MPI_Comm_set_errhandler");
-  if (errhandler != MPI_ERRORS_ARE_FATAL && errhandler != MPI_ERRORS_RETURN) {
-    return Fail(comm, "MPI_Comm_set_errhandler", MPI_ERR_ARG);
-  }
+  if (!IsErrhandler(errhandler)) return Fail(comm, "MPI_Comm_set_errhandler", MPI_ERR_ARG);
   c->errhandler = errhandler;
   return MPI_SUCCESS;
 }
@@ -1175,6 +1307,23 @@ int MPI_Comm_set_errhandler(MPI_Comm comm, MPI_Errhandler errhandler) {
 int MPI_Comm_get_errhandler(MPI_Comm comm, MPI_Errhandler* errhandler) {
   GOS_MPI_COMM(c, comm, "MPI_Comm_get_errhandler");
   *errhandler = c->errhandler;
+  return MPI_SUCCESS;
+}
+
+int MPI_Errhandler_free(MPI_Errhandler* errhandler) {
+  if (errhandler == nullptr || !IsErrhandler(*errhandler)) {
+    return Fail(MPI_COMM_WORLD, "MPI_Errhandler_free", MPI_ERR_ARG);
+  }
+  // Predefined handlers are never freed: communicators using one keep it.
+  *errhandler = MPI_ERRHANDLER_NULL;
+  return MPI_SUCCESS;
+}
+
+int MPI_Comm_test_inter(MPI_Comm comm, int* flag) {
+  GOS_MPI_COMM(c, comm, "MPI_Comm_test_inter");
+  (void)c;
+  if (flag == nullptr) return Fail(comm, "MPI_Comm_test_inter", MPI_ERR_ARG);
+  *flag = 0;  // every communicator is an intracommunicator
   return MPI_SUCCESS;
 }
 
@@ -1293,12 +1442,11 @@ int MPI_Get_count(const MPI_Status* status, MPI_Datatype datatype, int* count) {
 }
 
 int MPI_Get_elements(const MPI_Status* status, MPI_Datatype datatype, int* count) {
-  TypePtr t = FindType(datatype, /*for_transfer=*/false);
-  if (status == nullptr || t == nullptr || count == nullptr) {
-    return Fail(MPI_COMM_WORLD, "MPI_Get_elements", t == nullptr ? MPI_ERR_TYPE : MPI_ERR_ARG);
-  }
-  *count = static_cast<int>(gos::mpi::ElementsOf(status->gos_bytes, *t, MPI_UNDEFINED));
-  return MPI_SUCCESS;
+  return GetElements("MPI_Get_elements", status, datatype, count);
+}
+
+int MPI_Get_elements_x(const MPI_Status* status, MPI_Datatype datatype, MPI_Count* count) {
+  return GetElements("MPI_Get_elements_x", status, datatype, count);
 }
 
 static int Active_Wait(MPI_Request* request, MPI_Status* status) {
@@ -1316,22 +1464,44 @@ static int Active_Wait(MPI_Request* request, MPI_Status* status) {
   return MPI_SUCCESS;
 }
 
-static int Active_Test(MPI_Request* request, int* flag, MPI_Status* status) {
-  if (request == nullptr) return Fail(MPI_COMM_WORLD, "MPI_Test", MPI_ERR_REQUEST);
-  if (*request == MPI_REQUEST_NULL) {
+// MPI_Test's and MPI_Request_get_status's look at request `r`: *flag tells whether it is
+// complete (MPI_REQUEST_NULL is, with an empty status); *done is the completed request, else
+// nullptr.
+static int PollOne(const char* fn, MPI_Request r, int* flag, MPI_Status* status, Request** done) {
+  *done = nullptr;
+  if (r == MPI_REQUEST_NULL) {
     *flag = 1;
     SetEmptyStatus(status, MPI_ANY_SOURCE);
     return MPI_SUCCESS;
   }
-  Request* q = FindRequest(*request);
-  if (q == nullptr) return Fail(MPI_COMM_WORLD, "MPI_Test", MPI_ERR_REQUEST);
-  const MPI_Comm comm = q->comm;
-  GOS_MPI_CHECK(comm, "MPI_Test", Poll(q));
+  Request* q = FindRequest(r);
+  if (q == nullptr) return Fail(MPI_COMM_WORLD, fn, MPI_ERR_REQUEST);
+  GOS_MPI_CHECK(q->comm, fn, Poll(q));
   *flag = q->done ? 1 : 0;
-  if (!q->done) return MPI_SUCCESS;
+  if (q->done) *done = q;
+  return MPI_SUCCESS;
+}
+
+static int Active_Test(MPI_Request* request, int* flag, MPI_Status* status) {
+  if (request == nullptr) return Fail(MPI_COMM_WORLD, "MPI_Test", MPI_ERR_REQUEST);
+  Request* q = nullptr;
+  if (int e = PollOne("MPI_Test", *request, flag, status, &q)) return e;
+  if (q == nullptr) return MPI_SUCCESS;
+  const MPI_Comm comm = q->comm;
   const MPI_Request r = *request;
   *request = MPI_REQUEST_NULL;
   GOS_MPI_CHECK(comm, "MPI_Test", Finish(r, status));
+  return MPI_SUCCESS;
+}
+
+// MPI_Test without the release: a completed request keeps its outcome for the call that
+// finishes it.
+static int Active_Request_get_status(MPI_Request request, int* flag, MPI_Status* status) {
+  static const char* const kFn = "MPI_Request_get_status";
+  if (flag == nullptr) return Fail(MPI_COMM_WORLD, kFn, MPI_ERR_ARG);
+  Request* q = nullptr;
+  if (int e = PollOne(kFn, request, flag, status, &q)) return e;
+  if (q != nullptr) GOS_MPI_CHECK(q->comm, kFn, Outcome(q, status));
   return MPI_SUCCESS;
 }
 
@@ -1658,6 +1828,12 @@ int MPI_Test(MPI_Request* request, int* flag, MPI_Status* status) {
   return WithActive(1, request, [&](MPI_Request* r) { return Active_Test(r, flag, status); });
 }
 
+int MPI_Request_get_status(MPI_Request request, int* flag, MPI_Status* status) {
+  // A persistent handle stands for its active request (an inactive one counts as null).
+  return WithActive(1, &request,
+                    [&](MPI_Request* r) { return Active_Request_get_status(*r, flag, status); });
+}
+
 int MPI_Waitall(int count, MPI_Request requests[], MPI_Status statuses[]) {
   return WithActive(count, requests,
                     [&](MPI_Request* r) { return Active_Waitall(count, r, statuses); });
@@ -1975,6 +2151,112 @@ int MPI_Cart_shift(MPI_Comm comm, int direction, int disp, int* rank_source, int
   *rank_source = from < 0 ? MPI_PROC_NULL : from;
   *rank_dest = to < 0 ? MPI_PROC_NULL : to;
   return MPI_SUCCESS;
+}
+
+}  // extern "C"
+
+namespace {
+
+// ---- Neighbourhood collectives on a Cartesian communicator: point-to-point on the
+// collective context, like the other collectives, with the neighbours in MPI's order (for
+// each dimension, the source then the destination of MPI_Cart_shift(comm, d, 1)).
+
+// Blocks of a neighbourhood collective on comm: two per dimension (0 when comm is not
+// Cartesian, which NeighborExchange then reports).
+size_t NeighborCount(MPI_Comm comm) {
+  Comm* c = FindComm(comm);
+  return c != nullptr && c->cart ? 2 * c->cart->dims.size() : 0;
+}
+
+// The engine: block k of the send side (scounts[k] x stype at sdispls[k]) goes to neighbour
+// k, block k of the receive side comes from it; MPI_PROC_NULL neighbours move nothing.
+// Each direction along a dimension has a tag of its own: what a rank sends to its
+// destination (block 2d + 1) its destination receives from its source (block 2d), and the
+// other way round (k ^ 1), so each block lands in its place even when both neighbours are
+// one rank (a periodic dimension of 1 or 2).
+int NeighborExchange(const char* fn, MPI_Comm comm, const void* sendbuf, const int* scounts,
+                     const int* sdispls, MPI_Datatype sendtype, void* recvbuf, const int* rcounts,
+                     const int* rdispls, MPI_Datatype recvtype) {
+  int err = MPI_SUCCESS;
+  Comm* c = CartComm(comm, fn, &err);
+  if (c == nullptr) return err;
+  if (sendbuf == MPI_IN_PLACE || recvbuf == MPI_IN_PLACE) return Fail(comm, fn, MPI_ERR_BUFFER);
+  TypePtr st = FindType(sendtype);
+  TypePtr rt = FindType(recvtype);
+  if (st == nullptr || rt == nullptr) return Fail(comm, fn, MPI_ERR_TYPE);
+  const std::vector<int> nbrs = gos::mpi::CartNeighbors(*c->cart, c->g.rank);
+  const size_t n = nbrs.size();
+  if (n > 0 &&
+      (scounts == nullptr || sdispls == nullptr || rcounts == nullptr || rdispls == nullptr)) {
+    return Fail(comm, fn, MPI_ERR_ARG);
+  }
+  for (size_t k = 0; k < n; ++k) {
+    if (scounts[k] < 0 || rcounts[k] < 0) return Fail(comm, fn, MPI_ERR_COUNT);
+  }
+  const gos_comm_t gc = c->Collective();
+  std::vector<int> tags(n);
+  for (int& tag : tags) tag = c->NextCollTag();
+  std::vector<MPI_Request> reqs;
+  for (size_t k = 0; k < n && err == MPI_SUCCESS; ++k) {
+    MPI_Request r;
+    err = StartRecv(At(recvbuf, rdispls[k], *rt), rcounts[k], recvtype,
+                    nbrs[k] < 0 ? MPI_PROC_NULL : nbrs[k], tags[k ^ 1], comm, gc, &r);
+    if (err == MPI_SUCCESS) reqs.push_back(r);
+  }
+  for (size_t k = 0; k < n && err == MPI_SUCCESS; ++k) {
+    MPI_Request r;
+    err = StartSend(At(sendbuf, sdispls[k], *st), scounts[k], sendtype,
+                    nbrs[k] < 0 ? MPI_PROC_NULL : nbrs[k], tags[k], comm, gc, 0, &r);
+    if (err == MPI_SUCCESS) reqs.push_back(r);
+  }
+  return WaitCollective(fn, comm, err, reqs);
+}
+
+// MPI_Neighbor_allgather (every neighbour gets the same block) and MPI_Neighbor_alltoall
+// (block k to neighbour k): equal blocks.
+int NeighborBlocks(const char* fn, const void* sendbuf, int sendcount, MPI_Datatype sendtype,
+                   void* recvbuf, int recvcount, MPI_Datatype recvtype, MPI_Comm comm,
+                   bool block_per_neighbor) {
+  const size_t n = NeighborCount(comm);
+  std::vector<int> scounts(n, sendcount), sdispls(n, 0), rcounts(n, recvcount), rdispls(n);
+  for (size_t k = 0; k < n; ++k) {
+    if (block_per_neighbor) sdispls[k] = static_cast<int>(k) * sendcount;
+    rdispls[k] = static_cast<int>(k) * recvcount;
+  }
+  return NeighborExchange(fn, comm, sendbuf, scounts.data(), sdispls.data(), sendtype, recvbuf,
+                          rcounts.data(), rdispls.data(), recvtype);
+}
+
+}  // namespace
+
+extern "C" {
+
+int MPI_Neighbor_allgather(const void* sendbuf, int sendcount, MPI_Datatype sendtype, void* recvbuf,
+                           int recvcount, MPI_Datatype recvtype, MPI_Comm comm) {
+  return NeighborBlocks("MPI_Neighbor_allgather", sendbuf, sendcount, sendtype, recvbuf, recvcount,
+                        recvtype, comm, false);
+}
+
+int MPI_Neighbor_alltoall(const void* sendbuf, int sendcount, MPI_Datatype sendtype, void* recvbuf,
+                          int recvcount, MPI_Datatype recvtype, MPI_Comm comm) {
+  return NeighborBlocks("MPI_Neighbor_alltoall", sendbuf, sendcount, sendtype, recvbuf, recvcount,
+                        recvtype, comm, true);
+}
+
+int MPI_Neighbor_allgatherv(const void* sendbuf, int sendcount, MPI_Datatype sendtype,
+                            void* recvbuf, const int recvcounts[], const int displs[],
+                            MPI_Datatype recvtype, MPI_Comm comm) {
+  const size_t n = NeighborCount(comm);
+  const std::vector<int> scounts(n, sendcount), sdispls(n, 0);
+  return NeighborExchange("MPI_Neighbor_allgatherv", comm, sendbuf, scounts.data(), sdispls.data(),
+                          sendtype, recvbuf, recvcounts, displs, recvtype);
+}
+
+int MPI_Neighbor_alltoallv(const void* sendbuf, const int sendcounts[], const int sdispls[],
+                           MPI_Datatype sendtype, void* recvbuf, const int recvcounts[],
+                           const int rdispls[], MPI_Datatype recvtype, MPI_Comm comm) {
+  return NeighborExchange("MPI_Neighbor_alltoallv", comm, sendbuf, sendcounts, sdispls, sendtype,
+                          recvbuf, recvcounts, rdispls, recvtype);
 }
 
 // ---- Nonblocking collectives: point-to-point exchanges on the collective context, started
@@ -2486,22 +2768,38 @@ int MPI_Type_dup(MPI_Datatype oldtype, MPI_Datatype* newtype) {
 }
 
 int MPI_Type_get_extent(MPI_Datatype datatype, MPI_Aint* lb, MPI_Aint* extent) {
-  TypePtr t = FindType(datatype, /*for_transfer=*/false);
-  if (t == nullptr) return Fail(MPI_COMM_WORLD, "MPI_Type_get_extent", MPI_ERR_TYPE);
-  *lb = t->lb;
-  *extent = t->extent();
-  return MPI_SUCCESS;
+  return TypeBounds("MPI_Type_get_extent", datatype, false, lb, extent);
 }
 
 int MPI_Type_get_true_extent(MPI_Datatype datatype, MPI_Aint* true_lb, MPI_Aint* true_extent) {
-  TypePtr t = FindType(datatype, /*for_transfer=*/false);
-  if (t == nullptr) return Fail(MPI_COMM_WORLD, "MPI_Type_get_true_extent", MPI_ERR_TYPE);
-  if (true_lb == nullptr || true_extent == nullptr) {
-    return Fail(MPI_COMM_WORLD, "MPI_Type_get_true_extent", MPI_ERR_ARG);
+  return TypeBounds("MPI_Type_get_true_extent", datatype, true, true_lb, true_extent);
+}
+
+int MPI_Type_get_extent_x(MPI_Datatype datatype, MPI_Count* lb, MPI_Count* extent) {
+  return TypeBounds("MPI_Type_get_extent_x", datatype, false, lb, extent);
+}
+
+int MPI_Type_get_true_extent_x(MPI_Datatype datatype, MPI_Count* true_lb, MPI_Count* true_extent) {
+  return TypeBounds("MPI_Type_get_true_extent_x", datatype, true, true_lb, true_extent);
+}
+
+int MPI_Type_set_name(MPI_Datatype datatype, const char* type_name) {
+  if (FindType(datatype, /*for_transfer=*/false) == nullptr) {
+    return Fail(MPI_COMM_WORLD, "MPI_Type_set_name", MPI_ERR_TYPE);
   }
-  auto [lb, ub] = gos::mpi::TrueBounds(*t);
-  *true_lb = lb;
-  *true_extent = ub - lb;
+  if (type_name == nullptr) return Fail(MPI_COMM_WORLD, "MPI_Type_set_name", MPI_ERR_ARG);
+  SetName(S().type_names, datatype, type_name);
+  return MPI_SUCCESS;
+}
+
+int MPI_Type_get_name(MPI_Datatype datatype, char* type_name, int* resultlen) {
+  if (FindType(datatype, /*for_transfer=*/false) == nullptr) {
+    return Fail(MPI_COMM_WORLD, "MPI_Type_get_name", MPI_ERR_TYPE);
+  }
+  if (type_name == nullptr || resultlen == nullptr) {
+    return Fail(MPI_COMM_WORLD, "MPI_Type_get_name", MPI_ERR_ARG);
+  }
+  GetName(S().type_names, datatype, BasicTypeName(datatype), type_name, resultlen);
   return MPI_SUCCESS;
 }
 
@@ -2532,13 +2830,15 @@ int MPI_Type_commit(MPI_Datatype* datatype) {
   return MPI_SUCCESS;
 }
 
-int MPI_Op_create(MPI_User_function* user_fn, int /*commute*/, MPI_Op* op) {
-  // Every reduction with a user op combines in rank order, so commutativity does not matter.
+int MPI_Op_create(MPI_User_function* user_fn, int commute, MPI_Op* op) {
+  // Every reduction with a user op combines in rank order, so commutativity does not matter;
+  // it is kept for MPI_Op_commutative.
   if (user_fn == nullptr || op == nullptr) {
     return Fail(MPI_COMM_WORLD, "MPI_Op_create", MPI_ERR_ARG);
   }
   State& s = S();
   s.user_ops.push_back(user_fn);
+  s.user_op_commute.push_back(commute != 0);
   *op = kFirstUserOp + static_cast<MPI_Op>(s.user_ops.size() - 1);
   return MPI_SUCCESS;
 }
@@ -2552,12 +2852,36 @@ int MPI_Op_free(MPI_Op* op) {
   return MPI_SUCCESS;
 }
 
-int MPI_Type_size(MPI_Datatype datatype, int* size) {
-  TypePtr t = FindType(datatype, /*for_transfer=*/false);
-  if (t == nullptr) return Fail(MPI_COMM_WORLD, "MPI_Type_size", MPI_ERR_TYPE);
-  if (size == nullptr) return Fail(MPI_COMM_WORLD, "MPI_Type_size", MPI_ERR_ARG);
-  *size = static_cast<int>(gos::mpi::PackedSize(1, *t));
+int MPI_Op_commutative(MPI_Op op, int* commute) {
+  static const char* const kFn = "MPI_Op_commutative";
+  if (commute == nullptr) return Fail(MPI_COMM_WORLD, kFn, MPI_ERR_ARG);
+  if (FindUserOp(op) != nullptr) {
+    *commute = S().user_op_commute[static_cast<size_t>(op - kFirstUserOp)] ? 1 : 0;
+  } else if (op >= MPI_SUM && op <= MPI_MAXLOC) {
+    *commute = 1;  // every predefined op is
+  } else {
+    return Fail(MPI_COMM_WORLD, kFn, MPI_ERR_OP);
+  }
   return MPI_SUCCESS;
+}
+
+int MPI_Reduce_local(const void* inbuf, void* inoutbuf, int count, MPI_Datatype datatype,
+                     MPI_Op op) {
+  static const char* const kFn = "MPI_Reduce_local";
+  TypePtr t;
+  if (int e = CheckReduction(kFn, MPI_COMM_WORLD, count, datatype, op, &t)) return e;
+  if (inbuf == MPI_IN_PLACE || inoutbuf == MPI_IN_PLACE) {
+    return Fail(MPI_COMM_WORLD, kFn, MPI_ERR_BUFFER);
+  }
+  return ApplyOp(kFn, MPI_COMM_WORLD, inbuf, inoutbuf, count, datatype, op);
+}
+
+int MPI_Type_size(MPI_Datatype datatype, int* size) {
+  return TypeSize("MPI_Type_size", datatype, size);
+}
+
+int MPI_Type_size_x(MPI_Datatype datatype, MPI_Count* size) {
+  return TypeSize("MPI_Type_size_x", datatype, size);
 }
 
 int MPI_Type_free(MPI_Datatype* datatype) {
@@ -2569,6 +2893,7 @@ int MPI_Type_free(MPI_Datatype* datatype) {
   const size_t i = static_cast<size_t>(*datatype - kFirstDerivedType);
   S().types[i].reset();
   S().committed[i] = false;
+  S().type_names.erase(*datatype);
   *datatype = MPI_DATATYPE_NULL;
   return MPI_SUCCESS;
 }
@@ -2723,7 +3048,7 @@ int MPI_Comm_set_name(MPI_Comm comm, const char* comm_name) {
   GOS_MPI_COMM(c, comm, "MPI_Comm_set_name");
   (void)c;
   if (comm_name == nullptr) return Fail(comm, "MPI_Comm_set_name", MPI_ERR_ARG);
-  S().comm_names[comm] = std::string(comm_name).substr(0, MPI_MAX_OBJECT_NAME - 1);
+  SetName(S().comm_names, comm, comm_name);
   return MPI_SUCCESS;
 }
 
@@ -2734,16 +3059,10 @@ int MPI_Comm_get_name(MPI_Comm comm, char* comm_name, int* resultlen) {
     return Fail(comm, "MPI_Comm_get_name", MPI_ERR_ARG);
   }
   // Unnamed communicators have the empty name; the predefined ones their own (MPI 4.1, 7.8).
-  std::string name;
-  if (auto it = S().comm_names.find(comm); it != S().comm_names.end()) {
-    name = it->second;
-  } else if (comm == MPI_COMM_WORLD) {
-    name = "MPI_COMM_WORLD";
-  } else if (comm == MPI_COMM_SELF) {
-    name = "MPI_COMM_SELF";
-  }
-  std::snprintf(comm_name, MPI_MAX_OBJECT_NAME, "%s", name.c_str());
-  *resultlen = static_cast<int>(std::strlen(comm_name));
+  const char* predefined = comm == MPI_COMM_WORLD  ? "MPI_COMM_WORLD"
+                           : comm == MPI_COMM_SELF ? "MPI_COMM_SELF"
+                                                   : nullptr;
+  GetName(S().comm_names, comm, predefined, comm_name, resultlen);
   return MPI_SUCCESS;
 }
 
@@ -3003,6 +3322,23 @@ int MPI_Comm_idup(MPI_Comm comm, MPI_Comm* newcomm, MPI_Request* request) {
   if (request == nullptr) return Fail(comm, "MPI_Comm_idup", MPI_ERR_ARG);
   if (int e = MPI_Comm_dup(comm, newcomm)) return e;
   *request = Compound(comm, {}, nullptr);
+  return MPI_SUCCESS;
+}
+
+int MPI_Alloc_mem(MPI_Aint size, MPI_Info info, void* baseptr) {
+  static const char* const kFn = "MPI_Alloc_mem";
+  if (size < 0 || baseptr == nullptr || (info != MPI_INFO_NULL && FindInfo(info) == nullptr)) {
+    return Fail(MPI_COMM_WORLD, kFn, MPI_ERR_ARG);
+  }
+  // At least a byte: a size of 0 also gives a pointer of its own, freed like any other.
+  void* p = std::malloc(std::max<size_t>(static_cast<size_t>(size), 1));
+  if (p == nullptr) return Fail(MPI_COMM_WORLD, kFn, MPI_ERR_NO_MEM);
+  *static_cast<void**>(baseptr) = p;
+  return MPI_SUCCESS;
+}
+
+int MPI_Free_mem(void* base) {
+  std::free(base);
   return MPI_SUCCESS;
 }
 

@@ -359,6 +359,18 @@ TEST(MpiTopology, CartRanksCoordsAndShiftsAreRowMajorWithPeriodicWrap) {
   EXPECT_EQ(CartShift(c, 5, 1, -1), (std::pair<int, int>{6, 4}));
 }
 
+TEST(MpiTopology, CartNeighborsAreSourceThenDestinationPerDimension) {
+  Cart c{{3, 4}, {true, false}};
+  EXPECT_EQ(CartNeighbors(c, 5), (std::vector<int>{1, 9, 4, 6}));     // (1, 1)
+  EXPECT_EQ(CartNeighbors(c, 0), (std::vector<int>{8, 4, -1, 1}));    // x wraps, y's left edge
+  EXPECT_EQ(CartNeighbors(c, 11), (std::vector<int>{7, 3, 10, -1}));  // y's right edge
+  // A periodic dimension of 2 has one neighbour twice, one of 1 the rank itself.
+  Cart ring{{2, 1}, {true, true}};
+  EXPECT_EQ(CartNeighbors(ring, 0), (std::vector<int>{1, 1, 0, 0}));
+  Cart line{{1}, {false}};
+  EXPECT_EQ(CartNeighbors(line, 0), (std::vector<int>{-1, -1}));
+}
+
 TEST(MpiContext, DeterministicReservedFreeAndDistinct) {
   const uint64_t a = DeriveContext(GOS_CTX_WORLD, 0, kDupSalt);
   EXPECT_EQ(a, DeriveContext(GOS_CTX_WORLD, 0, kDupSalt));

@@ -218,7 +218,7 @@ INSTANTIATE_TEST_SUITE_P(
                                          "big", "many", "collectives", "split", "probe",
                                          "waitfamily", "sendrecv", "vector", "ssend", "topology",
                                          "userop", "structs", "groups", "cancel", "persistent",
-                                         "nbcoll", "extras"),
+                                         "nbcoll", "extras", "more"),
                        ::testing::Values(Layout{2, 1}, Layout{4, 1}, Layout{2, 2}, Layout{4, 2})),
     [](const auto& param_info) {
       const Layout& l = std::get<1>(param_info.param);

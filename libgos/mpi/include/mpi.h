@@ -32,6 +32,8 @@ typedef int MPI_Errhandler;
 typedef int MPI_Group;
 typedef int MPI_Info;
 typedef ptrdiff_t MPI_Aint;
+/* MPI-3 large counts (the _x calls). */
+typedef long long MPI_Count;
 
 /* MPI_SOURCE, MPI_TAG and MPI_ERROR are public; gos_bytes is private (use MPI_Get_count). */
 typedef struct MPI_Status {
@@ -63,6 +65,7 @@ typedef struct MPI_Status {
 #define MPI_ERR_REQUEST 19
 #define MPI_ERR_TOPOLOGY 10
 #define MPI_ERR_DIMS 11
+#define MPI_ERR_NO_MEM 34
 #define MPI_ERR_LASTCODE 0x3fffffff
 
 #define MPI_MAX_PROCESSOR_NAME 256
@@ -177,6 +180,11 @@ typedef struct MPI_Status {
 typedef void MPI_User_function(void* invec, void* inoutvec, int* len, MPI_Datatype* datatype);
 int MPI_Op_create(MPI_User_function* user_fn, int commute, MPI_Op* op);
 int MPI_Op_free(MPI_Op* op);
+/* Predefined ops are commutative; a user op is what MPI_Op_create was told. */
+int MPI_Op_commutative(MPI_Op op, int* commute);
+/* inoutbuf[i] = inbuf[i] op inoutbuf[i], on this rank only (predefined or user op). */
+int MPI_Reduce_local(const void* inbuf, void* inoutbuf, int count, MPI_Datatype datatype,
+                     MPI_Op op);
 
 /* Start / stop. */
 int MPI_Init(int* argc, char*** argv);
@@ -194,6 +202,10 @@ int MPI_Comm_split(MPI_Comm comm, int color, int key, MPI_Comm* newcomm);
 int MPI_Comm_free(MPI_Comm* comm);
 int MPI_Comm_set_errhandler(MPI_Comm comm, MPI_Errhandler errhandler);
 int MPI_Comm_get_errhandler(MPI_Comm comm, MPI_Errhandler* errhandler);
+/* The handlers are predefined: freeing one only sets the handle to MPI_ERRHANDLER_NULL. */
+int MPI_Errhandler_free(MPI_Errhandler* errhandler);
+/* There are no intercommunicators: *flag is always false. */
+int MPI_Comm_test_inter(MPI_Comm comm, int* flag);
 /* Nodes are gos nodes: MPI_COMM_TYPE_SHARED groups the ranks that started on one node. */
 int MPI_Comm_split_type(MPI_Comm comm, int split_type, int key, MPI_Info info, MPI_Comm* newcomm);
 int MPI_Comm_compare(MPI_Comm comm1, MPI_Comm comm2, int* result);
@@ -235,6 +247,7 @@ int MPI_Iprobe(int source, int tag, MPI_Comm comm, int* flag, MPI_Status* status
 int MPI_Get_count(const MPI_Status* status, MPI_Datatype datatype, int* count);
 /* Basic elements received (a derived type's partial element counts what arrived of it). */
 int MPI_Get_elements(const MPI_Status* status, MPI_Datatype datatype, int* count);
+int MPI_Get_elements_x(const MPI_Status* status, MPI_Datatype datatype, MPI_Count* count);
 /* Ready and buffered sends: MPI_Rsend is a plain send; MPI_Bsend copies the message and
  * returns (the attached buffer is kept but not needed). */
 int MPI_Rsend(const void* buf, int count, MPI_Datatype datatype, int dest, int tag, MPI_Comm comm);
@@ -269,6 +282,9 @@ int MPI_Test(MPI_Request* request, int* flag, MPI_Status* status);
 int MPI_Testall(int count, MPI_Request requests[], int* flag, MPI_Status statuses[]);
 int MPI_Testany(int count, MPI_Request requests[], int* index, int* flag, MPI_Status* status);
 int MPI_Request_free(MPI_Request* request);
+/* MPI_Test that leaves the request alone: a completed one stays for MPI_Wait, MPI_Test or
+ * MPI_Request_free, which report the same status. */
+int MPI_Request_get_status(MPI_Request request, int* flag, MPI_Status* status);
 /* A pending receive is withdrawn at the next strobe unless a message matched it first; a send
  * is never cancelled (it completes normally). Wait or test the request afterwards. */
 int MPI_Cancel(MPI_Request* request);
@@ -357,6 +373,7 @@ int MPI_Type_vector(int count, int blocklength, int stride, MPI_Datatype oldtype
 int MPI_Type_commit(MPI_Datatype* datatype);
 int MPI_Type_free(MPI_Datatype* datatype);
 int MPI_Type_size(MPI_Datatype datatype, int* size);
+int MPI_Type_size_x(MPI_Datatype datatype, MPI_Count* size);
 int MPI_Type_create_struct(int count, const int blocklengths[], const MPI_Aint displacements[],
                            const MPI_Datatype types[], MPI_Datatype* newtype);
 int MPI_Type_create_hvector(int count, int blocklength, MPI_Aint stride, MPI_Datatype oldtype,
@@ -373,6 +390,11 @@ int MPI_Type_dup(MPI_Datatype oldtype, MPI_Datatype* newtype);
 int MPI_Type_get_extent(MPI_Datatype datatype, MPI_Aint* lb, MPI_Aint* extent);
 /* Where one element's data really lies, whatever its (resized) bounds say. */
 int MPI_Type_get_true_extent(MPI_Datatype datatype, MPI_Aint* true_lb, MPI_Aint* true_extent);
+int MPI_Type_get_extent_x(MPI_Datatype datatype, MPI_Count* lb, MPI_Count* extent);
+int MPI_Type_get_true_extent_x(MPI_Datatype datatype, MPI_Count* true_lb, MPI_Count* true_extent);
+/* Basic types are named as in mpi.h ("MPI_INT"); derived ones have the empty name until set. */
+int MPI_Type_set_name(MPI_Datatype datatype, const char* type_name);
+int MPI_Type_get_name(MPI_Datatype datatype, char* type_name, int* resultlen);
 /* A block of an n-dimensional array (built from hvectors, its extent the whole array's). */
 int MPI_Type_create_subarray(int ndims, const int array_of_sizes[], const int array_of_subsizes[],
                              const int array_of_starts[], int order, MPI_Datatype oldtype,
@@ -402,6 +424,20 @@ int MPI_Cart_rank(MPI_Comm comm, const int coords[], int* rank);
 int MPI_Cart_coords(MPI_Comm comm, int rank, int maxdims, int coords[]);
 int MPI_Cart_shift(MPI_Comm comm, int direction, int disp, int* rank_source, int* rank_dest);
 int MPI_Topo_test(MPI_Comm comm, int* status);
+/* Neighbourhood collectives on a Cartesian communicator. The neighbours, in block order: for
+ * each dimension d, the source then the destination of MPI_Cart_shift(comm, d, 1); an
+ * MPI_PROC_NULL one (a non-periodic edge) is sent nothing, and its receive block is left as
+ * it is. Another communicator is MPI_ERR_TOPOLOGY. */
+int MPI_Neighbor_allgather(const void* sendbuf, int sendcount, MPI_Datatype sendtype, void* recvbuf,
+                           int recvcount, MPI_Datatype recvtype, MPI_Comm comm);
+int MPI_Neighbor_allgatherv(const void* sendbuf, int sendcount, MPI_Datatype sendtype,
+                            void* recvbuf, const int recvcounts[], const int displs[],
+                            MPI_Datatype recvtype, MPI_Comm comm);
+int MPI_Neighbor_alltoall(const void* sendbuf, int sendcount, MPI_Datatype sendtype, void* recvbuf,
+                          int recvcount, MPI_Datatype recvtype, MPI_Comm comm);
+int MPI_Neighbor_alltoallv(const void* sendbuf, const int sendcounts[], const int sdispls[],
+                           MPI_Datatype sendtype, void* recvbuf, const int recvcounts[],
+                           const int rdispls[], MPI_Datatype recvtype, MPI_Comm comm);
 
 /* Environment. */
 double MPI_Wtime(void);
@@ -430,6 +466,9 @@ int MPI_Comm_idup(MPI_Comm comm, MPI_Comm* newcomm, MPI_Request* request);
 int MPI_Comm_set_name(MPI_Comm comm, const char* comm_name);
 int MPI_Comm_get_name(MPI_Comm comm, char* comm_name, int* resultlen);
 int MPI_Pcontrol(const int level, ...);
+/* Memory for the program (plain malloc; a size of 0 gives a pointer to free all the same). */
+int MPI_Alloc_mem(MPI_Aint size, MPI_Info info, void* baseptr);
+int MPI_Free_mem(void* base);
 
 #ifdef __cplusplus
 }
