@@ -338,18 +338,27 @@ TEST(CheckpointTest, ScratchDirMakesRoomThenSpills) {
   }
 }
 
-TEST(CheckpointTest, FailedRestoreFailsTheRestartNamingTheRank) {
-  if (std::string why = Unsupported(false); !why.empty()) GTEST_SKIP() << why;
-  TestCluster c(1, /*netns=*/false);
-  ASSERT_EQ(c.Start(), "");
-  auto run =
-      Subprocess::Start({Bin("gos-run"), "-n", "1", Example("dirty"), "8", "600", "1"}, c.Env());
+// gos-run of one rank of examples/dirty with an 8 MiB heap.
+std::vector<std::string> SmallDirtyJob() {
+  return {Bin("gos-run"), "-n", "1", Example("dirty"), "8", "600", "1"};
+}
+
+// Runs SmallDirtyJob() on c (job 1), checkpoints it once (epoch 1) and kills it.
+void CheckpointOnceThenKill(TestCluster& c) {
+  auto run = Subprocess::Start(SmallDirtyJob(), c.Env());
   ASSERT_TRUE(run.ok());
   ASSERT_TRUE(WaitUntil([&] { return run->OutputContains("MiB ready"); }, 60s)) << run->output();
   Result ckpt = Execute({Bin("gos-ckpt"), "1"}, c.Env(), 120s);
   ASSERT_EQ(ckpt.code, 0) << ckpt.Describe() << c.Logs();
   ASSERT_EQ(Execute({Bin("gos-kill"), "1"}, c.Env(), 30s).code, 0);
   ASSERT_TRUE(run->Wait(SteadyClock::now() + 60s).has_value()) << run->output();
+}
+
+TEST(CheckpointTest, FailedRestoreFailsTheRestartNamingTheRank) {
+  if (std::string why = Unsupported(false); !why.empty()) GTEST_SKIP() << why;
+  TestCluster c(1, /*netns=*/false);
+  ASSERT_EQ(c.Start(), "");
+  ASSERT_NO_FATAL_FAILURE(CheckpointOnceThenKill(c));
   // Where the restore puts the executable back, a file of the same size but another mode: the
   // restore keeps it, and CRIU refuses it.
   const std::string dir = c.state() + "/nodes/h0/jobs/1";
@@ -374,15 +383,7 @@ TEST(CheckpointTest, DamagedLocalCopyIsNotRestoredFrom) {
   if (std::string why = Unsupported(false); !why.empty()) GTEST_SKIP() << why;
   TestCluster c(1, /*netns=*/false);
   ASSERT_EQ(c.Start(), "");
-  const std::vector<std::string> argv = {Bin("gos-run"), "-n", "1", Example("dirty"), "8",
-                                         "600",          "1"};
-  auto run = Subprocess::Start(argv, c.Env());
-  ASSERT_TRUE(run.ok());
-  ASSERT_TRUE(WaitUntil([&] { return run->OutputContains("MiB ready"); }, 60s)) << run->output();
-  Result ckpt = Execute({Bin("gos-ckpt"), "1"}, c.Env(), 120s);
-  ASSERT_EQ(ckpt.code, 0) << ckpt.Describe() << c.Logs();
-  ASSERT_EQ(Execute({Bin("gos-kill"), "1"}, c.Env(), 30s).code, 0);
-  ASSERT_TRUE(run->Wait(SteadyClock::now() + 60s).has_value()) << run->output();
+  ASSERT_NO_FATAL_FAILURE(CheckpointOnceThenKill(c));
 
   // One byte in the middle of the largest pages image of the node's copy.
   const std::string dir = c.state() + "/nodes/h0/ckpt/j1-e1/r0";
@@ -417,7 +418,7 @@ TEST(CheckpointTest, DamagedLocalCopyIsNotRestoredFrom) {
   ASSERT_FALSE(restored.empty()) << restart->output();
 
   // The same program stopped at the same point, never dumped: the checksum to expect.
-  auto fresh = Subprocess::Start(argv, c.Env());
+  auto fresh = Subprocess::Start(SmallDirtyJob(), c.Env());
   ASSERT_TRUE(fresh.ok());
   ASSERT_TRUE(WaitUntil([&] { return fresh->OutputContains("MiB ready"); }, 60s))
       << fresh->output();
