@@ -122,8 +122,10 @@ struct EpochInFlight {
       std::make_shared<std::vector<std::shared_ptr<Channel>>>();
 };
 
-// An epoch's store work, for the store thread: its commit, the job's retention, then a Gc.
+// An epoch's store work, for the store thread: its commit, the job's retention, then a Gc;
+// or (gc_only) just the Gc, after an epoch was aborted.
 struct StoreTask {
+  bool gc_only = false;
   storage::EpochManifest manifest;
   uint32_t keep = 1;
   std::shared_ptr<std::vector<std::shared_ptr<Channel>>> waiters;
@@ -226,6 +228,8 @@ class CoordinatorImpl final : public Coordinator {
   // Store thread: commits epochs whose every rank is stored (StepEpoch queues them).
   void StoreLoop();
   void CommitStored(const StoreTask& t);
+  // Removes the chunks no epoch references, if no epoch is in flight (store thread).
+  void CollectChunks();
   void EndEpoch(Job& j, const std::string& error, After& after);
   void Notice(Job& j, const std::string& text, After& after);
   bool AnyEpochInFlight() const;
@@ -1740,6 +1744,7 @@ void CoordinatorImpl::StoreLoop() {
 }
 
 void CoordinatorImpl::CommitStored(const StoreTask& t) {
+  if (t.gc_only) return CollectChunks();
   const storage::EpochManifest& m = t.manifest;
   Status st = store()->CommitEpoch(m);
   if (st.ok()) {
@@ -1748,7 +1753,6 @@ void CoordinatorImpl::CommitStored(const StoreTask& t) {
     }
   }
   After after;
-  std::optional<uint64_t> gc_mark;
   {
     std::lock_guard<std::mutex> lock(mu_);
     auto jt = jobs_.find(m.job);
@@ -1781,15 +1785,22 @@ void CoordinatorImpl::CommitStored(const StoreTask& t) {
         GOS_LOG(kInfo, "coordinator") << text << " (after the job ended)";
       }
     }
-    // Chunks of epochs still in flight are unreferenced too: collect only when none is, and
-    // only what was unreferenced by now (GcBefore), outside mu_.
-    if (!AnyEpochInFlight()) gc_mark = store()->GcMark();
   }
-  if (gc_mark) {
-    auto gc = store()->GcBefore(*gc_mark);
-    if (!gc.ok()) GOS_LOG(kWarn, "coordinator") << "chunk gc: " << gc.status().ToString();
-  }
+  CollectChunks();
   for (auto& fn : after) fn();
+}
+
+void CoordinatorImpl::CollectChunks() {
+  // Chunks of epochs still in flight are unreferenced too: collect only when none is, and
+  // only what was unreferenced by then (GcBefore), outside mu_.
+  std::optional<uint64_t> mark;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!AnyEpochInFlight()) mark = store()->GcMark();
+  }
+  if (!mark) return;
+  auto gc = store()->GcBefore(*mark);
+  if (!gc.ok()) GOS_LOG(kWarn, "coordinator") << "chunk gc: " << gc.status().ToString();
 }
 
 void CoordinatorImpl::EndEpoch(Job& j, const std::string& error, After& after) {
@@ -1809,8 +1820,11 @@ void CoordinatorImpl::EndEpoch(Job& j, const std::string& error, After& after) {
   Notice(j, text, after);
   j.epoch.reset();
   j.next_ckpt = SteadyClock::now() + std::chrono::milliseconds(j.ckpt_interval_ms);
-  // Chunks uploaded for it are unreferenced: collect them when nothing else is in flight.
-  if (!AnyEpochInFlight()) store()->Gc().status().IgnoreError();
+  // Chunks uploaded for it are unreferenced: the store thread collects them.
+  StoreTask t;
+  t.gc_only = true;
+  store_tasks_.push_back(std::move(t));
+  store_cv_.notify_one();
 }
 
 void CoordinatorImpl::CheckpointNow(const std::shared_ptr<Client>& c, uint64_t id, After& after) {
