@@ -296,6 +296,7 @@ class CoordinatorImpl final : public Coordinator {
   std::condition_variable strobe_cv_;
   bool strobe_now_ = false;
   std::thread exit_thread_;
+  std::thread dumped_thread_;
   std::thread blocked_thread_;
   std::map<int, std::shared_ptr<Client>> clients_;
   std::map<int, std::shared_ptr<Agent>> agents_;
@@ -426,6 +427,7 @@ void CoordinatorImpl::Shutdown() {
   strobe_cv_.notify_all();
   if (join_thread_.joinable()) join_thread_.join();
   if (exit_thread_.joinable()) exit_thread_.join();
+  if (dumped_thread_.joinable()) dumped_thread_.join();
   if (blocked_thread_.joinable()) blocked_thread_.join();
   if (strobe_thread_.joinable()) strobe_thread_.join();
   if (staging_thread_.joinable()) staging_thread_.join();
@@ -1357,6 +1359,8 @@ void CoordinatorImpl::JoinGroup() {
   strobe_thread_ = std::thread([this] { StrobeLoop(); });
   // Exit records arrive with an event: strobe early so termination is noticed at once.
   exit_thread_ = StrobeOnEvent(os::kEventExit, [] { return true; });
+  // A node's checkpoint dumps are done: strobe early to confirm them all and resume the job.
+  dumped_thread_ = StrobeOnEvent(os::kEventDumped, [this] { return AnyEpochInFlight(); });
   // Blocked records: strobe early when the whole running row waits in communication.
   blocked_thread_ = StrobeOnEvent(os::kEventBlocked, [this] { return RowBlocked(); });
 }

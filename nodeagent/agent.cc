@@ -1551,7 +1551,16 @@ void NodeAgentImpl::CheckpointWorker(uint64_t job, uint64_t epoch, uint64_t base
     report([&] { node_->Store(os::VarDumped(slot), mark); });
     return;
   }
-  if (!report([&] { node_->Store(os::VarDumped(slot), mark); })) return;
+  if (!report([&] {
+        node_->Store(os::VarDumped(slot), mark);
+        // Wakes the coordinator's strobe (best effort: its quantum strobe confirms anyway).
+        node_
+            ->XferAndSignal(prim::NodeSet{0}, &mark, sizeof mark, os::DumpedSlot(node_id_),
+                            os::kEventDumped)
+            .IgnoreError();
+      })) {
+    return;
+  }
   // 3. Cut, hash, compress and ship what the store does not hold yet, while the job runs.
   // Chunks of the job's previous dump are named from the hash cache, without a SHA-256.
   std::shared_ptr<storage::ChunkHashCache> hashes = HashCacheOf(job, true);

@@ -14,6 +14,8 @@
 //     is not kept; a kept dump on the tmpfs restores the rank (copied across file systems).
 //   - DamagedLocalCopyIsNotRestoredFrom: a node's own copy of a dump with one byte changed is
 //     refused (its chunks no longer match the epoch), and the rank comes from the store intact.
+//   - PauseDoesNotWaitOutTheQuantum: at a 1 s quantum a checkpoint of a small rank pauses it
+//     for well under the quantum (the nodes' "dumped" wakes the coordinator's strobe).
 //   - FailedRestoreFailsTheRestartNamingTheRank: a rank CRIU cannot restore fails the restart
 //     with a message naming rank, node and cause, and the job is not reported resumed.
 //   - AnotherUsersJobIsCheckpointedAndRestoredAsItsOwner: a job of user nobody on a root
@@ -427,6 +429,27 @@ TEST(CheckpointTest, DamagedLocalCopyIsNotRestoredFrom) {
   const std::string expected = Find(fresh->output(), "dirty: passes=0 checksum=([0-9a-f]+)");
   ASSERT_FALSE(expected.empty()) << fresh->output();
   EXPECT_EQ(restored, expected) << restart->output();
+}
+
+// A node whose dumps are done wakes the coordinator's strobe: the job is resumed when the
+// last dump ends, not at the end of the quantum (1 s here; a dump of 8 MiB takes ~50 ms).
+TEST(CheckpointTest, PauseDoesNotWaitOutTheQuantum) {
+  if (std::string why = Unsupported(false); !why.empty()) GTEST_SKIP() << why;
+  TestCluster c(1, /*netns=*/false);
+  c.timeslice = "1s";
+  ASSERT_EQ(c.Start(), "");
+  auto run = Subprocess::Start(SmallDirtyJob(), c.Env());
+  ASSERT_TRUE(run.ok());
+  ASSERT_TRUE(WaitUntil([&] { return run->OutputContains("MiB ready"); }, 60s)) << run->output();
+  for (int i = 0; i < 3; ++i) {
+    Result ckpt = Execute({Bin("gos-ckpt"), "1"}, c.Env(), 120s);
+    ASSERT_EQ(ckpt.code, 0) << ckpt.Describe() << c.Logs();
+    const std::string paused = Find(ckpt.output, "paused ([0-9]+) ms");
+    ASSERT_FALSE(paused.empty()) << ckpt.Describe();
+    EXPECT_LT(std::stoi(paused), 400) << ckpt.Describe();
+  }
+  ASSERT_EQ(Execute({Bin("gos-kill"), "1"}, c.Env(), 30s).code, 0);
+  ASSERT_TRUE(run->Wait(SteadyClock::now() + 60s).has_value()) << run->output();
 }
 
 // The real, effective, saved and file-system uids of a process ("" if it is gone).

@@ -120,6 +120,8 @@ class TestCluster {
 
   // More arguments for every nodeagent (set before Start).
   std::vector<std::string> agent_args;
+  // The coordinator's strobe quantum (set before Start).
+  std::string timeslice = "5ms";
 
   // "" when ready, else what went wrong.
   std::string Start() {
@@ -143,7 +145,7 @@ class TestCluster {
   std::string StartCoordinator() {
     std::vector<std::string> argv = {
         Bin("gos-coordinator"), "--data-dir", state_,   "--nodes", std::to_string(nodes_),
-        "--timeslice",          "5ms",        "--keep", "3"};
+        "--timeslice",          timeslice,    "--keep", "3"};
     if (netns_) {
       argv.push_back("--listen");
       argv.push_back(hosts_->bridge_ip() + ":0");

@@ -89,6 +89,15 @@ constexpr uint64_t BlockedSlot(uint32_t node) {
 }
 static_assert(ExitSlot(kMaxJobSlots, 0) <= kBlockedTableBase);
 
+// An agent whose dumps of a checkpoint epoch are done tells the coordinator (XFER of its
+// VarDumped mark into this table, kEventDumped), which then strobes at once, so the dumps are
+// confirmed and the job resumed without waiting out the quantum.
+inline constexpr uint64_t kDumpedTableBase = BlockedSlot(kMaxClusterNodes);
+constexpr uint64_t DumpedSlot(uint32_t node) {
+  return kDumpedTableBase + uint64_t{node} * sizeof(int64_t);
+}
+static_assert(DumpedSlot(kMaxClusterNodes) <= kStageBase);
+
 inline constexpr uint64_t kBcsBase = 0x1000000;
 // Nodes a communicating job may span.
 inline constexpr uint32_t kMaxBcsNodes = 64;
@@ -117,6 +126,7 @@ inline constexpr prim::EventId kEventBcsData = 8;       // agents: a data block 
 inline constexpr prim::EventId kEventBcsSent = 9;       // agent: its BCS block was delivered
 inline constexpr prim::EventId kEventBlocked = 10;      // coordinator: a blocked record arrived
 inline constexpr prim::EventId kEventBlockedSent = 11;  // agent: its blocked record is there
+inline constexpr prim::EventId kEventDumped = 12;       // coordinator: a node's dumps are done
 
 }  // namespace gos::os
 
