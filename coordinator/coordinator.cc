@@ -1649,7 +1649,10 @@ bool CoordinatorImpl::AnyEpochInFlight() const {
   for (const auto& [id, j] : jobs_) {
     if (j.epoch) return true;
   }
-  return false;
+  // A job that ended while its epoch waited for the store thread is gone from jobs_, but
+  // that epoch's chunks are still unreferenced until its commit runs.
+  return std::any_of(store_tasks_.begin(), store_tasks_.end(),
+                     [](const StoreTask& t) { return !t.gc_only; });
 }
 
 void CoordinatorImpl::OrderEpoch(Job& j) {
@@ -1763,13 +1766,16 @@ void CoordinatorImpl::CommitStored(const StoreTask& t) {
     Job* j = jt != jobs_.end() && jt->second.epoch && jt->second.epoch->epoch == m.epoch
                  ? &jt->second
                  : nullptr;
-    if (!st.ok()) {
-      if (j != nullptr) {
-        j->epoch->committing = false;
-        EndEpoch(*j, "commit failed: " + st.ToString(), after);
-      } else {
-        GOS_LOG(kWarn, "coordinator")
-            << "job " << m.job << " epoch " << m.epoch << ": commit failed: " << st.ToString();
+    if (!st.ok() && j != nullptr) {
+      j->epoch->committing = false;
+      EndEpoch(*j, "commit failed: " + st.ToString(), after);  // answers the waiters
+    } else if (!st.ok()) {
+      const std::string text = "checkpoint: job " + std::to_string(m.job) + " epoch " +
+                               std::to_string(m.epoch) +
+                               " aborted: commit failed: " + st.ToString();
+      GOS_LOG(kWarn, "coordinator") << text << " (after the job ended)";
+      for (auto& w : *t.waiters) {
+        after.push_back([w, text] { w->Send(Frame::kError, os::EncodeText(text)).IgnoreError(); });
       }
     } else {
       std::string text =

@@ -14,7 +14,6 @@
 #include <limits>
 #include <map>
 #include <mutex>
-#include <set>
 #include <unordered_map>
 
 #include "gos/log.h"

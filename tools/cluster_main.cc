@@ -30,7 +30,8 @@ options for up:
       --provider NAME     libfabric provider between the nodes: shm (default: all are on
                           this host; $GOS_FABRIC_PROVIDER overrides), tcp;ofi_rxm, tcp
       --scratch-dir DIR   where each node writes its checkpoint dumps: DIR/<node name>
-                          (default: the node's state dir; a tmpfs spares the disk writeback)
+                          (default: the node's state dir; on another file system a restart
+                          copies a node's dump instead of linking it)
       --netns             each nodeagent in a network namespace of its own, on a bridge
                           (198.19.K.0/24), like separate hosts: tcp;ofi_rxm between them;
                           `down` removes the namespaces (root only)

@@ -192,6 +192,8 @@ class NodeImpl final : public Node {
   bool TryPost(OpContext* ctx, ssize_t* rc);
   void RingPeer(NodeId id);  // after posting to it (doorbell providers)
   void RetryBacklog();
+  // After TryPost posted ctx with result rc: rings the peer, or fails the peer and drops ctx.
+  void Posted(OpContext* ctx, ssize_t rc);
   void SendControl(NodeId to, const ControlMsg& msg);
   void WriteThenSend(NodeId to, const void* src, size_t len, uint64_t remote_offset, void* desc,
                      std::shared_ptr<const std::vector<uint8_t>> keepalive, const ControlMsg& msg);
@@ -817,15 +819,19 @@ void NodeImpl::Post(OpContext* ctx) {
     backlog_.push_back(ctx);
     return;
   }
+  Posted(ctx, rc);
+}
+
+void NodeImpl::Posted(OpContext* ctx, ssize_t rc) {
   if (rc == 0) {
     RingPeer(ctx->peer);
-  } else {
-    NodeId peer = ctx->peer;
-    tx_pending_--;
-    outstanding_.erase(ctx);
-    delete ctx;
-    MarkDown(peer, FabricError(rc, "posting to it failed").message(), false);
+    return;
   }
+  NodeId peer = ctx->peer;
+  tx_pending_--;
+  outstanding_.erase(ctx);
+  delete ctx;
+  MarkDown(peer, FabricError(rc, "posting to it failed").message(), false);
 }
 
 void NodeImpl::RetryBacklog() {
@@ -841,15 +847,7 @@ void NodeImpl::RetryBacklog() {
     ssize_t rc;
     if (!TryPost(ctx, &rc)) return;
     backlog_.pop_front();
-    if (rc == 0) {
-      RingPeer(ctx->peer);
-    } else {
-      NodeId peer = ctx->peer;
-      tx_pending_--;
-      outstanding_.erase(ctx);
-      delete ctx;
-      MarkDown(peer, FabricError(rc, "posting to it failed").message(), false);
-    }
+    Posted(ctx, rc);
   }
 }
 
