@@ -219,6 +219,7 @@ class CoordinatorImpl final : public Coordinator {
   void JoinGroup();
   void StrobeLoop();
   bool RowBlocked();
+  bool OnlyComputeRunning() const;
   std::thread StrobeOnEvent(prim::EventId event, std::function<bool()> wanted);
   void Strobe(uint64_t s, bool quantum_over, bool early);
   void CheckJobs(After& after);
@@ -1398,6 +1399,21 @@ bool CoordinatorImpl::RowBlocked() {
   return any && work;
 }
 
+// Nothing is under way but jobs that do not communicate through gos, each of them started,
+// none checkpointing, no command to send and none to confirm (under mu_). The rounds of such
+// strobes bring no reply worth polling for: the progress thread sleeps at once after its
+// messages instead (prim::Node::SetSpinning), which on a node whose cores the jobs fill
+// saves a context switch per poll (gang scheduling, docs/benchmarks.md).
+bool CoordinatorImpl::OnlyComputeRunning() const {
+  if (jobs_.empty() || !commands_.empty() || !unconfirmed_.empty() || !to_stage_.empty()) {
+    return false;
+  }
+  for (const auto& [id, j] : jobs_) {
+    if (j.bcs || j.phase != Phase::kRunning || j.epoch || j.exit_confirmed) return false;
+  }
+  return true;
+}
+
 void CoordinatorImpl::StrobeLoop() {
   auto row_since = SteadyClock::now();
   auto last = SteadyClock::now();
@@ -1445,6 +1461,7 @@ void CoordinatorImpl::Strobe(uint64_t s, bool quantum_over, bool early) {
     }
     commands_.clear();
     live = LiveAgents();
+    node_->SetSpinning(!OnlyComputeRunning() || !strobe.commands.empty());
   }
   if (live.empty()) return;
   std::vector<uint8_t> payload = os::EncodeStrobe(strobe, key_);

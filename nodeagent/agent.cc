@@ -187,6 +187,7 @@ class NodeAgentImpl final : public NodeAgent {
   void StrobeLoop();
   void StageLoop();
   void ApplyStrobe(const os::Strobe& s);
+  bool OnlyComputeRunning(const os::Strobe& s) const;
   // origin: the strobe that first carried the LAUNCH (the incarnation's mark).
   void Launch(const os::LaunchCommand& l, uint64_t origin, uint32_t current_row);
   void KillJob(LocalJob& j);
@@ -871,6 +872,10 @@ void NodeAgentImpl::StrobeLoop() {
     }
     if (!best) continue;
     ApplyStrobe(*best);
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      node_->SetSpinning(!OnlyComputeRunning(*best));
+    }
     StartCheckpoints();
     if (bcs_) bcs_->OnStrobe(best->strobe, best->row, best->early);
     {
@@ -882,6 +887,17 @@ void NodeAgentImpl::StrobeLoop() {
     last_strobe_ = best->strobe;
     node_->Store(os::kVarApplied, static_cast<int64_t>(best->strobe));
   }
+}
+
+// Strobe s brings no command, and this node runs only jobs that do not communicate through
+// gos, none held, checkpointing, recorded or ended (under mu_): its progress thread need not
+// poll after its messages (see CoordinatorImpl::OnlyComputeRunning).
+bool NodeAgentImpl::OnlyComputeRunning(const os::Strobe& s) const {
+  if (!s.commands.empty() || jobs_.empty()) return false;
+  for (const auto& [id, j] : jobs_) {
+    if (j.bcs || j.hold || j.ckpt_epoch != 0 || j.record || j.replay || j.reported) return false;
+  }
+  return true;
 }
 
 void NodeAgentImpl::ApplyStrobe(const os::Strobe& s) {

@@ -169,6 +169,7 @@ class NodeImpl final : public Node {
                                  Deadline deadline) override;
   int64_t Load(uint64_t var) const override;
   void Store(uint64_t var, int64_t value) override;
+  void SetSpinning(bool on) override { spinning_.store(on, std::memory_order_relaxed); }
   void Leave() override;
   Status SendRawControlForTest(NodeId to, std::span<const uint8_t> bytes) override;
 
@@ -274,7 +275,8 @@ class NodeImpl final : public Node {
   int logged_rejects_ = 0;
   Clock::time_point last_busy_;
   std::chrono::microseconds spin_{0};
-  bool bell_unreachable_ = false;  // a peer's doorbell could not be rung (RingPeer)
+  std::atomic<bool> spinning_{true};  // SetSpinning
+  bool bell_unreachable_ = false;     // a peer's doorbell could not be rung (RingPeer)
   std::vector<std::pair<NodeId, Clock::time_point>> deferred_failures_;
 
   std::atomic<uint64_t> sent_{0}, received_{0}, rejected_{0}, rma_bytes_{0}, forwarded_{0},
@@ -655,7 +657,7 @@ void NodeImpl::RunLoop(const std::function<bool()>& keep_going) {
     // Just busy: the next message of a tree operation (a reply, the next piece) usually
     // follows within microseconds. Poll a little longer, yielding the core each round,
     // before paying for a sleep and a wakeup.
-    if (Clock::now() - last_busy_ < spin_) {
+    if (spinning_.load(std::memory_order_relaxed) && Clock::now() - last_busy_ < spin_) {
       sched_yield();
       continue;
     }

@@ -143,6 +143,12 @@ class Node {
                                          int64_t write_value = 0,
                                          Deadline deadline = Deadline::max()) = 0;
 
+  // Whether the progress thread keeps polling for NodeOptions::spin after each message
+  // (on, the default) or sleeps at once. A node whose peers will not answer soon (nothing
+  // but compute is going on) turns it off: each round of that polling yields the core, and
+  // on a machine whose cores are all busy every yield is a context switch.
+  virtual void SetSpinning(bool on) = 0;
+
   // Atomic access to a local global variable.
   virtual int64_t Load(uint64_t var) const = 0;
   virtual void Store(uint64_t var, int64_t value) = 0;
