@@ -120,6 +120,17 @@ TEST(PrimLoopbackTest, ConcurrentCompareAndWriteIsConsistent16Nodes) {
   RunScenario({.nodes = 16, .scenario = "caw_concurrent", .args = {"--rounds", "10"}});
 }
 
+// A node that does not poll after its messages (Node::SetSpinning(false)) still takes part in
+// every operation: each message wakes it, on the default provider and on shm's doorbells.
+TEST(PrimLoopbackTest, WithoutSpinningEverythingCompletes) {
+  RunScenario({.nodes = 8, .scenario = "caw", .args = {"--no-spin"}});
+  RunScenario({.nodes = 8, .scenario = "multicast_subset", .args = {"--no-spin"}});
+  RunScenario({.nodes = 8,
+               .scenario = "caw_concurrent",
+               .args = {"--no-spin", "--rounds", "5"},
+               .provider = "shm"});
+}
+
 TEST(PrimLoopbackTest, MalformedControlMessagesAreRejected) {
   RunScenario({.nodes = 3, .scenario = "malformed"});
 }

@@ -43,6 +43,7 @@ struct Args {
   uint32_t fanout = 4;
   NodeId victim = kNoNode;
   int rounds = 20;
+  bool no_spin = false;  // SetSpinning(false): sleep right after every message
 };
 
 Node* g_node = nullptr;
@@ -435,6 +436,8 @@ int ParseArgs(int argc, char** argv, Args* a) {
       a->victim = static_cast<NodeId>(std::stoul(val()));
     else if (k == "--rounds")
       a->rounds = std::stoi(val());
+    else if (k == "--no-spin")
+      a->no_spin = true;
     else {
       std::fprintf(stderr, "prim_node: unknown option %s\n", k.c_str());
       return 2;
@@ -469,6 +472,7 @@ int main(int argc, char** argv) {
   Node& n = **node;
   g_node = &n;
   std::printf("node %u of %u joined, provider %s\n", n.id(), n.group_size(), n.provider().c_str());
+  if (args.no_spin) n.SetSpinning(false);
   const std::string& s = args.scenario;
   if (s == "multicast_subset")
     MulticastSubset(n);
