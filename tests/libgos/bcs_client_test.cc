@@ -499,27 +499,62 @@ TEST_F(BcsClientTest, ReduceAtRootCombinesInRankOrder) {
   EXPECT_EQ(agent.seen().back().d.tag, 3);  // after the count-0 reduce's sequence 2
 }
 
-TEST_F(BcsClientTest, AllreduceAtNonRootSendsThenReceivesTheBroadcast) {
+// A small allreduce takes one exchange: rank 1 of 3 receives ranks 0's and 2's contributions
+// and sends its own to both, all on the collective context with the same sequence, then
+// combines the three in rank order itself (the order every rank uses).
+TEST_F(BcsClientTest, SmallAllreduceExchangesAllContributionsAndCombinesInRankOrder) {
   ScriptedAgent agent(1, 3);
-  double result[2];
-  for (int e = 0; e < 2; ++e) result[e] = (kContrib[0][e] + kContrib[1][e]) + kContrib[2][e];
+  agent.Start([](ScriptedAgent& a, const Descriptor& d) {
+    if (OpOf(d) != Op::kRecv) return a.Complete(Done(d));
+    memcpy(reinterpret_cast<void*>(d.addr), kContrib[d.peer], d.len);
+    a.Complete(Done(d, kOk, d.len, d.peer, d.tag));
+  });
+  ASSERT_EQ(gos_init(), GOS_OK);
+  double want[2];
+  for (int e = 0; e < 2; ++e) want[e] = (kContrib[0][e] + kContrib[1][e]) + kContrib[2][e];
+  double buf[2] = {kContrib[1][0], kContrib[1][1]};
+  ASSERT_EQ(gos_allreduce(buf, buf, 2, GOS_DOUBLE, GOS_SUM, gos_comm_world()), GOS_OK);
+  EXPECT_EQ(buf[0], want[0]);
+  EXPECT_EQ(buf[1], want[1]);
+  const std::vector<Seen> seen = agent.seen();
+  ASSERT_EQ(seen.size(), 4u);
+  const Op ops[] = {Op::kRecv, Op::kRecv, Op::kSend, Op::kSend};
+  const int32_t peers[] = {0, 2, 0, 2};
+  for (size_t i = 0; i < seen.size(); ++i) {
+    SCOPED_TRACE(i);
+    EXPECT_EQ(OpOf(seen[i].d), ops[i]);
+    EXPECT_EQ(seen[i].d.peer, peers[i]);
+    EXPECT_EQ(seen[i].d.tag, 0);
+    EXPECT_EQ(seen[i].d.context, GOS_CTX_WORLD | GOS_CTX_COLLECTIVE_BIT);
+    if (ops[i] == Op::kSend) {
+      ASSERT_EQ(seen[i].payload.size(), sizeof buf);
+      EXPECT_EQ(memcmp(seen[i].payload.data(), kContrib[1], sizeof buf), 0);
+    }
+  }
+}
+
+// Above 16 KiB of contributions in all (or on more than 4 ranks), a non-root sends its
+// contribution to rank 0 and receives the result by broadcast.
+TEST_F(BcsClientTest, LargeAllreduceAtNonRootSendsThenReceivesTheBroadcast) {
+  constexpr size_t kCount = 1024;  // 8 KiB per rank, 24 KiB in all
+  std::vector<double> result(kCount, 42.0);
+  ScriptedAgent agent(1, 3);
   agent.Start([&](ScriptedAgent& a, const Descriptor& d) {
-    if (OpOf(d) == Op::kBcast) memcpy(reinterpret_cast<void*>(d.addr), result, sizeof result);
+    if (OpOf(d) == Op::kBcast) memcpy(reinterpret_cast<void*>(d.addr), result.data(), d.len);
     a.Complete(Done(d));
   });
   ASSERT_EQ(gos_init(), GOS_OK);
-  double buf[2] = {kContrib[1][0], kContrib[1][1]};
-  ASSERT_EQ(gos_allreduce(buf, buf, 2, GOS_DOUBLE, GOS_SUM, gos_comm_world()), GOS_OK);
-  EXPECT_EQ(buf[0], result[0]);
-  EXPECT_EQ(buf[1], result[1]);
+  std::vector<double> buf(kCount, 1.5);
+  ASSERT_EQ(gos_allreduce(buf.data(), buf.data(), kCount, GOS_DOUBLE, GOS_SUM, gos_comm_world()),
+            GOS_OK);
+  EXPECT_EQ(buf, result);
   const std::vector<Seen> seen = agent.seen();
   ASSERT_EQ(seen.size(), 2u);
   EXPECT_EQ(OpOf(seen[0].d), Op::kSend);
   EXPECT_EQ(seen[0].d.peer, 0);
   EXPECT_EQ(seen[0].d.tag, 0);
   EXPECT_EQ(seen[0].d.context, GOS_CTX_WORLD | GOS_CTX_COLLECTIVE_BIT);
-  ASSERT_EQ(seen[0].payload.size(), sizeof buf);
-  EXPECT_EQ(memcmp(seen[0].payload.data(), kContrib[1], sizeof buf), 0);
+  EXPECT_EQ(seen[0].d.len, kCount * sizeof(double));
   EXPECT_EQ(OpOf(seen[1].d), Op::kBcast);
   EXPECT_EQ(seen[1].d.peer, 0);
   EXPECT_EQ(seen[1].d.tag, 1);
