@@ -16,8 +16,9 @@ constexpr const char* kUsage = R"(usage: gos-ckpt [--list] JOB
 Takes a checkpoint of the running job JOB now: at the next quiescent strobe every rank is
 frozen and dumped with CRIU, the job resumes, and the new chunks are stored in the
 coordinator's checkpoint store; prints progress and the committed epoch.
-With --list, prints JOB's stored epochs: logical size, new chunk bytes (before and after
-compression), how long the job was paused and how long the epoch took.
+With --list, prints JOB's stored epochs: logical size (the bytes of the epoch's files: CRIU
+images, which leave out pages that hold only zeros, and gos's own), new chunk bytes (before
+and after compression), how long the job was paused and how long the epoch took.
 Only the job's owner or root may do either.
 
 options:
