@@ -183,6 +183,7 @@ class NodeImpl final : public Node {
   // ---- Progress thread.
   void Run();
   void RunLoop(const std::function<bool()>& keep_going);
+  bool TransmittingToLiveNode() const;  // a send or write to a node that is up is pending
   void RunCommands();
   void RunDeferredFailures();
   bool PollCompletions();
@@ -633,12 +634,26 @@ void NodeImpl::Run() {
   // Leaving: finish what this node takes part in — forwards its children wait for, acks
   // its parents wait for, queries it sequences — so nobody waits on a node that left.
   // Bounded: a peer that does not answer in time is not waited for.
+  // Transmissions to a node that is down are not waited for: on shm one completes only once
+  // its target has copied it, which a stopped or dead node never does.
   auto deadline = Clock::now() + std::chrono::seconds(5);
   RunLoop([this, deadline] {
-    bool busy = tx_pending_ > 0 || !backlog_.empty() || !xfers_.empty() || !caws_.empty() ||
-                !caw_queue_.empty();
+    bool busy =
+        !xfers_.empty() || !caws_.empty() || !caw_queue_.empty() || TransmittingToLiveNode();
     return busy && Clock::now() < deadline;
   });
+}
+
+bool NodeImpl::TransmittingToLiveNode() const {
+  if (tx_pending_ == 0) return false;
+  std::lock_guard<std::mutex> lock(mu_);
+  for (const OpContext* ctx : backlog_) {
+    if (peers_[ctx->peer].alive) return true;
+  }
+  for (const OpContext* ctx : outstanding_) {
+    if (ctx->kind != OpContext::Kind::kRecv && peers_[ctx->peer].alive) return true;
+  }
+  return false;
 }
 
 void NodeImpl::RunLoop(const std::function<bool()>& keep_going) {
