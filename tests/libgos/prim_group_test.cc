@@ -216,12 +216,6 @@ TEST(PrimLoopbackTest, StoppedPeerDetectedByHeartbeatTimeout) {
   KillMidOperation({.nodes = 4, .failure_timeout = 1s}, 3, SIGSTOP);
 }
 
-// On shm a message completes only once its target copied it: the survivors still leave
-// promptly, not waiting for what they sent the stopped node.
-TEST(PrimLoopbackTest, StoppedPeerDetectedByHeartbeatTimeoutOnShm) {
-  KillMidOperation({.nodes = 4, .provider = "shm", .failure_timeout = 1s}, 3, SIGSTOP);
-}
-
 // ---- Several hosts: network namespaces joined by veth pairs to a bridge.
 
 class PrimNetnsTest : public ::testing::Test {
