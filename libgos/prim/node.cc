@@ -72,6 +72,10 @@ namespace {
 constexpr int kRxBuffers = 64;
 // The longest sleep on a doorbell (Fabric::bell_fd): bounds the delay of an unrung message.
 constexpr int kBellSleepMs = 10;
+// A post stuck this long in libfabric is stuck for good (NodeImpl::Watchdog): the process
+// exits with this status.
+constexpr auto kPostStuckLimit = std::chrono::seconds(10);
+constexpr int kPostStuckExit = 75;
 constexpr int kMaxLoggedRejects = 20;
 constexpr auto kLeaveGrace = std::chrono::seconds(2);
 
@@ -183,7 +187,8 @@ class NodeImpl final : public Node {
   // ---- Progress thread.
   void Run();
   void RunLoop(const std::function<bool()>& keep_going);
-  bool TransmittingToLiveNode() const;  // a send or write to a node that is up is pending
+  bool TransmittingToLiveNode() const;
+  void Watchdog();  // a send or write to a node that is up is pending
   void RunCommands();
   void RunDeferredFailures();
   bool PollCompletions();
@@ -241,6 +246,15 @@ class NodeImpl final : public Node {
   int wake_fd_ = -1;
   int epoll_fd_ = -1;
   std::thread progress_;
+  // What the progress thread is posting, and since when (steady clock ticks; 0: nothing),
+  // for the watchdog thread.
+  std::atomic<int64_t> posting_since_{0};
+  std::atomic<NodeId> posting_to_{kNoNode};
+  std::chrono::milliseconds stall_post_for_test_{0};  // $GOS_PRIM_TEST_STALL_POST_MS
+  std::thread watchdog_;
+  std::mutex watchdog_mu_;
+  std::condition_variable watchdog_cv_;
+  bool watchdog_stop_ = false;
   std::atomic<bool> stop_{false};
   std::atomic<bool> left_{false};
 
@@ -397,7 +411,11 @@ Status NodeImpl::Init() {
   spin_ = options_.spin;
   if (const char* e = std::getenv("GOS_PRIM_SPIN_US"))
     spin_ = std::chrono::microseconds(std::atoi(e));
+  if (const char* e = std::getenv("GOS_PRIM_TEST_STALL_POST_MS")) {
+    stall_post_for_test_ = std::chrono::milliseconds(std::atoi(e));
+  }
   progress_ = std::thread([this] { Run(); });
+  watchdog_ = std::thread([this] { Watchdog(); });
   return OkStatus();
 }
 
@@ -605,6 +623,14 @@ void NodeImpl::Leave() {
     Submit([this] { stop_ = true; });
     progress_.join();
   }
+  if (watchdog_.joinable()) {  // after the progress thread: a stuck post still ends the process
+    {
+      std::lock_guard<std::mutex> lock(watchdog_mu_);
+      watchdog_stop_ = true;
+    }
+    watchdog_cv_.notify_all();
+    watchdog_.join();
+  }
   if (bootstrap_fd_ >= 0) {
     if (!bootstrap_lost_) {
       auto frame = bootstrap::EncodeFrame(bootstrap::FrameType::kLeave, {});
@@ -808,13 +834,43 @@ void NodeImpl::RepostRecv(OpContext* ctx) {
 
 bool NodeImpl::TryPost(OpContext* ctx, ssize_t* rc) {
   const Peer& p = peers_[ctx->peer];
+  posting_to_.store(ctx->peer, std::memory_order_relaxed);
+  posting_since_.store(Clock::now().time_since_epoch().count(), std::memory_order_release);
+  if (stall_post_for_test_.count() > 0) std::this_thread::sleep_for(stall_post_for_test_);
   if (ctx->kind == OpContext::Kind::kSend) {
     *rc = fi_send(fabric_->ep(), ctx->buf.data(), ctx->buf.size(), nullptr, p.addr, &ctx->fi_ctx);
   } else {
     *rc = fi_write(fabric_->ep(), ctx->src, ctx->len, ctx->desc, p.addr,
                    p.base + ctx->remote_offset, p.key, &ctx->fi_ctx);
   }
+  posting_since_.store(0, std::memory_order_release);
   return *rc != -FI_EAGAIN;
+}
+
+// A post never blocks, except in one known case: libfabric's shm takes a spin lock in the
+// receiver's shared region, and a node stopped or killed while holding one leaves it held
+// for good. The progress thread then spins forever, and the node is lost to the group (no
+// heartbeat, no progress). Rather than hang, the process exits, naming the cause.
+void NodeImpl::Watchdog() {
+  std::unique_lock<std::mutex> lock(watchdog_mu_);
+  while (!watchdog_cv_.wait_for(lock, std::chrono::milliseconds(500),
+                                [this] { return watchdog_stop_; })) {
+    const int64_t since = posting_since_.load(std::memory_order_acquire);
+    if (since == 0) continue;
+    const auto stuck = Clock::now() - Clock::time_point(Clock::duration(since));
+    if (stuck < kPostStuckLimit) continue;
+    const NodeId to = posting_to_.load(std::memory_order_relaxed);
+    GOS_LOG(kError, "prim") << "node " << self_ << ": stuck for "
+                            << std::chrono::duration_cast<std::chrono::seconds>(stuck).count()
+                            << " s in libfabric (" << provider_ << ") posting to " << Describe(to)
+                            << (provider_ == "shm"
+                                    ? ": a node stopped or killed while holding a lock of shm's "
+                                      "shared queues blocks every sender to it"
+                                    : "")
+                            << "; exiting (status " << kPostStuckExit << ")";
+    std::fflush(nullptr);
+    ::_exit(kPostStuckExit);
+  }
 }
 
 void NodeImpl::Post(OpContext* ctx) {

@@ -216,6 +216,23 @@ TEST(PrimLoopbackTest, StoppedPeerDetectedByHeartbeatTimeout) {
   KillMidOperation({.nodes = 4, .failure_timeout = 1s}, 3, SIGSTOP);
 }
 
+// A post that stays stuck inside libfabric (on shm: a lock of a peer's queue held by a node
+// that was stopped or killed holding it) ends the process with a message naming the peer,
+// instead of a silent hang. Simulated: every post of node 1 stalls 12 s; the watchdog gives
+// up after 10.
+TEST(PrimLoopbackTest, PostStuckInTheFabricExitsNamingThePeer) {
+  Group g({.nodes = 2, .scenario = "join_only", .args = {"--stall-post", "1:12000"}});
+  ASSERT_TRUE(g.WaitForOutput(1, "joined", 30s)) << g.node(1).output();
+  auto st = g.node(1).Wait(SteadyClock::now() + 30s);
+  ASSERT_TRUE(st.has_value()) << "node 1 still running:\n" << g.node(1).output();
+  EXPECT_TRUE(WIFEXITED(*st) && WEXITSTATUS(*st) == 75)
+      << gos::testing::DescribeWaitStatus(*st) << "\n"
+      << g.node(1).output();
+  EXPECT_TRUE(g.node(1).OutputContains("s in libfabric")) << g.node(1).output();
+  EXPECT_TRUE(g.node(1).OutputContains("posting to node 0")) << g.node(1).output();
+  g.node(0).Signal(SIGKILL);
+}
+
 // ---- Several hosts: network namespaces joined by veth pairs to a bridge.
 
 class PrimNetnsTest : public ::testing::Test {

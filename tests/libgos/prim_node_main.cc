@@ -43,7 +43,8 @@ struct Args {
   uint32_t fanout = 4;
   NodeId victim = kNoNode;
   int rounds = 20;
-  bool no_spin = false;  // SetSpinning(false): sleep right after every message
+  bool no_spin = false;    // SetSpinning(false): sleep right after every message
+  std::string stall_post;  // "ID:MS": node ID's every post stalls MS ms (the watchdog test)
 };
 
 Node* g_node = nullptr;
@@ -438,6 +439,8 @@ int ParseArgs(int argc, char** argv, Args* a) {
       a->rounds = std::stoi(val());
     else if (k == "--no-spin")
       a->no_spin = true;
+    else if (k == "--stall-post")
+      a->stall_post = val();
     else {
       std::fprintf(stderr, "prim_node: unknown option %s\n", k.c_str());
       return 2;
@@ -456,6 +459,10 @@ int main(int argc, char** argv) {
   setvbuf(stdout, nullptr, _IOLBF, 0);
   Args args;
   if (int rc = ParseArgs(argc, argv, &args); rc != 0) return rc;
+  if (auto colon = args.stall_post.find(':');
+      colon != std::string::npos && std::stoul(args.stall_post.substr(0, colon)) == args.id) {
+    setenv("GOS_PRIM_TEST_STALL_POST_MS", args.stall_post.substr(colon + 1).c_str(), 1);
+  }
   NodeOptions o;
   o.bootstrap = args.bootstrap;
   o.provider = args.provider;
