@@ -81,6 +81,13 @@ constexpr auto kLeaveGrace = std::chrono::seconds(2);
 
 uint64_t OpKey(NodeId origin, uint32_t seq) { return (uint64_t{origin} << 32) | seq; }
 
+// Clears the progress thread's "inside libfabric since" mark (NodeImpl::InFabric) when it
+// goes out of scope.
+struct InFabricMark {
+  std::atomic<int64_t>* since;
+  ~InFabricMark() { since->store(0, std::memory_order_release); }
+};
+
 struct OpContext {
   fi_context2 fi_ctx;  // First: providers in FI_CONTEXT mode own this space.
   enum class Kind : uint8_t { kRecv, kSend, kWrite } kind = Kind::kSend;
@@ -187,8 +194,11 @@ class NodeImpl final : public Node {
   // ---- Progress thread.
   void Run();
   void RunLoop(const std::function<bool()>& keep_going);
-  bool TransmittingToLiveNode() const;
-  void Watchdog();  // a send or write to a node that is up is pending
+  bool TransmittingToLiveNode() const;  // a send or write to a node that is up is pending
+  void Watchdog();
+  // Marks the progress thread as inside libfabric (posting to `peer`, or reading its
+  // completion queue: kNoNode) until the returned guard ends, for the watchdog.
+  [[nodiscard]] InFabricMark InFabric(NodeId peer);
   void RunCommands();
   void RunDeferredFailures();
   bool PollCompletions();
@@ -246,10 +256,10 @@ class NodeImpl final : public Node {
   int wake_fd_ = -1;
   int epoll_fd_ = -1;
   std::thread progress_;
-  // What the progress thread is posting, and since when (steady clock ticks; 0: nothing),
-  // for the watchdog thread.
-  std::atomic<int64_t> posting_since_{0};
-  std::atomic<NodeId> posting_to_{kNoNode};
+  // Since when the progress thread is inside libfabric (steady clock ticks; 0: it is not),
+  // and for which peer (kNoNode: reading its completion queue), for the watchdog thread.
+  std::atomic<int64_t> in_fabric_since_{0};
+  std::atomic<NodeId> in_fabric_peer_{kNoNode};
   std::chrono::milliseconds stall_post_for_test_{0};  // $GOS_PRIM_TEST_STALL_POST_MS
   std::thread watchdog_;
   std::mutex watchdog_mu_;
@@ -762,7 +772,11 @@ bool NodeImpl::PollCompletions() {
   bool any = false;
   for (int round = 0; round < 16; ++round) {
     fi_cq_msg_entry entries[32];
-    ssize_t n = fi_cq_read(fabric_->cq(), entries, 32);
+    ssize_t n;
+    {
+      auto in_fabric = InFabric(kNoNode);
+      n = fi_cq_read(fabric_->cq(), entries, 32);
+    }
     if (n == -FI_EAGAIN) break;
     if (n == -FI_EAVAIL) {
       OnCompletionError();
@@ -832,10 +846,15 @@ void NodeImpl::RepostRecv(OpContext* ctx) {
   if (rc != 0) GOS_LOG(kError, "prim") << FabricError(rc, "fi_recv").ToString();
 }
 
+InFabricMark NodeImpl::InFabric(NodeId peer) {
+  in_fabric_peer_.store(peer, std::memory_order_relaxed);
+  in_fabric_since_.store(Clock::now().time_since_epoch().count(), std::memory_order_release);
+  return InFabricMark{&in_fabric_since_};
+}
+
 bool NodeImpl::TryPost(OpContext* ctx, ssize_t* rc) {
   const Peer& p = peers_[ctx->peer];
-  posting_to_.store(ctx->peer, std::memory_order_relaxed);
-  posting_since_.store(Clock::now().time_since_epoch().count(), std::memory_order_release);
+  auto in_fabric = InFabric(ctx->peer);
   if (stall_post_for_test_.count() > 0) std::this_thread::sleep_for(stall_post_for_test_);
   if (ctx->kind == OpContext::Kind::kSend) {
     *rc = fi_send(fabric_->ep(), ctx->buf.data(), ctx->buf.size(), nullptr, p.addr, &ctx->fi_ctx);
@@ -843,26 +862,28 @@ bool NodeImpl::TryPost(OpContext* ctx, ssize_t* rc) {
     *rc = fi_write(fabric_->ep(), ctx->src, ctx->len, ctx->desc, p.addr,
                    p.base + ctx->remote_offset, p.key, &ctx->fi_ctx);
   }
-  posting_since_.store(0, std::memory_order_release);
   return *rc != -FI_EAGAIN;
 }
 
-// A post never blocks, except in one known case: libfabric's shm takes a spin lock in the
-// receiver's shared region, and a node stopped or killed while holding one leaves it held
-// for good. The progress thread then spins forever, and the node is lost to the group (no
-// heartbeat, no progress). Rather than hang, the process exits, naming the cause.
+// A libfabric call never blocks, except in one known case: shm takes a spin lock in the
+// receiver's shared region (to post to a peer, to read our own queue), and a node stopped or
+// killed while holding one leaves it held for good. The progress thread then spins forever,
+// and the node is lost to the group (no heartbeat, no progress). Rather than hang, the
+// process exits, naming the cause.
 void NodeImpl::Watchdog() {
   std::unique_lock<std::mutex> lock(watchdog_mu_);
   while (!watchdog_cv_.wait_for(lock, std::chrono::milliseconds(500),
                                 [this] { return watchdog_stop_; })) {
-    const int64_t since = posting_since_.load(std::memory_order_acquire);
+    const int64_t since = in_fabric_since_.load(std::memory_order_acquire);
     if (since == 0) continue;
     const auto stuck = Clock::now() - Clock::time_point(Clock::duration(since));
     if (stuck < kPostStuckLimit) continue;
-    const NodeId to = posting_to_.load(std::memory_order_relaxed);
+    const NodeId to = in_fabric_peer_.load(std::memory_order_relaxed);
     GOS_LOG(kError, "prim") << "node " << self_ << ": stuck for "
                             << std::chrono::duration_cast<std::chrono::seconds>(stuck).count()
-                            << " s in libfabric (" << provider_ << ") posting to " << Describe(to)
+                            << " s in libfabric (" << provider_ << ") "
+                            << (to == kNoNode ? "reading its completion queue"
+                                              : "posting to " + Describe(to))
                             << (provider_ == "shm"
                                     ? ": a node stopped or killed while holding a lock of shm's "
                                       "shared queues blocks every sender to it"
