@@ -105,6 +105,22 @@ struct Agent {
 
 enum class Phase { kQueued, kStaging, kLaunching, kRunning, kDone };
 
+// gos-ckpt clients waiting for an epoch.
+using Waiters = std::shared_ptr<std::vector<std::shared_ptr<Channel>>>;
+
+// Queues `text` as a `frame` to each waiter, for after mu_ is released.
+void Tell(const Waiters& waiters, Frame frame, const std::string& text,
+          std::vector<std::function<void()>>& after) {
+  for (const auto& w : *waiters) {
+    after.push_back([w, frame, text] { w->Send(frame, os::EncodeText(text)).IgnoreError(); });
+  }
+}
+
+std::string EpochAbortedText(uint64_t job, uint64_t epoch, const std::string& error) {
+  return "checkpoint: job " + std::to_string(job) + " epoch " + std::to_string(epoch) +
+         " aborted: " + error;
+}
+
 // A checkpoint epoch being taken (docs/specs/checkpoint.md).
 struct EpochInFlight {
   uint64_t epoch = 0;
@@ -118,8 +134,7 @@ struct EpochInFlight {
   // Its manifest is with the store thread, which commits it and ends the epoch.
   bool committing = false;
   // gos-ckpt clients; shared with the store thread's task, which answers them.
-  std::shared_ptr<std::vector<std::shared_ptr<Channel>>> waiters =
-      std::make_shared<std::vector<std::shared_ptr<Channel>>>();
+  Waiters waiters = std::make_shared<std::vector<std::shared_ptr<Channel>>>();
 };
 
 // An epoch's store work, for the store thread: its commit, the job's retention, then a Gc;
@@ -128,7 +143,7 @@ struct StoreTask {
   bool gc_only = false;
   storage::EpochManifest manifest;
   uint32_t keep = 1;
-  std::shared_ptr<std::vector<std::shared_ptr<Channel>>> waiters;
+  Waiters waiters;
 };
 
 struct Job {
@@ -1710,12 +1725,10 @@ void CoordinatorImpl::StepEpoch(Job& j, After& after) {
     cmd.type = os::CommandType::kResume;
     cmd.job = id;
     Command(cmd);
-    for (auto& w : *e.waiters) {
-      std::string text = "epoch " + std::to_string(e.epoch) + ": " + std::to_string(j.rec.ntasks) +
-                         " ranks dumped; job paused " + std::to_string(e.pause_ms) +
-                         " ms, storing chunks";
-      after.push_back([w, text] { w->Send(Frame::kPhase, os::EncodeText(text)).IgnoreError(); });
-    }
+    Tell(e.waiters, Frame::kPhase,
+         "epoch " + std::to_string(e.epoch) + ": " + std::to_string(j.rec.ntasks) +
+             " ranks dumped; job paused " + std::to_string(e.pause_ms) + " ms, storing chunks",
+         after);
   }
   if (!e.failure.empty()) return EndEpoch(j, e.failure, after);
   if (e.ranks.size() < j.rec.ntasks) {
@@ -1787,22 +1800,16 @@ void CoordinatorImpl::CommitStored(const StoreTask& t) {
       j->epoch->committing = false;
       EndEpoch(*j, "commit failed: " + st.ToString(), after);  // answers the waiters
     } else if (!st.ok()) {
-      const std::string text = "checkpoint: job " + std::to_string(m.job) + " epoch " +
-                               std::to_string(m.epoch) +
-                               " aborted: commit failed: " + st.ToString();
+      const std::string text = EpochAbortedText(m.job, m.epoch, "commit failed: " + st.ToString());
       GOS_LOG(kWarn, "coordinator") << text << " (after the job ended)";
-      for (auto& w : *t.waiters) {
-        after.push_back([w, text] { w->Send(Frame::kError, os::EncodeText(text)).IgnoreError(); });
-      }
+      Tell(t.waiters, Frame::kError, text, after);
     } else {
       std::string text =
           "checkpoint: job " + std::to_string(m.job) + " epoch " + std::to_string(m.epoch) +
           " committed: " + std::to_string(m.ntasks) + " ranks, " + Mib(m.logical_bytes) + ", " +
           Mib(m.new_bytes) + " new (" + Mib(m.new_compressed) + " compressed), paused " +
           std::to_string(m.pause_ms) + " ms, took " + std::to_string(m.total_ms) + " ms";
-      for (auto& w : *t.waiters) {
-        after.push_back([w, text] { w->Send(Frame::kOk, os::EncodeText(text)).IgnoreError(); });
-      }
+      Tell(t.waiters, Frame::kOk, text, after);
       if (j != nullptr) {
         Notice(*j, text, after);
         j->last_committed = m.epoch;
@@ -1832,11 +1839,8 @@ void CoordinatorImpl::CollectChunks() {
 
 void CoordinatorImpl::EndEpoch(Job& j, const std::string& error, After& after) {
   EpochInFlight& e = *j.epoch;
-  std::string text = "checkpoint: job " + std::to_string(j.rec.id) + " epoch " +
-                     std::to_string(e.epoch) + " aborted: " + error;
-  for (auto& w : *e.waiters) {
-    after.push_back([w, text] { w->Send(Frame::kError, os::EncodeText(text)).IgnoreError(); });
-  }
+  const std::string text = EpochAbortedText(j.rec.id, e.epoch, error);
+  Tell(e.waiters, Frame::kError, text, after);
   if (!e.dumped && j.slot != kNoSlot) {
     // Do not leave the job held.
     os::StrobeCommand cmd;

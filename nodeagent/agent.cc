@@ -872,10 +872,6 @@ void NodeAgentImpl::StrobeLoop() {
     }
     if (!best) continue;
     ApplyStrobe(*best);
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      node_->SetSpinning(!OnlyComputeRunning(*best));
-    }
     StartCheckpoints();
     if (bcs_) bcs_->OnStrobe(best->strobe, best->row, best->early);
     {
@@ -977,6 +973,7 @@ void NodeAgentImpl::ApplyStrobe(const os::Strobe& s) {
   }
   applied_strobes_.push_back(s.strobe);
   if (applied_strobes_.size() > 1024) applied_strobes_.pop_front();
+  node_->SetSpinning(!OnlyComputeRunning(s));
 }
 
 LocalJob* NodeAgentImpl::NewLocalJob(const os::LaunchCommand& l, uint64_t origin, bool frozen,

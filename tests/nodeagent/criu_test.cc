@@ -113,12 +113,11 @@ class CriuTest : public ::testing::Test {
     return cgroups_.back().get();
   }
 
-  // A counter of `steps` steps, ~10 ms apart, in cg.
-  Rank* LaunchCounter(FreezerCgroup* cg, int steps, const std::string& shm = "") {
+  // A rank running `program` (in the test binary dir) with argv, in cg.
+  Rank* LaunchIn(FreezerCgroup* cg, const std::string& program, std::vector<std::string> argv) {
     RankSpec s;
-    s.program = CounterPath();
-    s.argv = {"criu_counter", std::to_string(steps), "10", std::to_string(kExitCode)};
-    if (!shm.empty()) s.argv.push_back(shm);
+    s.program = gos::testing::TestBinDir() + "/" + program;
+    s.argv = std::move(argv);
     s.cwd = dir_;
     s.init_path = InitPath();
     s.cgroup_procs = cg->procs_file();
@@ -127,6 +126,14 @@ class CriuTest : public ::testing::Test {
     if (!r.ok()) return nullptr;
     ranks_.push_back(std::move(*r));
     return ranks_.back().get();
+  }
+
+  // A counter of `steps` steps, ~10 ms apart, in cg.
+  Rank* LaunchCounter(FreezerCgroup* cg, int steps, const std::string& shm = "") {
+    std::vector<std::string> argv = {"criu_counter", std::to_string(steps), "10",
+                                     std::to_string(kExitCode)};
+    if (!shm.empty()) argv.push_back(shm);
+    return LaunchIn(cg, "criu_counter", std::move(argv));
   }
 
   Rank* Adopt(const RankProcess& p) {
@@ -429,16 +436,8 @@ TEST_F(CriuTest, ZeroPagesAreLeftOutAndRestoreAsZero) {
   FreezerCgroup* cg = MakeCgroup("zeros");
   ASSERT_NE(cg, nullptr);
   const std::string go = dir_ + "/go";
-  RankSpec spec;
-  spec.program = gos::testing::TestBinDir() + "/criu_zeros";
-  spec.argv = {"criu_zeros", go};
-  spec.cwd = dir_;
-  spec.init_path = InitPath();
-  spec.cgroup_procs = cg->procs_file();
-  auto launched = Rank::Launch(spec);
-  ASSERT_TRUE(launched.ok()) << launched.status().ToString();
-  ranks_.push_back(std::move(*launched));
-  Rank* orig = ranks_.back().get();
+  Rank* orig = LaunchIn(cg, "criu_zeros", {"criu_zeros", go});
+  ASSERT_NE(orig, nullptr);
   ASSERT_TRUE(orig->ReadUntilStdout("ready\nready\n")) << orig->out() << orig->err();
   ASSERT_TRUE(cg->Freeze().ok());
   const std::string images = NewImagesDir("images");
