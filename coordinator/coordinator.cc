@@ -879,6 +879,7 @@ void CoordinatorImpl::Submit(const std::shared_ptr<Client>& c, os::FrameIn& f, A
   r.paths = req->paths;
   r.recorded = j.record;
   r.replay_of = req->replay_of;
+  r.cpu_bind = req->cpu_bind;
   c->job = *id;
   ever_had_job_ = true;
   jobs_[*id] = std::move(j);
@@ -2524,6 +2525,7 @@ void CoordinatorImpl::StagingLoop() {
         if (bcs) l.flags |= os::kLaunchBcs;
         if (bcs && j.record && !restoring) l.flags |= os::kLaunchRecord;
         if ((bcs || restoring) && j.replay_of != 0) l.flags |= os::kLaunchReplay;
+        if (!j.rec.cpu_bind) l.flags |= os::kLaunchNoBind;
         for (uint32_t r = 0; r < j.rec.rank_nodes.size(); ++r) {
           if (l.runs.empty() || l.runs.back().node != j.rec.rank_nodes[r]) {
             l.runs.push_back({j.rec.rank_nodes[r], r, 0});

@@ -41,6 +41,7 @@
 #include "gos/storage/checkpoints.h"
 #include "gos/storage/chunks.h"
 #include "nodeagent/bcs_engine.h"
+#include "nodeagent/cpu_bind.h"
 #include "nodeagent/criu.h"
 #include "nodeagent/freezer.h"
 #include "nodeagent/launcher.h"
@@ -234,7 +235,7 @@ class NodeAgentImpl final : public NodeAgent {
   // Streams the output of every rank of j that is not watched yet (under mu_).
   void WatchOutputs(LocalJob& j);
   void RestoreWorker(uint64_t job, uint64_t epoch, uint32_t slot, std::vector<uint32_t> ranks,
-                     std::string procs, uint32_t uid, uint32_t gid);
+                     std::string procs, uint32_t uid, uint32_t gid, bool bind);
   void OnRestoreChunk(const os::RestoreChunk& m);
   void OnRestoreRankEnd(const os::RestoreRankEnd& m);
   // kRestoreLocal: links the rank's files from this node's copy of its dump into the restore
@@ -289,6 +290,7 @@ class NodeAgentImpl final : public NodeAgent {
   std::unique_ptr<prim::Node> node_;
   std::unique_ptr<BcsEngine> bcs_;
   uint32_t node_id_ = 0;
+  std::vector<int> cpus_;  // the CPUs this node's ranks are bound to (AllowedCpus at start)
   std::thread strobe_thread_, stage_thread_;
 
   std::mutex mu_;
@@ -407,6 +409,7 @@ Status NodeAgentImpl::Init() {
   ::chmod(o_.state_dir.c_str(), 0755);
   ::chmod((o_.state_dir + "/jobs").c_str(), 0755);
   if (o_.cores == 0) o_.cores = static_cast<uint32_t>(sysconf(_SC_NPROCESSORS_ONLN));
+  cpus_ = AllowedCpus();
   if (o_.scratch_dir.empty()) o_.scratch_dir = o_.state_dir;
   SweepStaleCgroups();
   // An empty cgroup kept FROZEN while the agent runs. The kernel's freezer has a static key
@@ -1070,9 +1073,13 @@ void NodeAgentImpl::Launch(const os::LaunchCommand& l, uint64_t origin, uint32_t
       failure = paths.status().ToString();
     }
   }
-  for (uint32_t rank : mine) {
+  for (uint32_t i = 0; i < mine.size(); ++i) {
+    const uint32_t rank = mine[i];
     if (failure.empty()) {
       RankSpec spec;
+      if (!(l.flags & os::kLaunchNoBind)) {
+        spec.cpus = RankCpus(cpus_, i, static_cast<uint32_t>(mine.size()));
+      }
       spec.program = j.dir + "/" + l.program;
       spec.argv = l.argv;
       spec.env = l.env;
@@ -1934,18 +1941,21 @@ void NodeAgentImpl::Restore(const os::StrobeCommand& c) {
   }
   std::lock_guard<std::mutex> wl(work_mu_);
   restores_.push_back([this, job = l.job, epoch = c.epoch, slot = l.slot, mine,
-                       procs = j.cgroup->procs_file(), uid = l.uid,
-                       gid = l.gid] { RestoreWorker(job, epoch, slot, mine, procs, uid, gid); });
+                       procs = j.cgroup->procs_file(), uid = l.uid, gid = l.gid,
+                       bind = !(l.flags & os::kLaunchNoBind)] {
+    RestoreWorker(job, epoch, slot, mine, procs, uid, gid, bind);
+  });
   restore_cv_.notify_all();
 }
 
 void NodeAgentImpl::RestoreWorker(uint64_t job, uint64_t epoch, uint32_t slot,
                                   std::vector<uint32_t> ranks, std::string procs, uint32_t uid,
-                                  uint32_t gid) {
+                                  uint32_t gid, bool bind) {
   std::vector<Rank> restored;
   std::string restored_dir, restored_program;
   os::JobExit failed;  // the first rank that could not be restored (job 0: none)
-  for (uint32_t rank : ranks) {
+  for (uint32_t i = 0; i < ranks.size(); ++i) {
+    const uint32_t rank = ranks[i];
     const std::string dir = RestoreDir(job, epoch, rank);
     Status st;
     // The executable must be where the dumped process had it.
@@ -1978,6 +1988,16 @@ void NodeAgentImpl::RestoreWorker(uint64_t job, uint64_t epoch, uint32_t slot,
       req.cgroup_procs = procs;
       auto p = RestoreRank(req);
       if (p.ok()) {
+        // CRIU leaves the restored tree with its own affinity: bind it as a launch would on
+        // this node (it stays frozen until the job resumes).
+        if (bind) {
+          Status b =
+              BindProcessTree(p->pid, RankCpus(cpus_, i, static_cast<uint32_t>(ranks.size())));
+          if (!b.ok()) {
+            GOS_LOG(kWarn, "nodeagent") << o_.name << ": job " << job << " rank " << rank
+                                        << " runs unbound: " << b.ToString();
+          }
+        }
         restored.push_back(StartedRank(rank, *p));
         continue;
       }

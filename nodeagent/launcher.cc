@@ -15,6 +15,7 @@
 
 #include "gos/fd.h"
 #include "gos/log.h"
+#include "nodeagent/cpu_bind.h"
 
 namespace gos::nodeagent {
 namespace {
@@ -30,6 +31,8 @@ struct ChildPlan {
   const char* init_cwd;
   const char* init_path;
   char* const* init_argv;
+  bool bind;  // set the affinity to `cpus` before exec
+  cpu_set_t cpus;
 };
 
 // A fixed-size message buffer, so failures in the child can be reported in one write(2)
@@ -119,6 +122,12 @@ class ChildMessage {
     ::close(4);
   }
 
+  if (p.bind && ::sched_setaffinity(0, sizeof p.cpus, &p.cpus) != 0) {
+    // A hint, not a condition: the rank runs unbound, and says so.
+    ChildMessage m;
+    m.Add("gos-rank-launch: cannot bind to its CPUs (running unbound): ").AddErrno(errno).Add("\n");
+    m.WriteTo(STDERR_FILENO);
+  }
   if (::setsid() < 0) ChildFail("setsid", nullptr, errno);
   // init keeps the caller's identity (the user switch is init's child's, the rank's) and an
   // empty environment: the rank's comes through fd 5, so nothing of the user's (LD_PRELOAD,
@@ -233,6 +242,8 @@ StatusOr<RankProcess> LaunchRank(const RankSpec& spec) {
   plan.init_cwd = spec.init_dir.empty() ? "/" : spec.init_dir.c_str();
   plan.init_path = spec.init_path.c_str();
   plan.init_argv = init_argv.data();
+  plan.bind = !spec.cpus.empty();
+  plan.cpus = CpuSetOf(spec.cpus);
 
   // Block every signal around the clone: the child must not run the caller's handlers
   // before it has reset them, and keeps them blocked until init has set up forwarding.

@@ -48,6 +48,9 @@ struct RankSpec {
   // cgroup, and it is already in when LaunchRank returns. The cgroup may be FROZEN: the rank
   // then starts at Thaw. Default: "" = none.
   std::string cgroup_procs;
+  // CPUs the rank (init, the rank and all they start) is bound to before init execs
+  // (cpu_bind.h). Default: empty = not bound (the caller's affinity).
+  std::vector<int> cpus;
   // Path of the gos-rank-init binary. Required.
   std::string init_path;
 };

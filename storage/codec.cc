@@ -155,6 +155,7 @@ std::vector<uint8_t> EncodeJob(const JobRecord& job) {
   }
   w.U8(job.recorded ? 1 : 0);
   w.U64(job.replay_of);
+  w.U8(job.cpu_bind ? 1 : 0);
   return out;
 }
 
@@ -208,6 +209,15 @@ StatusOr<JobRecord> DecodeJob(std::span<const uint8_t> in) {
       return r.Error();
     }
     j.recorded = recorded == 1;
+  }
+  if (r.version() >= 3) {
+    uint8_t bind = 0;
+    if (!r.U8("cpu_bind", &bind)) return r.Error();
+    if (bind > 1) {
+      r.Fail("cpu_bind", "not 0 or 1: " + std::to_string(bind));
+      return r.Error();
+    }
+    j.cpu_bind = bind == 1;
   }
   if (!r.End()) return r.Error();
   return j;

@@ -50,6 +50,10 @@ options:
                           checkpoint on the nodes left, up to N times (default 1)
       --no-record         do not record the run's decisions (recording is on by default:
                           any run can be replayed exactly with gos-replay JOB)
+      --cpu-bind=MODE     cores: bind each node's ranks of the job to blocks of its CPUs
+                          (several ranks share a CPU when there are more ranks than
+                          CPUs; fewer ranks get several CPUs each); none: leave them
+                          unbound                                   (default cores)
   -h, --help              this text
 
 stdin goes to rank 0; stdout and stderr of every rank come back here. Ctrl-C once sends
@@ -103,7 +107,7 @@ std::string Basename(const std::string& path) {
 int Main(int argc, char** argv) {
   auto start = SteadyClock::now();
   uint32_t ntasks = 1, nodes = 0, rpn = 0;
-  std::string timeslice, mpl, checkpoint_flag, restart_flag;
+  std::string timeslice, mpl, checkpoint_flag, restart_flag, cpu_bind = "cores";
   uint32_t keep = 0;
   bool restart_on_failure = false;
   std::chrono::milliseconds time_limit{0};
@@ -123,7 +127,12 @@ int Main(int argc, char** argv) {
   flags.U32("--keep", &keep);
   flags.OptionalValue("--restart-on-failure", &restart_on_failure, &restart_flag);
   flags.Bool("--no-record", &no_record);
+  flags.String("--cpu-bind", &cpu_bind);
   if (int rc = flags.Parse(); rc >= 0) return rc;
+  if (cpu_bind != "cores" && cpu_bind != "none") {
+    std::fprintf(stderr, "gos-run: --cpu-bind=%s is not cores or none\n", cpu_bind.c_str());
+    return 2;
+  }
   int64_t checkpoint_ms = 0;
   if (checkpoint) {
     std::chrono::microseconds us{60'000'000};
@@ -183,6 +192,7 @@ int Main(int argc, char** argv) {
   req.keep = keep;
   req.restart_on_failure = restarts;
   req.record = !no_record;
+  req.cpu_bind = cpu_bind == "cores";
   std::vector<int> fds;
   std::vector<std::string> paths = {program};
   paths.insert(paths.end(), stage.begin(), stage.end());

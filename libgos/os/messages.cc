@@ -231,6 +231,7 @@ std::vector<uint8_t> Encode(const SubmitRequest& m) {
   w.U64(m.replay_of);
   w.U64(m.stop_at);
   w.U64(m.from_epoch);
+  w.U8(m.cpu_bind ? 1 : 0);
   return out;
 }
 
@@ -257,6 +258,9 @@ StatusOr<SubmitRequest> DecodeSubmit(std::span<const uint8_t> b) {
     return Bad("submit request (replay options)");
   }
   m.record = record == 1;
+  uint8_t bind = 1;
+  if (!r.U8(&bind) || bind > 1) return Bad("submit request (cpu binding)");
+  m.cpu_bind = bind == 1;
   if (r.remaining() != 0) return Bad("submit request (trailing bytes)");
   return m;
 }

@@ -18,10 +18,14 @@
 //     for well under the quantum (the nodes' "dumped" wakes the coordinator's strobe).
 //   - FailedRestoreFailsTheRestartNamingTheRank: a rank CRIU cannot restore fails the restart
 //     with a message naming rank, node and cause, and the job is not reported resumed.
+//   - RestoredRanksAreBoundToTheirCpusLikeLaunchedOnes: two ranks on one node are bound to
+//     different CPUs when launched (gos-run --cpu-bind's default) and again when restored
+//     (CRIU does not restore affinity: the nodeagent binds the restored tree).
 //   - AnotherUsersJobIsCheckpointedAndRestoredAsItsOwner: a job of user nobody on a root
 //     cluster is checkpointed, killed, restarted by its owner, runs as nobody again (its
 //     namespace inits as root, see nodeagent/launcher.h) and is checkpointed again.
 #include <dirent.h>
+#include <sched.h>
 #include <signal.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -450,6 +454,57 @@ TEST(CheckpointTest, PauseDoesNotWaitOutTheQuantum) {
   }
   ASSERT_EQ(Execute({Bin("gos-kill"), "1"}, c.Env(), 30s).code, 0);
   ASSERT_TRUE(run->Wait(SteadyClock::now() + 60s).has_value()) << run->output();
+}
+
+// The Cpus_allowed_list of every rank of the cluster (the children of the gos-rank-inits),
+// sorted, e.g. {"0", "1"}.
+std::vector<std::string> RankCpuLists(TestCluster& c) {
+  std::vector<std::string> lists;
+  for (const auto& [pid, cmdline] : c.LeftOver()) {
+    if (cmdline.find("gos-rank-init") == std::string::npos) continue;
+    std::istringstream children(
+        ReadFile("/proc/" + std::to_string(pid) + "/task/" + std::to_string(pid) + "/children"));
+    for (pid_t child; children >> child;) {
+      std::istringstream status(ReadFile("/proc/" + std::to_string(child) + "/status"));
+      for (std::string line; std::getline(status, line);) {
+        if (line.rfind("Cpus_allowed_list:", 0) == 0) lists.push_back(line.substr(19));
+      }
+    }
+  }
+  std::sort(lists.begin(), lists.end());
+  return lists;
+}
+
+TEST(CheckpointTest, RestoredRanksAreBoundToTheirCpusLikeLaunchedOnes) {
+  if (std::string why = Unsupported(false); !why.empty()) GTEST_SKIP() << why;
+  cpu_set_t mine;
+  ASSERT_EQ(sched_getaffinity(0, sizeof mine, &mine), 0);
+  std::vector<int> cpus;
+  for (int i = 0; i < CPU_SETSIZE; ++i) {
+    if (CPU_ISSET(i, &mine)) cpus.push_back(i);
+  }
+  if (cpus.size() != 2) GTEST_SKIP() << "written for 2 CPUs; this process may use " << cpus.size();
+  const std::vector<std::string> want = {std::to_string(cpus[0]), std::to_string(cpus[1])};
+  TestCluster c(1, /*netns=*/false);
+  ASSERT_EQ(c.Start(), "");
+  auto run = Subprocess::Start(
+      {Bin("gos-run"), "-n", "2", "--checkpoint=1s", Example("dirty"), "16", "600", "5"}, c.Env());
+  ASSERT_TRUE(run.ok()) << run.status().ToString();
+  const std::string job = FirstCommittedJob(*run);
+  ASSERT_NE(job, "") << run->output() << c.Logs();
+  EXPECT_EQ(RankCpuLists(c), want) << "launched";
+  ASSERT_EQ(Execute({Bin("gos-kill"), job}, c.Env(), 30s).code, 0);
+  ASSERT_TRUE(run->Wait(SteadyClock::now() + 60s).has_value()) << run->output();
+
+  auto restart = Subprocess::Start({Bin("gos-restart"), job}, c.Env());
+  ASSERT_TRUE(restart.ok()) << restart.status().ToString();
+  ASSERT_TRUE(WaitUntil([&] { return restart->OutputContains("resumed"); }, 60s))
+      << restart->output() << c.Logs();
+  EXPECT_EQ(RankCpuLists(c), want) << "restored";
+  ASSERT_EQ(Execute({Bin("gos-kill"), "-s", "TERM", job}, c.Env(), 30s).code, 0);
+  auto status = restart->Wait(SteadyClock::now() + 60s);
+  ASSERT_TRUE(status.has_value()) << restart->output();
+  EXPECT_EQ(WEXITSTATUS(*status), 0) << restart->output() << c.Logs();
 }
 
 // The real, effective, saved and file-system uids of a process ("" if it is gone).

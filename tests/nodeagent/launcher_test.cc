@@ -19,6 +19,7 @@
 #include <sstream>
 #include <string>
 
+#include "nodeagent/cpu_bind.h"
 #include "nodeagent/freezer.h"
 #include "tests/nodeagent/rank_harness.h"
 
@@ -269,6 +270,63 @@ TEST_F(LauncherTest, BackgroundGrandchildDiesWithTheRank) {
   EXPECT_EQ(WEXITSTATUS(r->RankStatus()), 0);
   EXPECT_TRUE(PollUntil([&] { return cg->Pids().empty(); }, 5s))
       << "processes left in " << cg->path() << ": " << cg->Pids().size();
+}
+
+// The CPUs in a task's /proc status ("Cpus_allowed_list:\t0-1" -> "0-1").
+std::string CpusAllowed(const std::string& status_path) {
+  std::ifstream in(status_path);
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.rfind("Cpus_allowed_list:", 0) == 0)
+      return line.substr(line.find_first_not_of(" \t", 18));
+  }
+  return "(no Cpus_allowed_list in " + status_path + ")";
+}
+
+TEST_F(LauncherTest, BindsTheRankAndWhatItStartsToItsCpus) {
+  const std::vector<int> all = AllowedCpus();
+  ASSERT_FALSE(all.empty());
+  RankSpec spec = Shell(
+      "grep Cpus_allowed_list /proc/self/status; "
+      "sh -c 'grep Cpus_allowed_list /proc/self/status'");
+  spec.cpus = {all.back()};
+  auto bound = Run(spec);
+  ASSERT_NE(bound, nullptr);
+  const std::string want = "Cpus_allowed_list:\t" + std::to_string(all.back()) + "\n";
+  EXPECT_EQ(bound->out(), want + want) << bound->err();
+  EXPECT_EQ(bound->err(), "");
+  // Unbound: the caller's CPUs.
+  spec.cpus.clear();
+  auto unbound = Run(spec);
+  ASSERT_NE(unbound, nullptr);
+  const std::string all_text = "Cpus_allowed_list:\t" + CpuListText(all) + "\n";
+  EXPECT_EQ(unbound->out(), all_text + all_text) << unbound->err();
+}
+
+// A restored rank is bound after the fact: every thread of every process of its tree.
+TEST_F(LauncherTest, BindProcessTreeReachesEveryThreadOfEveryProcess) {
+  const std::vector<int> all = AllowedCpus();
+  ASSERT_FALSE(all.empty());
+  FreezerCgroup* cg = MakeCgroup();
+  ASSERT_NE(cg, nullptr);
+  RankSpec spec = Spec(HelperPath(), {"launcher_test_helper", "threads"});
+  spec.cgroup_procs = cg->procs_file();
+  auto launched = Rank::Launch(spec);
+  ASSERT_TRUE(launched.ok()) << launched.status().ToString();
+  Rank& r = **launched;
+  ASSERT_TRUE(r.ReadUntilStdout("ready\n")) << r.err();
+  ASSERT_TRUE(BindProcessTree(r.pid(), std::vector<int>{all.front()}).ok());
+  // Every task of the cgroup (init, the helper, its child: 2 + 3 + 3 threads).
+  std::ifstream tasks(cg->path() + "/tasks");
+  std::vector<pid_t> tids;
+  for (pid_t t; tasks >> t;) tids.push_back(t);
+  EXPECT_EQ(tids.size(), 7u);
+  for (pid_t t : tids) {
+    EXPECT_EQ(CpusAllowed("/proc/" + std::to_string(t) + "/status"), std::to_string(all.front()))
+        << "task " << t;
+  }
+  EXPECT_FALSE(BindProcessTree(r.pid(), std::vector<int>{CPU_SETSIZE - 1}).ok())
+      << "a CPU this machine does not have";
 }
 
 // The nodeagent launches the ranks of a job whose row is not scheduled into its already

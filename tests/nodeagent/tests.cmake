@@ -7,3 +7,4 @@ add_dependencies(launcher_test gos-rank-init launcher_test_helper)
 gos_cc_test(NAME freezer_test SRCS freezer_test.cc DEPS gos::launcher gos::test_support
   LABELS integration)
 add_dependencies(freezer_test gos-rank-init launcher_test_helper)
+gos_cc_test(NAME cpu_bind_test SRCS cpu_bind_test.cc DEPS gos::launcher LABELS unit)

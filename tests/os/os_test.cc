@@ -10,6 +10,7 @@
 #include <fcntl.h>
 #include <grp.h>
 #include <gtest/gtest.h>
+#include <sched.h>
 #include <signal.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -1174,6 +1175,49 @@ TEST_F(OsTest, StdinGoesToRankZero) {
   auto run = Run({Bin("gos-run"), "-n", "2", "-l", "cat"}, {}, 30s, std::string("hi\n"));
   EXPECT_EQ(run->ExitCode(), 0) << run->Describe() << Logs();
   EXPECT_EQ(run->Out(), "0: hi\n") << run->Describe() << Logs();
+}
+
+// ---- 11b. CPU binding ---------------------------------------------------------------------------
+
+TEST_F(OsTest, RanksAreBoundToBlocksOfTheirNodesCpusUnlessToldNot) {
+  cpu_set_t mine;
+  ASSERT_EQ(sched_getaffinity(0, sizeof mine, &mine), 0);
+  std::vector<int> cpus;
+  for (int i = 0; i < CPU_SETSIZE; ++i) {
+    if (CPU_ISSET(i, &mine)) cpus.push_back(i);
+  }
+  if (cpus.size() != 2) GTEST_SKIP() << "written for 2 CPUs; this process may use " << cpus.size();
+  const std::string c0 = std::to_string(cpus[0]), c1 = std::to_string(cpus[1]);
+  const std::vector<std::string> show = {"sh", "-c", "grep Cpus_allowed_list /proc/self/status"};
+  // 4 ranks on one node of 2 CPUs: ranks 0-1 share the first CPU, ranks 2-3 the second.
+  std::vector<std::string> argv = {Bin("gos-run"), "-n", "4", "-N", "1", "-l"};
+  argv.insert(argv.end(), show.begin(), show.end());
+  auto bound = Run(argv);
+  ASSERT_EQ(bound->ExitCode(), 0) << bound->Describe() << Logs();
+  std::vector<std::string> lines = Lines(bound->Out());
+  std::sort(lines.begin(), lines.end());
+  EXPECT_EQ(lines, (std::vector<std::string>{
+                       "0: Cpus_allowed_list:\t" + c0, "1: Cpus_allowed_list:\t" + c0,
+                       "2: Cpus_allowed_list:\t" + c1, "3: Cpus_allowed_list:\t" + c1}))
+      << bound->Describe();
+  // One rank per node gets all of its node's CPUs; --cpu-bind=none leaves every rank unbound.
+  const std::string all = "Cpus_allowed_list:\t" + c0 + "-" + c1;
+  for (const std::vector<std::string>& opts :
+       {std::vector<std::string>{"-n", "2", "-N", "2"},
+        std::vector<std::string>{"-n", "2", "-N", "1", "--cpu-bind=none"}}) {
+    argv = {Bin("gos-run"), "-l"};
+    argv.insert(argv.end(), opts.begin(), opts.end());
+    argv.insert(argv.end(), show.begin(), show.end());
+    auto run = Run(argv);
+    ASSERT_EQ(run->ExitCode(), 0) << run->Describe() << Logs();
+    lines = Lines(run->Out());
+    std::sort(lines.begin(), lines.end());
+    EXPECT_EQ(lines, (std::vector<std::string>{"0: " + all, "1: " + all})) << run->Describe();
+  }
+  auto bad = Run({Bin("gos-run"), "--cpu-bind=sockets", "-n", "2", "true"});
+  EXPECT_EQ(bad->ExitCode(), 2) << bad->Describe();
+  EXPECT_NE(bad->Err().find("--cpu-bind=sockets is not cores or none"), std::string::npos)
+      << bad->Describe();
 }
 
 // ---- 12. Time limit

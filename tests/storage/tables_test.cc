@@ -83,6 +83,7 @@ JobRecord SampleJob(uint64_t id) {
   j.paths = {"/home/alice/run/a.out"};
   j.recorded = id % 2 == 0;
   j.replay_of = id / 3;
+  j.cpu_bind = id % 3 != 0;
   return j;
 }
 
@@ -181,7 +182,7 @@ TEST(StorageCodecTest, Version1JobRecordsStillDecode) {
   j.recorded = true;
   j.replay_of = 0;
   std::vector<uint8_t> enc = EncodeJob(j);
-  enc.resize(enc.size() - (4 + 4 + 1 + 8));
+  enc.resize(enc.size() - (4 + 4 + 1 + 8 + 1));
   enc[0] = 1;
   auto d = DecodeJob(enc);
   ASSERT_TRUE(d.ok()) << d.status().ToString();
@@ -190,13 +191,35 @@ TEST(StorageCodecTest, Version1JobRecordsStillDecode) {
   EXPECT_FALSE(DecodeJob(enc).ok());
 }
 
+TEST(StorageCodecTest, Version2JobRecordsDecodeAsBound) {
+  // A version 2 record is version 3's without the trailing cpu_bind byte.
+  JobRecord j = SampleJob(5);
+  j.cpu_bind = true;
+  std::vector<uint8_t> enc = EncodeJob(j);
+  enc.pop_back();
+  enc[0] = 2;
+  auto d = DecodeJob(enc);
+  ASSERT_TRUE(d.ok()) << d.status().ToString();
+  EXPECT_EQ(*d, j);
+  // Version 3 keeps an unbound job unbound, and refuses a byte that is not 0 or 1.
+  j.cpu_bind = false;
+  enc = EncodeJob(j);
+  auto d3 = DecodeJob(enc);
+  ASSERT_TRUE(d3.ok()) << d3.status().ToString();
+  EXPECT_FALSE(d3->cpu_bind);
+  enc.back() = 2;
+  auto bad = DecodeJob(enc);
+  ASSERT_FALSE(bad.ok());
+  EXPECT_TRUE(Contains(bad.status().message(), "cpu_bind")) << bad.status().ToString();
+}
+
 TEST(StorageCodecTest, UnknownVersionIsRejected) {
   std::vector<uint8_t> enc = EncodeJob(SampleJob(1));
   enc[0] = kJobFormatVersion + 1;
   auto d = DecodeJob(enc);
   ASSERT_FALSE(d.ok());
   EXPECT_EQ(d.status().code(), StatusCode::kDataLoss);
-  EXPECT_TRUE(Contains(d.status().message(), "unsupported format version 3"))
+  EXPECT_TRUE(Contains(d.status().message(), "unsupported format version 4"))
       << d.status().ToString();
   std::vector<uint8_t> node = EncodeNode(SampleNode(1));
   node[0] = 0;

@@ -49,6 +49,9 @@ inline constexpr uint32_t kLaunchBcs = 1u << 0;
 inline constexpr uint32_t kLaunchRecord = 1u << 1;
 // Replay a recorded run: the nodeagents were sent its log (kReplayData) before the launch.
 inline constexpr uint32_t kLaunchReplay = 1u << 2;
+// Leave the ranks unbound (gos-run --cpu-bind=none); otherwise each nodeagent binds the job's
+// local ranks to blocks of its CPUs (nodeagent/cpu_bind.h).
+inline constexpr uint32_t kLaunchNoBind = 1u << 3;
 
 enum class CommandType : uint8_t {
   kLaunch = 1,  // start the job's local ranks (staged files are in place)
@@ -191,6 +194,7 @@ struct SubmitRequest {
   uint64_t replay_of = 0;           // replay this recorded job instead (gos-replay)
   uint64_t stop_at = 0;             // replay: stop at this strobe (0 = never)
   uint64_t from_epoch = 0;          // replay from this checkpoint of replay_of (0 = the start)
+  bool cpu_bind = true;             // bind the ranks to CPUs (false: --cpu-bind=none)
 };
 
 struct ReplaySegment {

@@ -65,6 +65,8 @@ struct JobRecord {
   std::vector<std::string> paths;  // absolute path of the executable and each staged file
   bool recorded = true;            // its decisions were recorded (gos-replay can rerun it)
   uint64_t replay_of = 0;          // this job replays that recorded job
+  // Added in version 3 (absent in older records: true):
+  bool cpu_bind = true;  // its ranks are bound to CPUs (gos-run --cpu-bind; restarts keep it)
 
   friend bool operator==(const JobRecord&, const JobRecord&) = default;
 };
@@ -152,9 +154,9 @@ class Tables {
 // one encoded record: anything else (short input, trailing bytes, bad enum, over-limit
 // length, unknown version) is DATA_LOSS saying what and where.
 inline constexpr uint8_t kRecordFormatVersion = 1;
-// Job records are version 2 (version 1 plus env, paths, recorded, replay_of); version 1 job
-// records still decode, with those fields empty / recorded = true.
-inline constexpr uint8_t kJobFormatVersion = 2;
+// Job records are version 3 (version 1 plus env, paths, recorded, replay_of in version 2, plus
+// cpu_bind in 3); older job records still decode, with the missing fields empty / true.
+inline constexpr uint8_t kJobFormatVersion = 3;
 std::vector<uint8_t> EncodeJob(const JobRecord& job);
 StatusOr<JobRecord> DecodeJob(std::span<const uint8_t> in);
 std::vector<uint8_t> EncodeNode(const NodeRecord& node);
