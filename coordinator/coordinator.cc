@@ -441,6 +441,10 @@ void CoordinatorImpl::Shutdown() {
   staging_cv_.notify_all();
   store_cv_.notify_all();
   strobe_cv_.notify_all();
+  // Stopped before the group formed (an embedded cluster that ran nothing): closing the
+  // bootstrap service ends every pending join, this coordinator's own one included, at once
+  // instead of at the join timeout.
+  if (!formed_ && bootstrap_) bootstrap_->Stop();
   if (join_thread_.joinable()) join_thread_.join();
   if (exit_thread_.joinable()) exit_thread_.join();
   if (dumped_thread_.joinable()) dumped_thread_.join();
@@ -1346,6 +1350,7 @@ void CoordinatorImpl::JoinGroup() {
   no.global_memory_bytes = os::kGlobalMemoryBytes;
   no.fanout = o_.fanout;
   no.join_timeout = o_.join_timeout;
+  no.cancel = &stop_;
   auto node = prim::Node::Join(no);
   if (!node.ok()) {
     if (!stop_) {

@@ -517,6 +517,7 @@ Status NodeAgentImpl::Connect() {
   no.global_memory_bytes = w.global_memory_bytes;
   no.fanout = w.fanout;
   no.join_timeout = o_.connect_timeout * 2;
+  no.cancel = &stop_;
   GOS_LOG(kInfo, "nodeagent") << o_.name << ": node " << w.node << ", joining the group at "
                               << w.bootstrap;
   ch_ = ch;
@@ -564,6 +565,7 @@ Status NodeAgentImpl::Run() {
   while (!stop_) {
     Status s = Connect();
     if (!s.ok()) {
+      if (stop_) break;  // stopped (SIGTERM) while joining
       if (s.code() == StatusCode::kPermissionDenied || o_.exit_with_coordinator) return s;
       GOS_LOG(kWarn, "nodeagent") << o_.name << ": " << s.ToString() << "; retrying";
       std::this_thread::sleep_for(std::chrono::milliseconds(500));

@@ -232,7 +232,9 @@ bool LocalCluster::WaitExit(std::chrono::milliseconds timeout) {
 }
 
 void LocalCluster::Kill() {
-  for (pid_t p : pids_) ::kill(p, SIGTERM);
+  // The nodeagents first (pids_[0] is the coordinator): an agent that sees its coordinator
+  // go before its own SIGTERM would log the closed connection as a failure.
+  for (size_t i = pids_.size(); i-- > 0;) ::kill(pids_[i], SIGTERM);
   auto deadline = SteadyClock::now() + std::chrono::seconds(5);
   for (pid_t p : pids_) {
     while (waitpid(p, nullptr, WNOHANG) == 0) {

@@ -66,7 +66,7 @@ class LocalCluster {
   // Waits for every daemon to exit (embedded clusters exit once idle); kills what is left at
   // the deadline. Returns false if something had to be killed.
   bool WaitExit(std::chrono::milliseconds timeout);
-  // Kills every daemon now.
+  // Stops every daemon now: SIGTERM (they shut down cleanly), SIGKILL after 5 s.
   void Kill();
   // Lets the daemons outlive this object (gos-cluster up).
   void Detach() { pids_.clear(); }

@@ -241,8 +241,13 @@ int Main(int argc, char** argv) {
     return 1;
   }
   const std::string address = *found;
+  // An embedded cluster exits by itself once the job it ran is over; one that ran nothing
+  // (--info, a refused replay) would wait for a job forever, so it is stopped at once.
+  bool submitted = false;
   auto finish = [&](int rc) {
-    if (cluster && !cluster->WaitExit(std::chrono::seconds(10))) {
+    if (cluster && !submitted) {
+      cluster->Kill();
+    } else if (cluster && !cluster->WaitExit(std::chrono::seconds(10))) {
       std::fprintf(stderr, "gos-replay: the local cluster did not stop by itself; killed it\n");
     }
     return rc;
@@ -304,6 +309,7 @@ int Main(int argc, char** argv) {
     fds.push_back(fd);
   }
   s = SendSubmit(**ch, address, *req, fds);
+  submitted = true;
   for (int fd : fds) ::close(fd);
   if (!s.ok()) {
     std::fprintf(stderr, "gos-replay: submit failed: %s\n", s.message().c_str());

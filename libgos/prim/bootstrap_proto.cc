@@ -189,8 +189,8 @@ Status SplitHostPort(const std::string& address, std::string* host, uint16_t* po
   return OkStatus();
 }
 
-StatusOr<int> ConnectTcp(const std::string& address,
-                         std::chrono::steady_clock::time_point deadline) {
+StatusOr<int> ConnectTcp(const std::string& address, std::chrono::steady_clock::time_point deadline,
+                         const std::atomic<bool>* cancel) {
   std::string host;
   uint16_t port;
   GOS_RETURN_IF_ERROR(SplitHostPort(address, &host, &port));
@@ -218,6 +218,9 @@ StatusOr<int> ConnectTcp(const std::string& address,
     ::close(fd);
     if (last_errno != ECONNREFUSED && last_errno != ENETUNREACH && last_errno != EHOSTUNREACH) {
       break;
+    }
+    if (cancel != nullptr && cancel->load()) {
+      return CancelledError("connecting to bootstrap service " + address + ": cancelled");
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   } while (std::chrono::steady_clock::now() < deadline);

@@ -5,6 +5,7 @@
 #ifndef GOS_PRIM_BOOTSTRAP_PROTO_H_
 #define GOS_PRIM_BOOTSTRAP_PROTO_H_
 
+#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <memory>
@@ -88,9 +89,10 @@ class FrameBuffer {
 
 // Blocking helpers over a connected socket (used where latency does not matter).
 Status WriteAll(int fd, std::span<const uint8_t> bytes);
-// "host:port" -> connected TCP socket, retrying refused connections until the deadline.
-StatusOr<int> ConnectTcp(const std::string& address,
-                         std::chrono::steady_clock::time_point deadline);
+// "host:port" -> connected TCP socket, retrying refused connections until the deadline, or
+// until *cancel is true (CANCELLED).
+StatusOr<int> ConnectTcp(const std::string& address, std::chrono::steady_clock::time_point deadline,
+                         const std::atomic<bool>* cancel = nullptr);
 // Local IP of a connected socket.
 std::string LocalIp(int fd);
 // Splits "host:port"; fails if malformed.

@@ -323,7 +323,8 @@ Status NodeImpl::Init() {
     return InvalidArgumentError("global memory must be at least 4096 bytes");
   }
   auto deadline = Clock::now() + options_.join_timeout;
-  GOS_ASSIGN_OR_RETURN(bootstrap_fd_, bootstrap::ConnectTcp(options_.bootstrap, deadline));
+  GOS_ASSIGN_OR_RETURN(bootstrap_fd_,
+                       bootstrap::ConnectTcp(options_.bootstrap, deadline, options_.cancel));
   std::string source = options_.fabric_address;
   if (source.empty() && ProviderUsesIp(provider_)) source = bootstrap::LocalIp(bootstrap_fd_);
   GOS_ASSIGN_OR_RETURN(fabric_, Fabric::Open({provider_, source, options_.global_memory_bytes}));
@@ -367,8 +368,12 @@ Status NodeImpl::Init() {
                                    " did not form within " +
                                    std::to_string(options_.join_timeout.count()) + " ms");
     }
+    if (options_.cancel != nullptr && options_.cancel->load()) {
+      return CancelledError("joining the group at bootstrap service " + options_.bootstrap +
+                            ": cancelled");
+    }
     pollfd p{bootstrap_fd_, POLLIN, 0};
-    ::poll(&p, 1, ms);
+    ::poll(&p, 1, std::min(ms, 100));
     uint8_t buf[65536];
     ssize_t n = ::recv(bootstrap_fd_, buf, sizeof buf, MSG_DONTWAIT);
     if (n == 0) {

@@ -493,6 +493,37 @@ TEST_F(ReplayTest, CoordinatorKeepsTheNewestLogs) {
   std::filesystem::remove_all(state, ec);
 }
 
+// On the embedded cluster (no cluster up), gos-replay --info and a refused replay run nothing:
+// the private cluster they started is stopped at once, not waited for until a job that never
+// comes (it used to take 10 s and end with "the local cluster did not stop by itself").
+TEST_F(ReplayTest, InfoOnTheEmbeddedClusterStopsItAtOnce) {
+  char tmpl[] = "/tmp/gos-replay-embedded-XXXXXX";
+  ASSERT_NE(mkdtemp(tmpl), nullptr);
+  const std::string state = tmpl;
+  const std::vector<std::string> env = {"GOS_STATE_DIR=" + state};
+  auto gos = [&](const std::string& tool, std::vector<std::string> args) {
+    args.insert(args.begin(), GosBin(tool));
+    return gos::testing::Run(args, env, 120s);
+  };
+  RunResult run = gos("gos-run", {"-n", "2", GosExample("ring")});
+  EXPECT_EQ(run.code, 0) << run.Describe();
+  RunResult info = gos("gos-replay", {"--info", "1"});
+  EXPECT_EQ(info.code, 0) << info.Describe();
+  EXPECT_NE(info.output.find("job 1: 2 ranks"), std::string::npos) << info.Describe();
+  RunResult missing = gos("gos-replay", {"99"});
+  EXPECT_NE(missing.code, 0) << missing.Describe();
+  EXPECT_NE(missing.output.find("no job 99"), std::string::npos) << missing.Describe();
+  for (const RunResult* r : {&info, &missing}) {
+    EXPECT_LT(r->seconds, 5.0) << r->Describe();
+    EXPECT_EQ(r->output.find("did not stop"), std::string::npos) << r->Describe();
+  }
+  EXPECT_TRUE(FindProcesses(state).empty());
+  for (const auto& [pid, what] : FindProcesses(state)) ::kill(pid, SIGKILL);
+  gos::testing::RemoveClusterFiles(state);
+  std::error_code ec;
+  std::filesystem::remove_all(state, ec);
+}
+
 TEST_F(ReplayTest, OnlyTheOwnerMayReplay) {
   RunResult run = Gos("gos-run", {"-n", "2", GosExample("ring")});
   ASSERT_EQ(run.code, 0) << run.Describe();

@@ -22,6 +22,7 @@
 #ifndef GOS_PRIM_PRIM_H_
 #define GOS_PRIM_PRIM_H_
 
+#include <atomic>
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
@@ -78,6 +79,9 @@ struct NodeOptions {
   std::chrono::milliseconds op_timeout{10000};
   // How long Join waits for the group to be complete. Default: 30 s.
   std::chrono::milliseconds join_timeout{30000};
+  // Join gives up (CANCELLED) within ~100 ms of *cancel turning true, e.g. the caller's stop
+  // flag set by SIGTERM. Default: none.
+  const std::atomic<bool>* cancel = nullptr;
 };
 
 struct NodeInfo {
