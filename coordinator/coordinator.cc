@@ -674,8 +674,9 @@ void CoordinatorImpl::OnClientFrame(const std::shared_ptr<Client>& c, os::FrameI
       return;
     }
     case Frame::kSubmit:
+      // A job was asked for, even if it is refused: an embedded cluster may exit once idle.
+      ever_had_job_ = true;
       if (!formed_) {
-        ever_had_job_ = true;
         deferred_.emplace_back(c, std::move(f));
         return;
       }
@@ -727,8 +728,8 @@ void CoordinatorImpl::OnClientFrame(const std::shared_ptr<Client>& c, os::FrameI
     case Frame::kRestart: {
       auto req = os::DecodeRestart(f.payload);
       if (!req.ok()) return reply_error(req.status().message());
-      if (!formed_) {  // answered once it has, like a submission
-        ever_had_job_ = true;
+      ever_had_job_ = true;  // as for a submission
+      if (!formed_) {        // answered once it has, like a submission
         deferred_.emplace_back(c, std::move(f));
         return;
       }
@@ -1905,24 +1906,7 @@ void CoordinatorImpl::ListEpochs(const std::shared_ptr<Client>& c, uint64_t id, 
       type = Frame::kError;
       reply = epochs.status().ToString();
     } else {
-      char line[256];
-      std::snprintf(line, sizeof line, "%6s  %-19s  %5s  %12s  %12s  %12s  %8s  %8s\n", "EPOCH",
-                    "TAKEN", "RANKS", "LOGICAL", "NEW", "COMPRESSED", "PAUSE", "TOTAL");
-      reply = line;
-      for (const auto& m : *epochs) {
-        time_t t = static_cast<time_t>(m.taken_ms / 1000);
-        char when[32];
-        struct tm tmv;
-        localtime_r(&t, &tmv);
-        std::strftime(when, sizeof when, "%Y-%m-%d %H:%M:%S", &tmv);
-        std::snprintf(line, sizeof line, "%6llu  %-19s  %5u  %12s  %12s  %12s  %6lldms  %6lldms\n",
-                      static_cast<unsigned long long>(m.epoch), when, m.ntasks,
-                      Mib(m.logical_bytes).c_str(), Mib(m.new_bytes).c_str(),
-                      Mib(m.new_compressed).c_str(), static_cast<long long>(m.pause_ms),
-                      static_cast<long long>(m.total_ms));
-        reply += line;
-      }
-      if (epochs->empty()) reply = "job " + std::to_string(id) + " has no checkpoint\n";
+      reply = RenderEpochList(id, *epochs);
     }
   }
   after.push_back([ch, type, reply] { ch->Send(type, os::EncodeText(reply)).IgnoreError(); });

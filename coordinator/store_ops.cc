@@ -2,6 +2,7 @@
 
 #include <chrono>
 #include <cstdio>
+#include <ctime>
 
 namespace gos::coordinator {
 namespace {
@@ -104,6 +105,33 @@ std::string RunStoreOp(storage::CheckpointStore* store, const StoreRequest& requ
     return v->problems.empty() ? out : "error: " + out;
   }
   return "error: unknown operation " + op + " (stats, verify or gc)\n";
+}
+
+std::string RenderEpochList(uint64_t job, const std::vector<storage::EpochManifest>& epochs) {
+  if (epochs.empty()) return "job " + std::to_string(job) + " has no checkpoint\n";
+  auto mib = [](uint64_t bytes) {
+    char buf[32];
+    std::snprintf(buf, sizeof buf, "%.1f MiB", static_cast<double>(bytes) / (1 << 20));
+    return std::string(buf);
+  };
+  char line[256];
+  std::snprintf(line, sizeof line, "%6s  %-19s  %5s  %12s  %12s  %12s  %8s  %8s\n", "EPOCH",
+                "TAKEN", "RANKS", "LOGICAL", "NEW", "COMPRESSED", "PAUSE", "TOTAL");
+  std::string out = line;
+  for (const auto& m : epochs) {
+    time_t t = static_cast<time_t>(m.taken_ms / 1000);
+    char when[32];
+    struct tm tmv;
+    localtime_r(&t, &tmv);
+    std::strftime(when, sizeof when, "%Y-%m-%d %H:%M:%S", &tmv);
+    std::snprintf(line, sizeof line, "%6llu  %-19s  %5u  %12s  %12s  %12s  %6lldms  %6lldms\n",
+                  static_cast<unsigned long long>(m.epoch), when, m.ntasks,
+                  mib(m.logical_bytes).c_str(), mib(m.new_bytes).c_str(),
+                  mib(m.new_compressed).c_str(), static_cast<long long>(m.pause_ms),
+                  static_cast<long long>(m.total_ms));
+    out += line;
+  }
+  return out;
 }
 
 }  // namespace gos::coordinator

@@ -7,6 +7,7 @@
 #include <functional>
 #include <set>
 #include <string>
+#include <vector>
 
 #include "gos/storage/checkpoints.h"
 #include "gos/storage/replay.h"
@@ -30,6 +31,10 @@ std::string RunStoreOp(storage::CheckpointStore* store, const StoreRequest& requ
                        const std::function<void(const std::string&)>& progress,
                        storage::ReplayStore* replay = nullptr,
                        const std::set<uint64_t>& logs_in_use = {});
+
+// gos-ckpt --list's table of a job's epochs (ListEpochs without files), or "job J has no
+// checkpoint". Rendered by the coordinator, or by gos-ckpt itself when no coordinator runs.
+std::string RenderEpochList(uint64_t job, const std::vector<storage::EpochManifest>& epochs);
 
 }  // namespace gos::coordinator
 

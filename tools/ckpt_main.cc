@@ -1,11 +1,15 @@
 // gos-ckpt: checkpoint a running job now, or list a job's checkpoint epochs.
+#include <unistd.h>
+
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <string>
 
+#include "coordinator/store_ops.h"
 #include "gos/os/flags.h"
 #include "gos/os/messages.h"
+#include "gos/storage/tables.h"
 #include "tools/client.h"
 
 namespace gos::tools {
@@ -19,7 +23,9 @@ coordinator's checkpoint store; prints progress and the committed epoch.
 With --list, prints JOB's stored epochs: logical size (the bytes of the epoch's files: CRIU
 images, which leave out pages that hold only zeros, and gos's own), new chunk bytes (before
 and after compression), how long the job was paused and how long the epoch took.
-Only the job's owner or root may do either.
+Only the job's owner or root may do either. With no coordinator running, --list reads the
+store the last local cluster left in the state dir ($GOS_STATE_DIR, $XDG_STATE_HOME/gos or
+~/.local/state/gos), as gos-ps and gos-store do.
 
 options:
       --list        list the stored epochs instead of taking one
@@ -27,6 +33,36 @@ options:
   -h, --help        this text
 Exit code: 0 on success, 1 if the checkpoint failed or the job is unknown, 2 for bad usage.
 )";
+
+// --list with no coordinator: straight from the state dir's database.
+int ListOffline(uint64_t job) {
+  const std::string db = StateDir() + "/db";
+  auto tables = storage::Tables::Open(db);
+  if (!tables.ok()) {
+    std::fprintf(stderr, "gos-ckpt: no coordinator is running, and %s\n",
+                 tables.status().ToString().c_str());
+    return 1;
+  }
+  auto rec = (*tables)->GetJob(job);
+  if (!rec.ok() || !rec->has_value()) {
+    std::fprintf(stderr, "gos-ckpt: no job %llu in %s\n", (unsigned long long)job, db.c_str());
+    return 1;
+  }
+  if (::getuid() != 0 && ::getuid() != (*rec)->uid) {
+    std::fprintf(stderr,
+                 "gos-ckpt: job %llu belongs to %s; only its owner or root may list its "
+                 "checkpoints\n",
+                 (unsigned long long)job, (*rec)->user.c_str());
+    return 1;
+  }
+  auto epochs = (*tables)->checkpoints()->ListEpochs(job, false);
+  if (!epochs.ok()) {
+    std::fprintf(stderr, "gos-ckpt: %s\n", epochs.status().ToString().c_str());
+    return 1;
+  }
+  std::fputs(coordinator::RenderEpochList(job, *epochs).c_str(), stdout);
+  return 0;
+}
 
 int Main(int argc, char** argv) {
   bool list = false;
@@ -38,10 +74,12 @@ int Main(int argc, char** argv) {
   uint64_t job = 0;
   if (!ParseJobArg("gos-ckpt", flags.positional(), &job)) return 2;
   std::string address = FindCoordinator();
+  if (address.empty() && list) return ListOffline(job);
   if (address.empty()) {
     std::fprintf(stderr,
-                 "gos-ckpt: no coordinator is running (set GOS_COORDINATOR or start one with "
-                 "gos-cluster up)\n");
+                 "gos-ckpt: no coordinator is running, so job %llu is not running either (set "
+                 "GOS_COORDINATOR or start one with gos-cluster up)\n",
+                 (unsigned long long)job);
     return 1;
   }
   auto ch = ConnectCoordinator(address);

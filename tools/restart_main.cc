@@ -1,10 +1,15 @@
 // gos-restart: bring a job back from one of its checkpoints on the live nodes.
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
+#include <memory>
+#include <optional>
+#include <set>
 #include <string>
 
 #include "gos/os/flags.h"
 #include "gos/os/messages.h"
+#include "gos/storage/tables.h"
 #include "tools/client.h"
 #include "tools/follow.h"
 
@@ -19,6 +24,9 @@ a node that still holds its own dump of a rank restores it from there, see --fro
 every rank is restored with CRIU into a fresh PID namespace, frozen, and the job resumes when
 all ranks are back. Its output continues here, as with gos-run, from the checkpoint on.
 A job still running must be killed first. Only the job's owner or root may restart it.
+With no coordinator running (the job ran on gos-run's embedded cluster), gos-restart starts a
+local cluster from the same state dir, with as many nodes as the job had, and stops it
+afterwards, as gos-run does.
 
 options:
       --epoch E           restart from epoch E (see gos-ckpt --list JOB)   (default newest)
@@ -32,6 +40,19 @@ options:
 Exit code: the job's, as for gos-run; 2 when the restart is refused (no such job or epoch,
 not the owner, a corrupted chunk, ...) - the message says why.
 )";
+
+// How many nodes the job ran on, from the job table the last local cluster left in the state
+// dir (the coordinator's database; nobody holds it while no coordinator runs).
+StatusOr<uint32_t> JobNodes(uint64_t job) {
+  const std::string db = StateDir() + "/db";
+  GOS_ASSIGN_OR_RETURN(auto tables, storage::Tables::Open(db));
+  GOS_ASSIGN_OR_RETURN(std::optional<storage::JobRecord> rec, tables->GetJob(job));
+  if (!rec) return NotFoundError("there is no job " + std::to_string(job) + " in " + db);
+  std::set<uint32_t> nodes(rec->rank_nodes.begin(), rec->rank_nodes.end());
+  if (!nodes.empty()) return static_cast<uint32_t>(nodes.size());
+  if (rec->nnodes != 0) return rec->nnodes;
+  return std::min<uint32_t>(std::max<uint32_t>(rec->ntasks, 1), 4);
+}
 
 int Main(int argc, char** argv) {
   uint32_t epoch = 0;
@@ -78,27 +99,47 @@ int Main(int argc, char** argv) {
     req.checkpoint_ms = us.count() / 1000;
   }
   if (!InstallFollowSignals()) return 1;
+  std::unique_ptr<LocalCluster> cluster;
   std::string address = FindCoordinator();
   if (address.empty()) {
+    auto nodes = JobNodes(job);
+    if (!nodes.ok()) {
+      std::fprintf(stderr, "gos-restart: no coordinator is running, and %s\n",
+                   nodes.status().message().c_str());
+      return 2;
+    }
+    LocalClusterOptions lo;
+    lo.nodes = *nodes;
+    auto started = LocalCluster::Start(lo);
+    if (!started.ok()) {
+      std::fprintf(stderr, "gos-restart: cannot start a local cluster: %s\n",
+                   started.status().message().c_str());
+      return 1;
+    }
+    cluster = std::move(*started);
+    address = cluster->socket();
     std::fprintf(stderr,
-                 "gos-restart: no coordinator is running (set GOS_COORDINATOR or start one "
-                 "with gos-cluster up)\n");
-    return 1;
+                 "gos-restart: no coordinator was running: started a local cluster of %u "
+                 "nodes\n",
+                 *nodes);
   }
   auto ch = ConnectCoordinator(address);
+  int rc = 1;
   if (!ch.ok()) {
     std::fprintf(stderr, "gos-restart: %s\n", ch.status().message().c_str());
-    return 1;
-  }
-  Status s = (*ch)->Send(os::Frame::kRestart, os::Encode(req));
-  if (!s.ok()) {
+  } else if (Status s = (*ch)->Send(os::Frame::kRestart, os::Encode(req)); !s.ok()) {
     std::fprintf(stderr, "gos-restart: %s\n", s.message().c_str());
-    return 1;
+  } else {
+    FollowOptions fo;
+    fo.tool = "gos-restart";
+    fo.label = label;
+    rc = FollowJob(ch->get(), fo);
   }
-  FollowOptions fo;
-  fo.tool = "gos-restart";
-  fo.label = label;
-  return FollowJob(ch->get(), fo);
+  if (ch.ok()) ch->reset();
+  if (cluster && !cluster->WaitExit(std::chrono::seconds(10))) {
+    std::fprintf(stderr, "gos-restart: the local cluster did not stop by itself; killed it\n");
+  }
+  return rc;
 }
 
 }  // namespace

@@ -21,6 +21,9 @@
 //   - RestoredRanksAreBoundToTheirCpusLikeLaunchedOnes: two ranks on one node are bound to
 //     different CPUs when launched (gos-run --cpu-bind's default) and again when restored
 //     (CRIU does not restore affinity: the nodeagent binds the restored tree).
+//   - EmbeddedClusterJobIsListedAndRestartedWithoutACoordinator: a job that ran on gos-run's
+//     embedded cluster is listed by gos-ckpt --list from the state dir, and gos-restart starts
+//     a local cluster of the job's node count, restores it there and stops the cluster.
 //   - AnotherUsersJobIsCheckpointedAndRestoredAsItsOwner: a job of user nobody on a root
 //     cluster is checkpointed, killed, restarted by its owner, runs as nobody again (its
 //     namespace inits as root, see nodeagent/launcher.h) and is checkpointed again.
@@ -52,6 +55,7 @@
 #include "gtest/gtest.h"
 #include "rocksdb/db.h"
 #include "tests/checkpoint/cluster_helpers.h"
+#include "tests/support/cluster_files.h"
 #include "tests/support/netns.h"
 #include "tests/support/subprocess.h"
 
@@ -505,6 +509,59 @@ TEST(CheckpointTest, RestoredRanksAreBoundToTheirCpusLikeLaunchedOnes) {
   auto status = restart->Wait(SteadyClock::now() + 60s);
   ASSERT_TRUE(status.has_value()) << restart->output();
   EXPECT_EQ(WEXITSTATUS(*status), 0) << restart->output() << c.Logs();
+}
+
+TEST(CheckpointTest, EmbeddedClusterJobIsListedAndRestartedWithoutACoordinator) {
+  if (std::string why = Unsupported(false); !why.empty()) GTEST_SKIP() << why;
+  char tmpl[] = "/tmp/gos-ckpt-embedded-XXXXXX";
+  ASSERT_NE(::mkdtemp(tmpl), nullptr);
+  const std::string state = tmpl;
+  const std::vector<std::string> env = {"GOS_STATE_DIR=" + state};
+  auto cleanup = [&] {
+    for (const auto& [pid, what] : gos::testing::FindProcesses(state)) ::kill(pid, SIGKILL);
+    gos::testing::RemoveClusterFiles(state);
+    std::error_code ec;
+    std::filesystem::remove_all(state, ec);
+  };
+  auto run = Subprocess::Start(
+      {Bin("gos-run"), "-n", "2", "-N", "2", "--checkpoint=1s", Example("dirty"), "16", "600", "5"},
+      env);
+  ASSERT_TRUE(run.ok()) << run.status().ToString();
+  const std::string job = FirstCommittedJob(*run);
+  ASSERT_EQ(job, "1") << run->output();
+  ASSERT_EQ(Execute({Bin("gos-kill"), job}, env, 30s).code, 0);
+  ASSERT_TRUE(run->Wait(SteadyClock::now() + 60s).has_value()) << run->output();
+  ASSERT_TRUE(WaitUntil([&] { return gos::testing::FindProcesses(state).empty(); }, 15s))
+      << "the embedded cluster did not stop";
+
+  Result list = Execute({Bin("gos-ckpt"), "--list", job}, env, 30s);
+  EXPECT_EQ(list.code, 0) << list.Describe();
+  EXPECT_NE(list.output.find("EPOCH"), std::string::npos) << list.Describe();
+  EXPECT_FALSE(Find(list.output, "\\n +(1) +\\d{4}-").empty()) << list.Describe();
+  Result none = Execute({Bin("gos-ckpt"), "--list", "7"}, env, 30s);
+  EXPECT_EQ(none.code, 1) << none.Describe();
+  EXPECT_NE(none.output.find("no job 7"), std::string::npos) << none.Describe();
+
+  auto restart = Subprocess::Start({Bin("gos-restart"), job}, env);
+  ASSERT_TRUE(restart.ok()) << restart.status().ToString();
+  ASSERT_TRUE(WaitUntil([&] { return restart->OutputContains("resumed"); }, 60s))
+      << restart->output();
+  EXPECT_NE(restart->output().find("started a local cluster of 2 nodes"), std::string::npos)
+      << restart->output();
+  ASSERT_EQ(Execute({Bin("gos-kill"), "-s", "TERM", job}, env, 30s).code, 0);
+  auto status = restart->Wait(SteadyClock::now() + 60s);
+  ASSERT_TRUE(status.has_value()) << restart->output();
+  EXPECT_EQ(WEXITSTATUS(*status), 0) << restart->output();
+  EXPECT_EQ(FindAll(restart->output(), "(dirty: passes=0 checksum=)").size(), 2u)
+      << restart->output();
+  EXPECT_EQ(restart->output().find("did not stop"), std::string::npos) << restart->output();
+  EXPECT_TRUE(WaitUntil([&] { return gos::testing::FindProcesses(state).empty(); }, 15s))
+      << "the restart's local cluster did not stop";
+  // A job that does not exist: refused before any cluster starts.
+  Result missing = Execute({Bin("gos-restart"), "9"}, env, 30s);
+  EXPECT_EQ(missing.code, 2) << missing.Describe();
+  EXPECT_NE(missing.output.find("there is no job 9"), std::string::npos) << missing.Describe();
+  cleanup();
 }
 
 // The real, effective, saved and file-system uids of a process ("" if it is gone).
