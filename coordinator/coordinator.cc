@@ -438,6 +438,13 @@ Status CoordinatorImpl::Run() {
 
 void CoordinatorImpl::Shutdown() {
   stop_ = true;
+  // No new connections from here on: an agent that lost us retries on a refused connect,
+  // whereas one accepted into the backlog and then reset would look refused for its key.
+  for (int* fd : {&unix_fd_, &tcp_fd_}) {
+    if (*fd >= 0) ::close(*fd);
+    *fd = -1;
+  }
+  if (!o_.socket.empty()) ::unlink(o_.socket.c_str());
   staging_cv_.notify_all();
   store_cv_.notify_all();
   strobe_cv_.notify_all();
@@ -446,6 +453,8 @@ void CoordinatorImpl::Shutdown() {
   // instead of at the join timeout.
   if (!formed_ && bootstrap_) bootstrap_->Stop();
   if (join_thread_.joinable()) join_thread_.join();
+  // Threads waiting for an event return now rather than at their timeouts.
+  if (node_) node_->CancelWaits();
   if (exit_thread_.joinable()) exit_thread_.join();
   if (dumped_thread_.joinable()) dumped_thread_.join();
   if (blocked_thread_.joinable()) blocked_thread_.join();
@@ -469,11 +478,10 @@ void CoordinatorImpl::Shutdown() {
     node_.reset();
   }
   if (bootstrap_) bootstrap_->Stop();
-  for (int* fd : {&unix_fd_, &tcp_fd_, &epoll_fd_, &wake_fd_}) {
+  for (int* fd : {&epoll_fd_, &wake_fd_}) {
     if (*fd >= 0) ::close(*fd);
     *fd = -1;
   }
-  if (!o_.socket.empty()) ::unlink(o_.socket.c_str());
 }
 
 void CoordinatorImpl::MaybeExitWhenIdle() {
@@ -1500,7 +1508,7 @@ void CoordinatorImpl::Strobe(uint64_t s, bool quantum_over, bool early) {
   // A strobe that did not reach every live node, or whose confirmation broke off (a node
   // died meanwhile), may have been missed by nodes that are still up: its commands go again.
   bool confirmed = false;
-  if (!st.ok()) {
+  if (!st.ok() && !stop_) {
     std::lock_guard<std::mutex> lock(mu_);
     CheckDownNodes(after);
   }

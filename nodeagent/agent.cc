@@ -603,6 +603,8 @@ Status NodeAgentImpl::Run() {
 // The coordinator went away: its jobs cannot go on (their clients and strobes are gone).
 void NodeAgentImpl::Disconnect() {
   lost_ = true;
+  // Threads waiting for an event return now rather than at their timeouts.
+  if (node_) node_->CancelWaits();
   if (strobe_thread_.joinable()) strobe_thread_.join();
   if (stage_thread_.joinable()) stage_thread_.join();
   restore_cv_.notify_all();
@@ -689,7 +691,9 @@ void NodeAgentImpl::OnChannel() {
     FlushStdin(jt->second);
   }
   if (!s.ok()) {
-    GOS_LOG(kWarn, "nodeagent") << o_.name << ": lost the coordinator: " << s.message();
+    // An embedded cluster's coordinator closing is how the cluster ends: not worth a warning.
+    GOS_LOG_AT(o_.exit_with_coordinator ? LogLevel::kInfo : LogLevel::kWarn, "nodeagent")
+        << o_.name << ": lost the coordinator: " << s.message();
     lost_ = true;
   }
 }
@@ -852,7 +856,9 @@ void NodeAgentImpl::StrobeLoop() {
   while (!stop_ && !lost_) {
     auto got = node_->WaitEvent(os::kEventStrobe, std::chrono::milliseconds(200));
     if (!got.ok()) {
-      GOS_LOG(kWarn, "nodeagent") << got.status().ToString();
+      if (got.status().code() != StatusCode::kCancelled) {
+        GOS_LOG(kWarn, "nodeagent") << got.status().ToString();
+      }
       continue;
     }
     if (!node_->node_info(0).alive) {

@@ -183,6 +183,7 @@ class NodeImpl final : public Node {
   int64_t Load(uint64_t var) const override;
   void Store(uint64_t var, int64_t value) override;
   void SetSpinning(bool on) override { spinning_.store(on, std::memory_order_relaxed); }
+  void CancelWaits() override;
   void Leave() override;
   Status SendRawControlForTest(NodeId to, std::span<const uint8_t> bytes) override;
 
@@ -279,6 +280,7 @@ class NodeImpl final : public Node {
   std::unique_ptr<std::condition_variable[]> event_cv_ =
       std::make_unique<std::condition_variable[]>(kMaxEvents);
   std::condition_variable caw_cv_;
+  bool waits_cancelled_ = false;  // CancelWaits (under mu_)
   std::vector<Peer> peers_;
   std::vector<std::deque<Status>> events_;
   std::map<uint32_t, std::shared_ptr<CawWaiter>> caw_waiters_;
@@ -540,6 +542,7 @@ StatusOr<bool> NodeImpl::TestEvent(EventId event, Deadline deadline) {
   }
   std::unique_lock<std::mutex> lock(mu_);
   while (true) {
+    if (waits_cancelled_) return CancelledError("TEST-EVENT: waits cancelled (stopping)");
     auto& q = events_[event];
     if (!q.empty()) {
       Status s = std::move(q.front());
@@ -555,6 +558,12 @@ StatusOr<bool> NodeImpl::TestEvent(EventId event, Deadline deadline) {
       event_cv_[event].wait_until(lock, deadline);
     }
   }
+}
+
+void NodeImpl::CancelWaits() {
+  std::lock_guard<std::mutex> lock(mu_);
+  waits_cancelled_ = true;
+  for (size_t e = 0; e < kMaxEvents; ++e) event_cv_[e].notify_all();
 }
 
 StatusOr<bool> NodeImpl::CompareAndWrite(const NodeSet& nodes, uint64_t var, CompareOp op,

@@ -153,6 +153,11 @@ class Node {
   // on a machine whose cores are all busy every yield is a context switch.
   virtual void SetSpinning(bool on) = 0;
 
+  // Every TEST-EVENT under way or to come returns CANCELLED at once: the caller's threads
+  // that wait for events see it and stop, instead of sleeping out their timeouts (call it
+  // when shutting down, before joining them and before Leave).
+  virtual void CancelWaits() = 0;
+
   // Atomic access to a local global variable.
   virtual int64_t Load(uint64_t var) const = 0;
   virtual void Store(uint64_t var, int64_t value) = 0;
