@@ -372,6 +372,9 @@ TEST(CheckpointTest, FailedRestoreFailsTheRestartNamingTheRank) {
   // Where the restore puts the executable back, a file of the same size but another mode: the
   // restore keeps it, and CRIU refuses it.
   const std::string dir = c.state() + "/nodes/h0/jobs/1";
+  // The node removes the job dir when it forgets the killed job, a strobe or so after
+  // gos-run returned: wait for that, or it could remove the file planted here.
+  ASSERT_TRUE(WaitUntil([&] { return !std::filesystem::exists(dir); }, 10s)) << c.Logs();
   std::filesystem::create_directories(dir);
   std::filesystem::copy_file(Example("dirty"), dir + "/dirty",
                              std::filesystem::copy_options::overwrite_existing);
