@@ -216,6 +216,8 @@ class CoordinatorImpl final : public Coordinator {
   Status OnUpload(const std::shared_ptr<Client>& c, const os::FrameIn& f);
   std::vector<int> OpenUploads(const std::shared_ptr<Client>& c, size_t n);
   void Submit(const std::shared_ptr<Client>& c, os::FrameIn& f, After& after);
+  StatusOr<std::vector<NodeId>> ExcludedNodes(const std::vector<uint32_t>& exclude,
+                                              const std::vector<uint32_t>& only);
   void SignalJob(uint64_t id, int sig, const os::PeerCreds& who, const std::shared_ptr<Channel>& ch,
                  bool reply, After& after);
   os::PsReply BuildPs();
@@ -820,6 +822,12 @@ void CoordinatorImpl::Submit(const std::shared_ptr<Client>& c, os::FrameIn& f, A
   jr.ranks_per_node = req->ranks_per_node;
   jr.time_limit_ms = req->time_limit_ms;
   jr.job = ~0ull;  // Check ignores the id
+  if (auto ex = ExcludedNodes(req->exclude, req->nodelist); ex.ok()) {
+    jr.exclude = std::move(*ex);
+  } else {
+    close_fds();
+    return fail(ex.status().message());
+  }
   if (Status s = matrix_.Check(jr); !s.ok()) {
     close_fds();
     return fail(s.message());
@@ -903,6 +911,33 @@ void CoordinatorImpl::Submit(const std::shared_ptr<Client>& c, os::FrameIn& f, A
   auto bytes = os::EncodeU64(*id);
   after.push_back([ch, bytes] { ch->Send(Frame::kAccepted, bytes).IgnoreError(); });
   Schedule(after);
+}
+
+// gos-run -x / -w: the nodes a job must not use (JobRequest::exclude, ascending). Under mu_.
+StatusOr<std::vector<NodeId>> CoordinatorImpl::ExcludedNodes(const std::vector<uint32_t>& exclude,
+                                                             const std::vector<uint32_t>& only) {
+  const std::vector<NodeId> known = matrix_.Nodes();
+  auto describe = [&] {
+    std::string all;
+    for (NodeId n : known) all += (all.empty() ? "" : ",") + std::to_string(n);
+    return all;
+  };
+  for (const auto* list : {&exclude, &only}) {
+    for (uint32_t n : *list) {
+      if (!std::binary_search(known.begin(), known.end(), n)) {
+        return InvalidArgumentError("node " + std::to_string(n) +
+                                    " is not in this cluster (its nodes: " + describe() +
+                                    "; see gos-ps)");
+      }
+    }
+  }
+  std::set<NodeId> out(exclude.begin(), exclude.end());
+  if (!only.empty()) {
+    for (NodeId n : known) {
+      if (!std::binary_search(only.begin(), only.end(), n)) out.insert(n);
+    }
+  }
+  return std::vector<NodeId>(out.begin(), out.end());
 }
 
 void CoordinatorImpl::SignalJob(uint64_t id, int sig, const os::PeerCreds& who,

@@ -6,6 +6,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
@@ -290,6 +291,36 @@ bool ParseJobArg(const char* tool, const std::vector<std::string>& positional, u
     std::fprintf(stderr, "%s: %s is not a job id\n", tool, arg.c_str());
     return false;
   }
+  return true;
+}
+
+bool ParseNodeList(const std::string& text, std::vector<uint32_t>* ids, std::string* error) {
+  auto number = [](const std::string& t, uint32_t* v) {
+    if (t.empty() || t.size() > 9 || t.find_first_not_of("0123456789") != std::string::npos) {
+      return false;
+    }
+    *v = static_cast<uint32_t>(std::stoul(t));
+    return *v != 0;
+  };
+  size_t start = 0;
+  while (start <= text.size()) {
+    size_t comma = text.find(',', start);
+    if (comma == std::string::npos) comma = text.size();
+    const std::string item = text.substr(start, comma - start);
+    const size_t dash = item.find('-');
+    uint32_t lo = 0, hi = 0;
+    const bool ok = dash == std::string::npos
+                        ? number(item, &lo) && (hi = lo, true)
+                        : number(item.substr(0, dash), &lo) && number(item.substr(dash + 1), &hi);
+    if (!ok || hi < lo || hi - lo > 65535) {
+      *error = "\"" + item + "\" in \"" + text + "\" is not a node id or a range like 2-4";
+      return false;
+    }
+    for (uint32_t id = lo; id <= hi; ++id) ids->push_back(id);
+    start = comma + 1;
+  }
+  std::sort(ids->begin(), ids->end());
+  ids->erase(std::unique(ids->begin(), ids->end()), ids->end());
   return true;
 }
 

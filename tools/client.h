@@ -85,6 +85,10 @@ StatusOr<std::string> CoordinatorOrLocalCluster(const LocalClusterOptions& o,
 // false (the caller exits with 2).
 bool ParseJobArg(const char* tool, const std::vector<std::string>& positional, uint64_t* job);
 
+// Node ids as gos-ps shows them, comma-separated, with ranges: "2", "1,3", "2-4,7". Appends
+// them to *ids (ascending, without duplicates); false with *error set for anything else.
+bool ParseNodeList(const std::string& text, std::vector<uint32_t>* ids, std::string* error);
+
 // Waits until the coordinator at address reports `nodes` nodes up, or the deadline.
 Status WaitForNodes(const std::string& address, uint32_t nodes,
                     std::chrono::steady_clock::time_point deadline);

@@ -30,7 +30,8 @@ afterwards, as gos-run does.
 
 options:
       --epoch E           restart from epoch E (see gos-ckpt --list JOB)   (default newest)
-      --exclude NODE      do not use this node id (repeatable, or a comma list)
+      --exclude NODES     do not use these node ids (as gos-ps shows them: 2, 1,3 or 2-4;
+                          repeatable)
       --checkpoint[=DUR]  keep checkpointing the restarted job every DUR     (default 60s)
       --from-store        ship every rank's images from the store; by default a rank placed
                           on a node that still holds its own dump of that epoch (checked
@@ -73,19 +74,10 @@ int Main(int argc, char** argv) {
   req.epoch = epoch;
   req.from_store = from_store;
   for (const std::string& list : exclude_args) {
-    size_t start = 0;
-    while (start <= list.size()) {
-      size_t comma = list.find(',', start);
-      if (comma == std::string::npos) comma = list.size();
-      std::string one = list.substr(start, comma - start);
-      char* e = nullptr;
-      unsigned long n = std::strtoul(one.c_str(), &e, 10);
-      if (one.empty() || *e != '\0' || n == 0) {
-        std::fprintf(stderr, "gos-restart: --exclude %s is not a node id\n", one.c_str());
-        return 2;
-      }
-      req.exclude.push_back(static_cast<uint32_t>(n));
-      start = comma + 1;
+    std::string error;
+    if (!ParseNodeList(list, &req.exclude, &error)) {
+      std::fprintf(stderr, "gos-restart: --exclude %s\n", error.c_str());
+      return 2;
     }
   }
   if (checkpoint) {

@@ -12,6 +12,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "gos/os/channel.h"
@@ -37,6 +38,8 @@ options:
   -n, --ntasks N          ranks                                          (default 1)
   -N, --nodes K           nodes (also the local cluster's size)  (default min(N, 4))
       --ranks-per-node R  ranks on each node                   (default: balanced)
+  -w, --nodelist NODES    run only on these node ids (as gos-ps shows them: 3, 1,3 or 2-4)
+  -x, --exclude NODES     never on these node ids (same forms; both options repeatable)
       --timeslice DUR     strobe quantum of a local cluster, e.g. 2ms   (default 10ms)
       --mpl M             multiprogramming level of a local cluster       (default 2)
   -t, --time DUR          time limit, e.g. 30s, 5m; the job is killed after it
@@ -112,8 +115,10 @@ int Main(int argc, char** argv) {
   bool restart_on_failure = false;
   std::chrono::milliseconds time_limit{0};
   bool label = false, timing = false, no_record = false, checkpoint = false;
-  std::vector<std::string> stage;
+  std::vector<std::string> stage, exclude_args, nodelist_args;
   os::Flags flags(argc, argv, kUsage, /*stop_at_positional=*/true);
+  flags.Strings("-x|--exclude", &exclude_args);
+  flags.Strings("-w|--nodelist", &nodelist_args);
   flags.U32("-n|--ntasks", &ntasks);
   flags.U32("-N|--nodes", &nodes);
   flags.U32("--ranks-per-node", &rpn);
@@ -193,6 +198,16 @@ int Main(int argc, char** argv) {
   req.restart_on_failure = restarts;
   req.record = !no_record;
   req.cpu_bind = cpu_bind == "cores";
+  for (auto [args, ids, name] : {std::tuple{&exclude_args, &req.exclude, "--exclude"},
+                                 std::tuple{&nodelist_args, &req.nodelist, "--nodelist"}}) {
+    for (const std::string& list : *args) {
+      std::string why;
+      if (!ParseNodeList(list, ids, &why)) {
+        std::fprintf(stderr, "gos-run: %s %s\n", name, why.c_str());
+        return 2;
+      }
+    }
+  }
   std::vector<int> fds;
   std::vector<std::string> paths = {program};
   paths.insert(paths.end(), stage.begin(), stage.end());
@@ -226,6 +241,8 @@ int Main(int argc, char** argv) {
   auto cluster_start = SteadyClock::now();
   LocalClusterOptions lo;
   lo.nodes = nodes ? nodes : std::min<uint32_t>(ntasks, 4);
+  // A local cluster has nodes 1..K: make it big enough for the nodes asked for by id.
+  if (!req.nodelist.empty()) lo.nodes = std::max(lo.nodes, req.nodelist.back());
   lo.timeslice = timeslice;
   lo.mpl = mpl;
   auto found = CoordinatorOrLocalCluster(lo, &cluster);

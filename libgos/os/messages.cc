@@ -232,6 +232,8 @@ std::vector<uint8_t> Encode(const SubmitRequest& m) {
   w.U64(m.stop_at);
   w.U64(m.from_epoch);
   w.U8(m.cpu_bind ? 1 : 0);
+  Ids(w, m.exclude);
+  Ids(w, m.nodelist);
   return out;
 }
 
@@ -261,6 +263,7 @@ StatusOr<SubmitRequest> DecodeSubmit(std::span<const uint8_t> b) {
   uint8_t bind = 1;
   if (!r.U8(&bind) || bind > 1) return Bad("submit request (cpu binding)");
   m.cpu_bind = bind == 1;
+  if (!Ids(r, &m.exclude) || !Ids(r, &m.nodelist)) return Bad("submit request (node lists)");
   if (r.remaining() != 0) return Bad("submit request (trailing bytes)");
   return m;
 }

@@ -124,11 +124,17 @@ TEST(MessageCodecs, RoundTripAndMutation) {
   req.nodes = 2;
   req.time_limit_ms = 5000;
   req.files = {{"a", 0755, 10}, {"data", 0644, 20}};
+  req.cpu_bind = false;
+  req.exclude = {2, 5};
+  req.nodelist = {1, 2, 3};
   auto sb = Encode(req);
   auto back = DecodeSubmit(sb);
   ASSERT_TRUE(back.ok());
   EXPECT_EQ(back->ntasks, 8u);
   EXPECT_EQ(back->files[1].name, "data");
+  EXPECT_FALSE(back->cpu_bind);
+  EXPECT_EQ(back->exclude, (std::vector<uint32_t>{2, 5}));
+  EXPECT_EQ(back->nodelist, (std::vector<uint32_t>{1, 2, 3}));
   PsReply ps;
   ps.running_row = 1;
   ps.jobs.push_back({3, "root", "running", 4, {1, 2}, 1000, 0, -1, "a b", ""});

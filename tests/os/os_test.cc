@@ -1220,6 +1220,50 @@ TEST_F(OsTest, RanksAreBoundToBlocksOfTheirNodesCpusUnlessToldNot) {
       << bad->Describe();
 }
 
+// ---- 11c. Node lists --------------------------------------------------------------------------
+
+TEST_F(OsTest, NodelistAndExcludeChooseTheNodes) {
+  auto up = Run({Bin("gos-cluster"), "up", "-N", "3"}, {}, 60s);
+  ASSERT_EQ(up->ExitCode(), 0) << up->Describe() << Logs();
+  ASSERT_TRUE(WaitForNodes(socket(), 3, 10s));
+  struct Case {
+    std::vector<std::string> opts;
+    std::set<int> nodes;  // where the ranks ran
+  };
+  for (const Case& c :
+       {Case{{"-n", "2", "-x", "1"}, {2, 3}}, Case{{"-n", "2", "--nodelist", "3"}, {3}},
+        Case{{"-n", "3", "-w", "1-3", "--exclude=2"}, {1, 3}},
+        Case{{"-n", "2", "-x", "1", "-x", "3"}, {2}}}) {
+    std::vector<std::string> argv = {Bin("gos-run"), "-l"};
+    argv.insert(argv.end(), c.opts.begin(), c.opts.end());
+    argv.push_back(Hello());
+    auto run = Run(argv);
+    ASSERT_EQ(run->ExitCode(), 0) << run->Describe() << Logs();
+    std::string problems;
+    std::set<int> used;
+    for (const auto& [rank, node] : ParseHello(run->Out(), std::stoi(c.opts[1]), &problems)) {
+      used.insert(node);
+    }
+    EXPECT_EQ(problems, "") << run->Describe();
+    EXPECT_EQ(used, c.nodes) << run->Describe();
+  }
+  auto unknown = Run({Bin("gos-run"), "-n", "2", "-w", "7", Hello()});
+  EXPECT_EQ(unknown->ExitCode(), 2) << unknown->Describe();
+  EXPECT_NE(unknown->Err().find("node 7 is not in this cluster (its nodes: 1,2,3"),
+            std::string::npos)
+      << unknown->Describe();
+  auto too_few = Run({Bin("gos-run"), "-n", "2", "-N", "2", "-x", "1-2", Hello()});
+  EXPECT_EQ(too_few->ExitCode(), 2) << too_few->Describe();
+  EXPECT_NE(too_few->Err().find("needs 2 nodes, the cluster has 1 up and not excluded"),
+            std::string::npos)
+      << too_few->Describe();
+  auto bad = Run({Bin("gos-run"), "-n", "2", "-x", "one", Hello()});
+  EXPECT_EQ(bad->ExitCode(), 2) << bad->Describe();
+  EXPECT_NE(bad->Err().find("is not a node id"), std::string::npos) << bad->Describe();
+  auto down = Run({Bin("gos-cluster"), "down"}, {}, 30s);
+  EXPECT_EQ(down->ExitCode(), 0) << down->Describe();
+}
+
 // ---- 12. Time limit
 // --------------------------------------------------------------------------------
 

@@ -195,6 +195,8 @@ struct SubmitRequest {
   uint64_t stop_at = 0;             // replay: stop at this strobe (0 = never)
   uint64_t from_epoch = 0;          // replay from this checkpoint of replay_of (0 = the start)
   bool cpu_bind = true;             // bind the ranks to CPUs (false: --cpu-bind=none)
+  std::vector<uint32_t> exclude;    // never these nodes (gos-run -x), ascending
+  std::vector<uint32_t> nodelist;   // only these nodes (gos-run -w), ascending; empty = any
 };
 
 struct ReplaySegment {
