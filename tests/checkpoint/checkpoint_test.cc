@@ -28,7 +28,6 @@
 //     cluster is checkpointed, killed, restarted by its owner, runs as nobody again (its
 //     namespace inits as root, see nodeagent/launcher.h) and is checkpointed again.
 #include <dirent.h>
-#include <sched.h>
 #include <signal.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -484,12 +483,7 @@ std::vector<std::string> RankCpuLists(TestCluster& c) {
 
 TEST(CheckpointTest, RestoredRanksAreBoundToTheirCpusLikeLaunchedOnes) {
   if (std::string why = Unsupported(false); !why.empty()) GTEST_SKIP() << why;
-  cpu_set_t mine;
-  ASSERT_EQ(sched_getaffinity(0, sizeof mine, &mine), 0);
-  std::vector<int> cpus;
-  for (int i = 0; i < CPU_SETSIZE; ++i) {
-    if (CPU_ISSET(i, &mine)) cpus.push_back(i);
-  }
+  const std::vector<int> cpus = gos::testing::AllowedCpus();
   if (cpus.size() != 2) GTEST_SKIP() << "written for 2 CPUs; this process may use " << cpus.size();
   const std::vector<std::string> want = {std::to_string(cpus[0]), std::to_string(cpus[1])};
   TestCluster c(1, /*netns=*/false);

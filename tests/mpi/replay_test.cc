@@ -459,17 +459,39 @@ TEST_F(ReplayTest, StoreGcKeepsTheNewestLogs) {
   EXPECT_EQ(replay.code, 0) << replay.Describe();
 }
 
+// A state dir of a test's own, not the shared cluster's: its tools, and on destruction no
+// process, channel file or directory of it is left.
+class PrivateState {
+ public:
+  explicit PrivateState(const std::string& prefix) {
+    std::string tmpl = "/tmp/" + prefix + "-XXXXXX";
+    if (mkdtemp(tmpl.data()) != nullptr) dir_ = tmpl;
+  }
+  ~PrivateState() {
+    if (dir_.empty()) return;
+    for (const auto& [pid, what] : FindProcesses(dir_)) ::kill(pid, SIGKILL);
+    gos::testing::RemoveClusterFiles(dir_);
+    std::error_code ec;
+    std::filesystem::remove_all(dir_, ec);
+  }
+  const std::string& dir() const { return dir_; }
+  RunResult Gos(const std::string& tool, std::vector<std::string> args) const {
+    args.insert(args.begin(), GosBin(tool));
+    return gos::testing::Run(args, {"GOS_STATE_DIR=" + dir_}, 120s);
+  }
+
+ private:
+  std::string dir_;
+};
+
 // gos-coordinator --keep-logs N (here through gos-cluster): each recorded job's end prunes the
 // logs of all but the N most recent jobs. A cluster of its own, so that the shared one keeps
 // its logs.
 TEST_F(ReplayTest, CoordinatorKeepsTheNewestLogs) {
-  char tmpl[] = "/tmp/gos-replay-keep-XXXXXX";
-  ASSERT_NE(mkdtemp(tmpl), nullptr);
-  const std::string state = tmpl;
-  const std::vector<std::string> env = {"GOS_STATE_DIR=" + state};
+  const PrivateState own("gos-replay-keep");
+  ASSERT_FALSE(own.dir().empty());
   auto gos = [&](const std::string& tool, std::vector<std::string> args) {
-    args.insert(args.begin(), GosBin(tool));
-    return gos::testing::Run(args, env, 120s);
+    return own.Gos(tool, std::move(args));
   };
   RunResult up = gos("gos-cluster", {"up", "-N", "2", "--timeslice", "5ms", "--keep-logs", "2"});
   ASSERT_EQ(up.code, 0) << up.Describe();
@@ -486,24 +508,17 @@ TEST_F(ReplayTest, CoordinatorKeepsTheNewestLogs) {
   EXPECT_EQ(replay.code, 0) << replay.Describe();
   RunResult down = gos("gos-cluster", {"down"});
   EXPECT_EQ(down.code, 0) << down.Describe();
-  EXPECT_TRUE(WaitUntil([&] { return FindProcesses(state).empty(); }, 15s));
-  for (const auto& [pid, what] : FindProcesses(state)) ::kill(pid, SIGKILL);
-  gos::testing::RemoveClusterFiles(state);
-  std::error_code ec;
-  std::filesystem::remove_all(state, ec);
+  EXPECT_TRUE(WaitUntil([&] { return FindProcesses(own.dir()).empty(); }, 15s));
 }
 
 // On the embedded cluster (no cluster up), gos-replay --info and a refused replay run nothing:
 // the private cluster they started is stopped at once, not waited for until a job that never
 // comes (it used to take 10 s and end with "the local cluster did not stop by itself").
 TEST_F(ReplayTest, InfoOnTheEmbeddedClusterStopsItAtOnce) {
-  char tmpl[] = "/tmp/gos-replay-embedded-XXXXXX";
-  ASSERT_NE(mkdtemp(tmpl), nullptr);
-  const std::string state = tmpl;
-  const std::vector<std::string> env = {"GOS_STATE_DIR=" + state};
+  const PrivateState own("gos-replay-embedded");
+  ASSERT_FALSE(own.dir().empty());
   auto gos = [&](const std::string& tool, std::vector<std::string> args) {
-    args.insert(args.begin(), GosBin(tool));
-    return gos::testing::Run(args, env, 120s);
+    return own.Gos(tool, std::move(args));
   };
   RunResult run = gos("gos-run", {"-n", "2", GosExample("ring")});
   EXPECT_EQ(run.code, 0) << run.Describe();
@@ -517,11 +532,7 @@ TEST_F(ReplayTest, InfoOnTheEmbeddedClusterStopsItAtOnce) {
     EXPECT_LT(r->seconds, 5.0) << r->Describe();
     EXPECT_EQ(r->output.find("did not stop"), std::string::npos) << r->Describe();
   }
-  EXPECT_TRUE(FindProcesses(state).empty());
-  for (const auto& [pid, what] : FindProcesses(state)) ::kill(pid, SIGKILL);
-  gos::testing::RemoveClusterFiles(state);
-  std::error_code ec;
-  std::filesystem::remove_all(state, ec);
+  EXPECT_TRUE(FindProcesses(own.dir()).empty());
 }
 
 TEST_F(ReplayTest, OnlyTheOwnerMayReplay) {

@@ -10,7 +10,6 @@
 #include <fcntl.h>
 #include <grp.h>
 #include <gtest/gtest.h>
-#include <sched.h>
 #include <signal.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -1180,12 +1179,7 @@ TEST_F(OsTest, StdinGoesToRankZero) {
 // ---- 11b. CPU binding ---------------------------------------------------------------------------
 
 TEST_F(OsTest, RanksAreBoundToBlocksOfTheirNodesCpusUnlessToldNot) {
-  cpu_set_t mine;
-  ASSERT_EQ(sched_getaffinity(0, sizeof mine, &mine), 0);
-  std::vector<int> cpus;
-  for (int i = 0; i < CPU_SETSIZE; ++i) {
-    if (CPU_ISSET(i, &mine)) cpus.push_back(i);
-  }
+  const std::vector<int> cpus = gos::testing::AllowedCpus();
   if (cpus.size() != 2) GTEST_SKIP() << "written for 2 CPUs; this process may use " << cpus.size();
   const std::string c0 = std::to_string(cpus[0]), c1 = std::to_string(cpus[1]);
   const std::vector<std::string> show = {"sh", "-c", "grep Cpus_allowed_list /proc/self/status"};
