@@ -8,7 +8,9 @@
 #include <cerrno>
 #include <chrono>
 #include <cstdio>
+#include <cstring>
 #include <map>
+#include <string>
 #include <vector>
 
 namespace gos::tools {
@@ -24,12 +26,21 @@ void OnSignal(int sig) {
   (void)rc;
 }
 
-// Writes output, line-buffered per (rank, stream) when labelling.
+// Writes output, line-buffered per (rank, stream) when labelling, to this process's stdout
+// and stderr or to the files named by FollowOptions::output / error.
 class OutputWriter {
  public:
-  explicit OutputWriter(bool label) : label_(label) {}
+  explicit OutputWriter(const FollowOptions& o) : label_(o.label), tool_(o.tool) {
+    patterns_[0] = o.output;
+    patterns_[1] = o.error.empty() ? o.output : o.error;
+  }
+  ~OutputWriter() {
+    for (auto& [path, fd] : files_) {
+      if (fd >= 0) ::close(fd);
+    }
+  }
   void Write(const os::OutputChunk& c) {
-    int fd = c.stream == 2 ? 2 : 1;
+    const int fd = Destination(c);
     if (!label_) {
       WriteAll(fd, c.bytes);
       return;
@@ -46,13 +57,44 @@ class OutputWriter {
   }
   void Flush() {
     for (auto& [key, buf] : partial_) {
-      if (!buf.empty())
-        WriteAll(key.second == 2 ? 2 : 1, std::to_string(key.first) + ": " + buf + "\n");
+      if (!buf.empty()) {
+        os::OutputChunk c{last_job_, key.first, key.second, ""};
+        WriteAll(Destination(c), std::to_string(key.first) + ": " + buf + "\n");
+      }
     }
     partial_.clear();
   }
 
  private:
+  // The fd for a chunk: 1 or 2, or its pattern's file (opened, truncated, on first use; if it
+  // cannot be opened, the output stays here, said once).
+  int Destination(const os::OutputChunk& c) {
+    last_job_ = c.job;
+    const int terminal = c.stream == 2 ? 2 : 1;
+    const std::string& pattern = patterns_[c.stream == 2 ? 1 : 0];
+    if (pattern.empty()) return terminal;
+    std::string path;
+    for (size_t i = 0; i < pattern.size(); ++i) {
+      if (pattern[i] != '%' || i + 1 == pattern.size()) {
+        path += pattern[i];
+        continue;
+      }
+      const char k = pattern[++i];
+      path += k == 't'   ? std::to_string(c.rank)
+              : k == 'j' ? std::to_string(c.job)
+              : k == '%' ? std::string("%")
+                         : std::string("%") + k;
+    }
+    auto [it, added] = files_.try_emplace(path, -1);
+    if (added) {
+      it->second = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_APPEND | O_CLOEXEC, 0644);
+      if (it->second < 0) {
+        std::fprintf(stderr, "%s: cannot write to %s (%s): that output comes here instead\n",
+                     tool_.c_str(), path.c_str(), std::strerror(errno));
+      }
+    }
+    return it->second >= 0 ? it->second : terminal;
+  }
   static void WriteAll(int fd, const std::string& s) {
     size_t off = 0;
     while (off < s.size()) {
@@ -65,6 +107,10 @@ class OutputWriter {
     }
   }
   bool label_;
+  std::string tool_;
+  std::string patterns_[2];  // stdout, stderr
+  std::map<std::string, int> files_;
+  uint64_t last_job_ = 0;
   std::map<std::pair<uint32_t, uint8_t>, std::string> partial_;
 };
 
@@ -103,8 +149,7 @@ void WaitForUser() {
 
 int FollowJob(os::Channel* ch, const FollowOptions& o) {
   const char* tool = o.tool.c_str();
-  const bool label = o.label;
-  OutputWriter out(label);
+  OutputWriter out(o);
   uint64_t job = 0;
   bool stdin_open = true;
   SteadyClock::time_point last_int{};
@@ -196,9 +241,14 @@ int FollowJob(os::Channel* ch, const FollowOptions& o) {
           out.Flush();
           exit_code = e->exit_code;
           if (exit_code != 0 || !e->message.empty()) {
-            std::fprintf(stderr, "%s: job %llu: %s (exit code %d)\n", tool,
-                         (unsigned long long)e->job,
-                         e->message.empty() ? "failed" : e->message.c_str(), exit_code);
+            const std::string what = e->message.empty() ? "failed" : e->message;
+            // "rank 2 on node 1 exited with code 3" says the exit code already.
+            const std::string code = "code " + std::to_string(exit_code);
+            const bool said = what.size() >= code.size() &&
+                              what.compare(what.size() - code.size(), code.size(), code) == 0;
+            std::fprintf(stderr, "%s: job %llu: %s%s\n", tool, (unsigned long long)e->job,
+                         what.c_str(),
+                         said ? "" : (" (exit code " + std::to_string(exit_code) + ")").c_str());
           }
           if (o.on_exit) o.on_exit(*e);
           done = true;

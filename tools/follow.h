@@ -15,6 +15,10 @@ struct FollowOptions {
   std::string tool = "gos-run";  // prefix of messages
   bool label = false;            // "R: " before every output line
   bool forward_stdin = true;     // stdin to rank 0
+  // Where the ranks' stdout goes: "" = here, else a file name pattern in which %t is the rank,
+  // %j the job id and %% a %; without %t every rank writes to the one file. Files are
+  // truncated when first written. stderr follows `error`, or, when that is "", stdout.
+  std::string output, error;
   // Called with the job's exit report before FollowJob returns (e.g. --timing).
   std::function<void(const os::JobExit&)> on_exit;
   // gos-replay: the replayed job stopped for inspection (every rank stopped). FollowJob kills

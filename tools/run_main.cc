@@ -44,6 +44,9 @@ options:
       --mpl M             multiprogramming level of a local cluster       (default 2)
   -t, --time DUR          time limit, e.g. 30s, 5m; the job is killed after it
   -l, --label             prefix every output line with its rank ("3: ...")
+  -o, --output PATTERN    ranks' stdout to files, not here: %t = rank, %j = job id (e.g.
+                          out.%j.%t); without %t all ranks share one file
+  -e, --error PATTERN     ranks' stderr likewise                   (default: with stdout)
       --timing            print the launch phases when the job ends
       --stage FILE        also copy FILE into every node's job dir (repeatable)
       --checkpoint[=DUR]  checkpoint the job every DUR (default 60s): coordinated CRIU
@@ -111,6 +114,7 @@ int Main(int argc, char** argv) {
   auto start = SteadyClock::now();
   uint32_t ntasks = 1, nodes = 0, rpn = 0;
   std::string timeslice, mpl, checkpoint_flag, restart_flag, cpu_bind = "cores";
+  std::string output_pattern, error_pattern;
   uint32_t keep = 0;
   bool restart_on_failure = false;
   std::chrono::milliseconds time_limit{0};
@@ -126,6 +130,8 @@ int Main(int argc, char** argv) {
   flags.String("--mpl", &mpl);
   flags.Duration("-t|--time", &time_limit);
   flags.Bool("-l|--label", &label);
+  flags.String("-o|--output", &output_pattern);
+  flags.String("-e|--error", &error_pattern);
   flags.Bool("--timing", &timing);
   flags.Strings("--stage", &stage);
   flags.OptionalValue("--checkpoint", &checkpoint, &checkpoint_flag);
@@ -272,6 +278,8 @@ int Main(int argc, char** argv) {
 
   FollowOptions fo;
   fo.label = label;
+  fo.output = output_pattern;
+  fo.error = error_pattern;
   fo.on_exit = [&](const os::JobExit& e) {
     if (!timing) return;
     auto ms = [](int64_t us) { return us / 1000.0; };

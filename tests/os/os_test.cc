@@ -1176,6 +1176,46 @@ TEST_F(OsTest, StdinGoesToRankZero) {
   EXPECT_EQ(run->Out(), "0: hi\n") << run->Describe() << Logs();
 }
 
+// ---- 11a. Output to files
+// ------------------------------------------------------------------------
+
+TEST_F(OsTest, OutputAndErrorGoToFilesByPattern) {
+  const std::string dir = state_ + "/out";
+  ASSERT_TRUE(std::filesystem::create_directories(dir));
+  const std::vector<std::string> prog = {"sh", "-c", "echo out $GOS_RANK; echo err $GOS_RANK >&2"};
+  std::vector<std::string> argv = {Bin("gos-run"), "-n", "3", "-o", dir + "/r%t.%%"};
+  argv.insert(argv.end(), prog.begin(), prog.end());
+  auto per_rank = Run(argv);
+  ASSERT_EQ(per_rank->ExitCode(), 0) << per_rank->Describe() << Logs();
+  EXPECT_EQ(per_rank->Out(), "") << per_rank->Describe();
+  for (int r = 0; r < 3; ++r) {
+    const std::string want = "out " + std::to_string(r) + "\n", err = "err " + std::to_string(r);
+    const std::string got = ReadFile(dir + "/r" + std::to_string(r) + ".%");
+    EXPECT_NE(got.find(want), std::string::npos) << got;  // stdout and stderr, same file
+    EXPECT_NE(got.find(err), std::string::npos) << got;
+  }
+  // One shared file per stream, labelled; %j is the job id.
+  argv = {Bin("gos-run"), "-n", "2", "-l", "-o", dir + "/all.%j", "-e", dir + "/errors"};
+  argv.insert(argv.end(), prog.begin(), prog.end());
+  auto shared = Run(argv);
+  ASSERT_EQ(shared->ExitCode(), 0) << shared->Describe();
+  std::vector<std::string> out_lines;
+  for (const auto& e : std::filesystem::directory_iterator(dir)) {
+    if (e.path().filename().string().rfind("all.", 0) == 0) out_lines = Lines(ReadFile(e.path()));
+  }
+  std::sort(out_lines.begin(), out_lines.end());
+  EXPECT_EQ(out_lines, (std::vector<std::string>{"0: out 0", "1: out 1"}));
+  std::vector<std::string> err_lines = Lines(ReadFile(dir + "/errors"));
+  std::sort(err_lines.begin(), err_lines.end());
+  EXPECT_EQ(err_lines, (std::vector<std::string>{"0: err 0", "1: err 1"}));
+  // A file that cannot be written: the output comes to the terminal, and gos-run says why.
+  auto nowhere = Run({Bin("gos-run"), "-n", "1", "-o", dir + "/no/such/dir/x", "echo", "kept"});
+  EXPECT_EQ(nowhere->ExitCode(), 0) << nowhere->Describe();
+  EXPECT_EQ(nowhere->Out(), "kept\n") << nowhere->Describe();
+  EXPECT_NE(nowhere->Err().find("cannot write to " + dir + "/no/such/dir/x"), std::string::npos)
+      << nowhere->Describe();
+}
+
 // ---- 11b. CPU binding ---------------------------------------------------------------------------
 
 TEST_F(OsTest, RanksAreBoundToBlocksOfTheirNodesCpusUnlessToldNot) {
