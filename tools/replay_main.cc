@@ -48,6 +48,8 @@ options:
       --from-epoch E        restore checkpoint E of the recorded run and replay from there
   -N, --nodes K             nodes of the local cluster gos-replay starts when none runs (4)
   -l, --label               prefix every output line with its rank ("3: ...")
+  -o, --output PATTERN      ranks' stdout to files (%t = rank, %j = job id), as with gos-run
+  -e, --error PATTERN       ranks' stderr likewise                 (default: with stdout)
   -h, --help                this text
 Exit code: the replayed job's (the recorded run's) when it runs to its end; 0 after a stop at
 --stop-at or at the recorded failure; 3 on divergence; 2 when the replay is refused (no such
@@ -209,6 +211,9 @@ int Main(int argc, char** argv) {
   flags.U32("--from-epoch", &from_epoch);
   flags.U32("-N|--nodes", &nodes);
   flags.Bool("-l|--label", &label);
+  std::string output_pattern, error_pattern;
+  flags.String("-o|--output", &output_pattern);
+  flags.String("-e|--error", &error_pattern);
   if (int rc = flags.Parse(); rc >= 0) return rc;
   uint64_t job = 0;
   if (!ParseJobArg("gos-replay", flags.positional(), &job)) return 2;
@@ -321,6 +326,8 @@ int Main(int argc, char** argv) {
   FollowOptions fo;
   fo.tool = "gos-replay";
   fo.label = label;
+  fo.output = output_pattern;
+  fo.error = error_pattern;
   fo.forward_stdin = false;
   std::optional<os::ReplayStopped> stopped;
   fo.on_replay_stopped = [&](const os::ReplayStopped& m) {

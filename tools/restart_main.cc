@@ -37,6 +37,8 @@ options:
                           on a node that still holds its own dump of that epoch (checked
                           chunk by chunk against the epoch) is restored from there
   -l, --label             prefix every output line with its rank ("3: ...")
+  -o, --output PATTERN    ranks' stdout to files (%t = rank, %j = job id), as with gos-run
+  -e, --error PATTERN     ranks' stderr likewise                   (default: with stdout)
   -h, --help              this text
 Exit code: the job's, as for gos-run; 2 when the restart is refused (no such job or epoch,
 not the owner, a corrupted chunk, ...) - the message says why.
@@ -66,6 +68,9 @@ int Main(int argc, char** argv) {
   flags.Strings("--exclude", &exclude_args);
   flags.OptionalValue("--checkpoint", &checkpoint, &checkpoint_flag);
   flags.Bool("-l|--label", &label);
+  std::string output_pattern, error_pattern;
+  flags.String("-o|--output", &output_pattern);
+  flags.String("-e|--error", &error_pattern);
   if (int rc = flags.Parse(); rc >= 0) return rc;
   uint64_t job = 0;
   if (!ParseJobArg("gos-restart", flags.positional(), &job)) return 2;
@@ -125,6 +130,8 @@ int Main(int argc, char** argv) {
     FollowOptions fo;
     fo.tool = "gos-restart";
     fo.label = label;
+    fo.output = output_pattern;
+    fo.error = error_pattern;
     rc = FollowJob(ch->get(), fo);
   }
   if (ch.ok()) ch->reset();
