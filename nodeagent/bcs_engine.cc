@@ -55,9 +55,12 @@ static_assert(sizeof(WireEntry) == 80);
 constexpr size_t kMaxEntries = (os::kBcsDescSlotBytes - sizeof(BlockHeader)) / sizeof(WireEntry);
 
 // Local copies go through the nodeagent's bounce buffer (process_vm_readv from the sender,
-// process_vm_writev to the receivers), a chunk at a time; copies of two chunks or more are
-// pipelined over two threads, one reading a chunk while the other writes the previous one.
-constexpr size_t kCopyChunk = 1u << 20;
+// process_vm_writev to the receivers) a chunk at a time: a chunk small enough to stay in the
+// cache between the two copies. From kSplitCopy bytes on, a second thread copies the second
+// half of the message at the same time, with a bounce chunk of its own: the ranks wait, so
+// the cores are free.
+constexpr size_t kCopyChunk = 256u << 10;
+constexpr size_t kSplitCopy = 512u << 10;
 constexpr size_t kBounceBytes = 2 * kCopyChunk;
 // zstd level of the replay log's segments: they are small and few, so compress them well.
 constexpr int kLogLevel = 9;
@@ -71,47 +74,24 @@ void FutexWake(std::atomic<uint32_t>* word) {
 }
 
 // Copies len bytes through bounce (kBounceBytes): read(off, dst, n) fills a chunk, write(off,
-// src, n) empties it. From two chunks on, a second thread reads chunk i+1 while this one
-// writes chunk i.
+// src, n) empties it. From kSplitCopy bytes on, a second thread copies the second half.
 template <typename Read, typename Write>
-void PipelinedCopy(uint64_t len, std::byte* bounce, Read read, Write write) {
-  if (len <= kCopyChunk) {
-    read(0, bounce, len);
-    write(0, bounce, len);
+void SplitCopy(uint64_t len, std::byte* bounce, Read read, Write write) {
+  auto copy = [&](uint64_t from, uint64_t to, std::byte* chunk) {
+    for (uint64_t off = from; off < to; off += kCopyChunk) {
+      const uint64_t n = std::min<uint64_t>(kCopyChunk, to - off);
+      read(off, chunk, n);
+      write(off, chunk, n);
+    }
+  };
+  if (len < kSplitCopy) {
+    copy(0, len, bounce);
     return;
   }
-  const uint64_t chunks = (len + kCopyChunk - 1) / kCopyChunk;
-  auto size_of = [&](uint64_t i) { return std::min<uint64_t>(kCopyChunk, len - i * kCopyChunk); };
-  std::mutex mu;
-  std::condition_variable cv;
-  uint64_t filled = 0, emptied = 0;
-  std::thread reader([&] {
-    for (uint64_t i = 0; i < chunks; ++i) {
-      {
-        std::unique_lock<std::mutex> lock(mu);
-        cv.wait(lock, [&] { return i < emptied + 2; });
-      }
-      read(i * kCopyChunk, bounce + (i % 2) * kCopyChunk, size_of(i));
-      {
-        std::lock_guard<std::mutex> lock(mu);
-        filled = i + 1;
-      }
-      cv.notify_all();
-    }
-  });
-  for (uint64_t i = 0; i < chunks; ++i) {
-    {
-      std::unique_lock<std::mutex> lock(mu);
-      cv.wait(lock, [&] { return filled > i; });
-    }
-    write(i * kCopyChunk, bounce + (i % 2) * kCopyChunk, size_of(i));
-    {
-      std::lock_guard<std::mutex> lock(mu);
-      emptied = i + 1;
-    }
-    cv.notify_all();
-  }
-  reader.join();
+  const uint64_t half = (len / 2 + 4095) & ~uint64_t{4095};
+  std::thread second([&] { copy(half, len, bounce + kCopyChunk); });
+  copy(0, half, bounce);
+  second.join();
 }
 
 void Bump(std::atomic<uint32_t>* word) {
@@ -1050,12 +1030,12 @@ bool BcsEngine::MoveData(uint64_t strobe, Job& j) {
     const Transfer* t = j.scheduler.Find(m.transfer);
     if (t == nullptr) continue;
     if (m.dst_node == self) {
-      // Resolve the pids first: the reader thread and this one then only read them.
+      // Resolve the pids first: the second copying thread and this one then only read them.
       if (j.by_rank.count(t->src_rank)) RankPid(*j.by_rank.at(t->src_rank));
       for (const Transfer::Dest& d : t->dests) {
         if (j.by_rank.count(d.rank)) RankPid(*j.by_rank.at(d.rank));
       }
-      PipelinedCopy(
+      SplitCopy(
           m.len, s_->bounce.data(),
           [&](uint64_t off, std::byte* dst, uint64_t n) { read_from(*t, m.offset + off, dst, n); },
           [&](uint64_t off, const std::byte* src, uint64_t n) {
