@@ -2357,6 +2357,7 @@ void CoordinatorImpl::ReplayInfo(const std::shared_ptr<Client>& c, uint64_t id, 
   req.nodes = r.nnodes;
   req.ranks_per_node = r.ranks_per_node;
   req.paths = r.paths;
+  req.cpu_bind = r.cpu_bind;  // the replay runs its ranks as the recorded run did
   auto bytes = os::Encode(req);
   after.push_back([ch, bytes] { ch->Send(Frame::kReplayInfoReply, bytes).IgnoreError(); });
 }
