@@ -187,9 +187,14 @@ void RingBell() {
   FutexWake(h->bell);
 }
 
+// The agent's bell thread watches for "every rank of the row blocked": it needs a ring when a
+// rank blocks, finishes or stops, not when it runs again (which only makes "all blocked"
+// false) nor when it posts (what is posted counts only once all are blocked, and the bell
+// thread looks at it then). Each ring woke that thread; a Jacobi iteration rang ~8 times a
+// rank, and the wake-ups took more CPU than the ranks' own compute.
 void SetState(RankState st) {
   S().h->state.store(st, std::memory_order_release);
-  RingBell();
+  if (st != kStateRunning) RingBell();
 }
 
 bool Ready() {
@@ -235,10 +240,12 @@ size_t Progress() {
   if (head == tail) return 0;
   if (head - tail > kComplSlots) Fatal("corrupt channel: completion ring overrun");
   const Completion* ring = ComplRing(s.base);
+  // The agent keeps completions back only when the ring is full: then it waits for room.
+  const bool was_full = head - tail == kComplSlots;
   size_t n = 0;
   for (; tail != head; ++tail, ++n) OnCompletion(ring[tail % kComplSlots]);
   h->compl_tail.store(tail, std::memory_order_release);
-  RingBell();  // the agent may hold completions waiting for room
+  if (was_full) RingBell();
   return n;
 }
 
@@ -291,7 +298,6 @@ void Post(const Descriptor& d) {
   if (!room()) BlockUntil(room);
   DescRing(s.base)[head % kDescSlots] = d;
   h->desc_head.store(head + 1, std::memory_order_release);
-  RingBell();
 }
 
 // ---- Decisions: record and replay (docs/specs/rank-decisions.md) ----
