@@ -932,9 +932,10 @@ StatusOr<std::vector<NodeId>> CoordinatorImpl::ExcludedNodes(const std::vector<u
     }
   }
   std::set<NodeId> out(exclude.begin(), exclude.end());
-  if (!only.empty()) {
+  const std::set<NodeId> allowed(only.begin(), only.end());  // whatever order the client sent
+  if (!allowed.empty()) {
     for (NodeId n : known) {
-      if (!std::binary_search(only.begin(), only.end(), n)) out.insert(n);
+      if (!allowed.contains(n)) out.insert(n);
     }
   }
   return std::vector<NodeId>(out.begin(), out.end());
@@ -1703,12 +1704,6 @@ void CoordinatorImpl::CheckJobs(After& after) {
 // ---- Checkpoints and restarts (docs/specs/checkpoint.md) ----------------------------
 
 namespace {
-
-std::string Mib(uint64_t bytes) {
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%.1f MiB", static_cast<double>(bytes) / (1 << 20));
-  return buf;
-}
 
 // The value a node stores in VarDumped/VarStored for (job, epoch): unique per job, so a
 // stale value another job left in the slot never satisfies the query.

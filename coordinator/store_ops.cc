@@ -5,15 +5,12 @@
 #include <ctime>
 
 namespace gos::coordinator {
-namespace {
 
-std::string Size(uint64_t bytes) {
+std::string Mib(uint64_t bytes) {
   char buf[32];
   std::snprintf(buf, sizeof buf, "%.1f MiB", static_cast<double>(bytes) / (1 << 20));
   return buf;
 }
-
-}  // namespace
 
 std::string EncodeStoreRequest(const StoreRequest& r) {
   return r.op == "gc" && r.keep_logs > 0 ? "gc keep-logs=" + std::to_string(r.keep_logs) : r.op;
@@ -61,25 +58,25 @@ std::string RunStoreOp(storage::CheckpointStore* store, const StoreRequest& requ
       for (const auto& [job, b] : *jobs) bytes += b;
       logs = "replay logs            " + std::to_string(jobs->size()) +
              (jobs->size() == 1 ? " job, " : " jobs, ") + std::to_string(bytes) +
-             " bytes stored (" + Size(bytes) + ")\n";
+             " bytes stored (" + Mib(bytes) + ")\n";
     }
     return "jobs with checkpoints  " + std::to_string(st->jobs) + "\n" + "epochs                 " +
-           std::to_string(st->epochs) + "\n" + "logical bytes          " + Size(st->logical_bytes) +
+           std::to_string(st->epochs) + "\n" + "logical bytes          " + Mib(st->logical_bytes) +
            "\n" + "chunks                 " + std::to_string(st->chunks) + " (" +
            std::to_string(st->unreferenced) + " unreferenced)\n" + "chunk bytes, raw       " +
-           Size(st->raw_bytes) + "  (deduplication " + dedup + ")\n" + "chunk bytes, stored    " +
-           Size(st->stored_bytes) + "  (compression " + ratio + ")\n" + logs;
+           Mib(st->raw_bytes) + "  (deduplication " + dedup + ")\n" + "chunk bytes, stored    " +
+           Mib(st->stored_bytes) + "  (compression " + ratio + ")\n" + logs;
   }
   if (op == "gc") {
     auto gc = store->Gc();
     if (!gc.ok()) return "error: " + gc.status().ToString();
     std::string out = "removed " + std::to_string(gc->chunks_removed) + " unreferenced chunks (" +
-                      Size(gc->bytes_removed) + ")\n";
+                      Mib(gc->bytes_removed) + ")\n";
     if (request.keep_logs > 0 && replay != nullptr) {
       auto pruned = storage::PruneLogs(replay, request.keep_logs, logs_in_use);
       if (!pruned.ok()) return "error: " + out + pruned.status().ToString();
       out += "removed the replay logs of " + std::to_string(pruned->jobs.size()) +
-             (pruned->jobs.size() == 1 ? " job (" : " jobs (") + Size(pruned->bytes) +
+             (pruned->jobs.size() == 1 ? " job (" : " jobs (") + Mib(pruned->bytes) +
              "), keeping the " + std::to_string(request.keep_logs) + " most recent\n";
     }
     return out;
@@ -95,7 +92,7 @@ std::string RunStoreOp(storage::CheckpointStore* store, const StoreRequest& requ
     });
     if (!v.ok()) return "error: " + v.status().ToString();
     std::string out = "checked " + std::to_string(v->chunks_checked) + " chunks (" +
-                      Size(v->bytes_checked) + "): " + std::to_string(v->problems.size()) +
+                      Mib(v->bytes_checked) + "): " + std::to_string(v->problems.size()) +
                       " problem" + (v->problems.size() == 1 ? "" : "s") + "\n";
     for (const auto& p : v->problems) {
       out += "  job " + std::to_string(p.job) + " epoch " + std::to_string(p.epoch) + " rank " +
@@ -109,11 +106,6 @@ std::string RunStoreOp(storage::CheckpointStore* store, const StoreRequest& requ
 
 std::string RenderEpochList(uint64_t job, const std::vector<storage::EpochManifest>& epochs) {
   if (epochs.empty()) return "job " + std::to_string(job) + " has no checkpoint\n";
-  auto mib = [](uint64_t bytes) {
-    char buf[32];
-    std::snprintf(buf, sizeof buf, "%.1f MiB", static_cast<double>(bytes) / (1 << 20));
-    return std::string(buf);
-  };
   char line[256];
   std::snprintf(line, sizeof line, "%6s  %-19s  %5s  %12s  %12s  %12s  %8s  %8s\n", "EPOCH",
                 "TAKEN", "RANKS", "LOGICAL", "NEW", "COMPRESSED", "PAUSE", "TOTAL");
@@ -126,8 +118,8 @@ std::string RenderEpochList(uint64_t job, const std::vector<storage::EpochManife
     std::strftime(when, sizeof when, "%Y-%m-%d %H:%M:%S", &tmv);
     std::snprintf(line, sizeof line, "%6llu  %-19s  %5u  %12s  %12s  %12s  %6lldms  %6lldms\n",
                   static_cast<unsigned long long>(m.epoch), when, m.ntasks,
-                  mib(m.logical_bytes).c_str(), mib(m.new_bytes).c_str(),
-                  mib(m.new_compressed).c_str(), static_cast<long long>(m.pause_ms),
+                  Mib(m.logical_bytes).c_str(), Mib(m.new_bytes).c_str(),
+                  Mib(m.new_compressed).c_str(), static_cast<long long>(m.pause_ms),
                   static_cast<long long>(m.total_ms));
     out += line;
   }

@@ -32,6 +32,9 @@ std::string RunStoreOp(storage::CheckpointStore* store, const StoreRequest& requ
                        storage::ReplayStore* replay = nullptr,
                        const std::set<uint64_t>& logs_in_use = {});
 
+// "12.3 MiB".
+std::string Mib(uint64_t bytes);
+
 // gos-ckpt --list's table of a job's epochs (ListEpochs without files), or "job J has no
 // checkpoint". Rendered by the coordinator, or by gos-ckpt itself when no coordinator runs.
 std::string RenderEpochList(uint64_t job, const std::vector<storage::EpochManifest>& epochs);

@@ -324,4 +324,16 @@ bool ParseNodeList(const std::string& text, std::vector<uint32_t>* ids, std::str
   return true;
 }
 
+bool ParseNodeListArgs(const char* tool, const char* option, const std::vector<std::string>& args,
+                       std::vector<uint32_t>* ids) {
+  for (const std::string& list : args) {
+    std::string error;
+    if (!ParseNodeList(list, ids, &error)) {
+      std::fprintf(stderr, "%s: %s %s\n", tool, option, error.c_str());
+      return false;
+    }
+  }
+  return true;
+}
+
 }  // namespace gos::tools

@@ -88,6 +88,10 @@ bool ParseJobArg(const char* tool, const std::vector<std::string>& positional, u
 // Node ids as gos-ps shows them, comma-separated, with ranges: "2", "1,3", "2-4,7". Appends
 // them to *ids (ascending, without duplicates); false with *error set for anything else.
 bool ParseNodeList(const std::string& text, std::vector<uint32_t>* ids, std::string* error);
+// Every value of a repeatable node-list option into *ids; on a bad one prints
+// "TOOL: OPTION ..." and returns false (the caller exits with 2).
+bool ParseNodeListArgs(const char* tool, const char* option, const std::vector<std::string>& args,
+                       std::vector<uint32_t>* ids);
 
 // Waits until the coordinator at address reports `nodes` nodes up, or the deadline.
 Status WaitForNodes(const std::string& address, uint32_t nodes,

@@ -78,13 +78,7 @@ int Main(int argc, char** argv) {
   req.job = job;
   req.epoch = epoch;
   req.from_store = from_store;
-  for (const std::string& list : exclude_args) {
-    std::string error;
-    if (!ParseNodeList(list, &req.exclude, &error)) {
-      std::fprintf(stderr, "gos-restart: --exclude %s\n", error.c_str());
-      return 2;
-    }
-  }
+  if (!ParseNodeListArgs("gos-restart", "--exclude", exclude_args, &req.exclude)) return 2;
   if (checkpoint) {
     std::chrono::microseconds us{60'000'000};
     if (!checkpoint_flag.empty() && !os::ParseDuration(checkpoint_flag, &us, 1'000'000)) us = {};

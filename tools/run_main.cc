@@ -12,7 +12,6 @@
 #include <map>
 #include <memory>
 #include <string>
-#include <tuple>
 #include <vector>
 
 #include "gos/os/channel.h"
@@ -204,16 +203,11 @@ int Main(int argc, char** argv) {
   req.restart_on_failure = restarts;
   req.record = !no_record;
   req.cpu_bind = cpu_bind == "cores";
-  for (auto [args, ids, name] : {std::tuple{&exclude_args, &req.exclude, "--exclude"},
-                                 std::tuple{&nodelist_args, &req.nodelist, "--nodelist"}}) {
-    for (const std::string& list : *args) {
-      std::string why;
-      if (!ParseNodeList(list, ids, &why)) {
-        std::fprintf(stderr, "gos-run: %s %s\n", name, why.c_str());
-        return 2;
-      }
-    }
+  if (!ParseNodeListArgs("gos-run", "--exclude", exclude_args, &req.exclude) ||
+      !ParseNodeListArgs("gos-run", "--nodelist", nodelist_args, &req.nodelist)) {
+    return 2;
   }
+
   std::vector<int> fds;
   std::vector<std::string> paths = {program};
   paths.insert(paths.end(), stage.begin(), stage.end());

@@ -141,6 +141,13 @@ class CriuTest : public ::testing::Test {
     return ranks_.back().get();
   }
 
+  // Restores the rank dumped in images into cg (which it joins as it is) and adopts it.
+  Rank* RestoreIn(FreezerCgroup* cg, const std::string& images) {
+    auto rp = RestoreRank({.images_dir = images, .cgroup_procs = cg->procs_file()});
+    EXPECT_TRUE(rp.ok()) << rp.status().ToString();
+    return rp.ok() ? Adopt(*rp) : nullptr;
+  }
+
   std::string NewImagesDir(const std::string& name) {
     std::string d = dir_ + "/" + name;
     EXPECT_EQ(::mkdir(d.c_str(), 0700), 0);
@@ -197,15 +204,14 @@ TEST_F(CriuTest, RestoredRankContinuesAfterDumpPointAndExits) {
   FreezerCgroup* cg2 = MakeCgroup("restored");
   ASSERT_NE(cg2, nullptr);
   ASSERT_TRUE(cg2->Freeze().ok());
-  auto rp = RestoreRank({.images_dir = images, .cgroup_procs = cg2->procs_file()});
-  ASSERT_TRUE(rp.ok()) << rp.status().ToString();
-  Rank* restored = Adopt(*rp);
+  Rank* restored = RestoreIn(cg2, images);
+  ASSERT_NE(restored, nullptr);
 
   // The restored init is our child, and it and the rank are in the new cgroup.
-  EXPECT_EQ(ParentOf(rp->pid), ::getpid());
+  EXPECT_EQ(ParentOf(restored->pid()), ::getpid());
   std::vector<pid_t> pids = cg2->Pids();
   EXPECT_EQ(pids.size(), 2u);
-  EXPECT_TRUE(std::find(pids.begin(), pids.end(), rp->pid) != pids.end());
+  EXPECT_TRUE(std::find(pids.begin(), pids.end(), restored->pid()) != pids.end());
 
   // Frozen: no step is written.
   EXPECT_FALSE(restored->ReadUntilStdout("step", 300ms)) << restored->out();
@@ -241,10 +247,9 @@ TEST_F(CriuTest, RestoreNextToRunningOriginal) {
 
   FreezerCgroup* cg2 = MakeCgroup("copy");
   ASSERT_NE(cg2, nullptr);
-  auto rp = RestoreRank({.images_dir = images, .cgroup_procs = cg2->procs_file()});
-  ASSERT_TRUE(rp.ok()) << rp.status().ToString();
-  Rank* copy = Adopt(*rp);
-  EXPECT_NE(rp->pid, orig->pid());
+  Rank* copy = RestoreIn(cg2, images);
+  ASSERT_NE(copy, nullptr);
+  EXPECT_NE(copy->pid(), orig->pid());
 
   // Both count on, each on its own pipe, from the same point.
   ASSERT_TRUE(copy->ReadUntilStdout(StepLine(last + 5))) << copy->out() << copy->err();
@@ -288,9 +293,8 @@ TEST_F(CriuTest, RankWithSharedMappingRestores) {
   FreezerCgroup* cg2 = MakeCgroup("restored");
   ASSERT_NE(cg2, nullptr);
   ASSERT_TRUE(cg2->Freeze().ok());
-  auto rp = RestoreRank({.images_dir = images, .cgroup_procs = cg2->procs_file()});
-  ASSERT_TRUE(rp.ok()) << rp.status().ToString();
-  Rank* restored = Adopt(*rp);
+  Rank* restored = RestoreIn(cg2, images);
+  ASSERT_NE(restored, nullptr);
   ASSERT_TRUE(cg2->Thaw().ok());
   ASSERT_TRUE(restored->ReadUntilStdout(StepLine(last + 3))) << restored->out() << restored->err();
   EXPECT_EQ(Steps(restored->out()).front(), last + 1);
@@ -419,9 +423,8 @@ TEST_F(CriuTest, DumpWritesOverPagesImagesLeftInItsDir) {
 
   FreezerCgroup* cg2 = MakeCgroup("again");
   ASSERT_NE(cg2, nullptr);
-  auto rp = RestoreRank({.images_dir = second, .cgroup_procs = cg2->procs_file()});
-  ASSERT_TRUE(rp.ok()) << rp.status().ToString();
-  Rank* restored = Adopt(*rp);
+  Rank* restored = RestoreIn(cg2, second);
+  ASSERT_NE(restored, nullptr);
   ASSERT_TRUE(cg2->Thaw().ok());
   ASSERT_TRUE(restored->ReadUntilStdout(StepLine(last + 2))) << restored->out();
   EXPECT_EQ(Steps(restored->out()).front(), last + 1) << restored->out();
@@ -455,9 +458,8 @@ TEST_F(CriuTest, ZeroPagesAreLeftOutAndRestoreAsZero) {
 
   FreezerCgroup* cg2 = MakeCgroup("zeros-restored");
   ASSERT_NE(cg2, nullptr);
-  auto rp = RestoreRank({.images_dir = images, .cgroup_procs = cg2->procs_file()});
-  ASSERT_TRUE(rp.ok()) << rp.status().ToString();
-  Rank* restored = Adopt(*rp);
+  Rank* restored = RestoreIn(cg2, images);
+  ASSERT_NE(restored, nullptr);
   ASSERT_TRUE(cg2->Thaw().ok());
   std::ofstream(go).put('\n');
   ASSERT_TRUE(restored->ReadToEof()) << restored->out() << restored->err();
