@@ -74,7 +74,9 @@ struct Rank {
 struct CkptCancel {
   std::mutex mu;  // held while the worker reports; taken to cancel
   std::atomic<bool> cancelled{false};
-  int criu_pidfd = -1;  // the running `criu dump`, under mu: cancelling kills it
+  int criu_pidfd = -1;         // the running `criu dump`, under mu: cancelling kills it
+  bool resumed = false;        // the coordinator's RESUME was applied (under mu)
+  std::condition_variable cv;  // cancelled or resumed
 };
 
 struct LocalJob {
@@ -949,6 +951,11 @@ void NodeAgentImpl::ApplyStrobe(const os::Strobe& s) {
         if (jt == jobs_.end()) break;
         jt->second.hold = false;
         if (jt->second.bcs && bcs_) bcs_->Hold(c.job, false);
+        if (auto& cancel = jt->second.ckpt_cancel) {
+          std::lock_guard<std::mutex> cl(cancel->mu);
+          cancel->resumed = true;
+          cancel->cv.notify_all();
+        }
         break;
       }
       case os::CommandType::kRestore:
@@ -1135,6 +1142,7 @@ void NodeAgentImpl::KillJob(LocalJob& j) {
     std::lock_guard<std::mutex> cl(j.ckpt_cancel->mu);
     j.ckpt_cancel->cancelled = true;
     KillPidfd(j.ckpt_cancel->criu_pidfd);
+    j.ckpt_cancel->cv.notify_all();
   }
   if (j.cgroup) {
     // Kills every process of the job on this node (thawing first so SIGKILL is delivered).
@@ -1594,7 +1602,19 @@ void NodeAgentImpl::CheckpointWorker(uint64_t job, uint64_t epoch, uint64_t base
       })) {
     return;
   }
-  // 3. Cut, hash, compress and ship what the store does not hold yet, while the job runs.
+  // 3. Cut, hash, compress and ship what the store does not hold yet, while the job runs —
+  // not before: until every node has dumped and the job is resumed, that work would take the
+  // cores from the dumps still running here and on the other nodes of this machine, and from
+  // the strobes that resume the job (a 4 x 64 MiB full epoch paused 175-245 ms, 50 ms of it
+  // after the last dump). A job that is not resumed within a minute ships anyway.
+  {
+    std::unique_lock<std::mutex> cl(cancel->mu);
+    const auto until = SteadyClock::now() + std::chrono::minutes(1);
+    while (!cancel->resumed && !cancel->cancelled && !stop_ && !lost_ &&
+           SteadyClock::now() < until) {
+      cancel->cv.wait_for(cl, std::chrono::milliseconds(100));
+    }
+  }
   // Chunks of the job's previous dump are named from the hash cache, without a SHA-256.
   std::shared_ptr<storage::ChunkHashCache> hashes = HashCacheOf(job, true);
   hashes->NextGeneration();
