@@ -1824,10 +1824,11 @@ void NodeAgentImpl::OnRestoreLocal(std::span<const uint8_t> payload) {
     std::shared_ptr<storage::ChunkHashCache> hashes = HashCacheOf(m->job, false);
     for (const storage::FileEntry& want : er.files) {
       storage::FileEntry got;
+      // Mapped: no dump of this job writes these files while it is being restarted.
       Status st = storage::ChunkFile(
           src, want.name,
           [](const storage::ChunkRef&, std::span<const uint8_t>) { return OkStatus(); }, &got,
-          hashes.get());
+          hashes.get(), storage::ChunkRead::kMap);
       if (!st.ok()) {
         refuse(st.ToString());
         break;

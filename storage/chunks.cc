@@ -6,6 +6,7 @@
 #include <dirent.h>
 #include <fcntl.h>
 #include <openssl/evp.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 #include <xxhash.h>
@@ -400,9 +401,27 @@ Status ChunkByContent(int fd, const std::string& path, const ChunkSink& sink, Fi
 }
 
 Status ChunkPages(int fd, const std::string& path, const std::string& pagemap,
-                  const ChunkSink& sink, FileEntry* out, ChunkHashCache* cache) {
+                  const ChunkSink& sink, FileEntry* out, ChunkHashCache* cache, uint64_t size,
+                  ChunkRead how) {
   GOS_ASSIGN_OR_RETURN(std::unique_ptr<PagemapReader> pm, PagemapReader::Open(pagemap));
-  std::vector<uint8_t> buf(kPagesAlign);
+  // Mapped: the pieces are hashed where the page cache holds them.
+  const uint8_t* map = nullptr;
+  if (how == ChunkRead::kMap && size > 0) {
+    void* p = ::mmap(nullptr, size, PROT_READ, MAP_SHARED, fd, 0);
+    if (p != MAP_FAILED) {
+      ::madvise(p, size, MADV_SEQUENTIAL);
+      map = static_cast<const uint8_t*>(p);
+    }
+  }
+  struct Unmap {
+    const uint8_t* p;
+    uint64_t n;
+    ~Unmap() {
+      if (p) ::munmap(const_cast<uint8_t*>(p), n);
+    }
+  } unmap{map, size};
+  std::vector<uint8_t> buf(map ? 0 : kPagesAlign);
+  uint64_t at = 0;
   for (;;) {
     GOS_ASSIGN_OR_RETURN(std::optional<PagemapEntry> e, pm->Next());
     if (!e) return OkStatus();
@@ -410,11 +429,21 @@ Status ChunkPages(int fd, const std::string& path, const std::string& pagemap,
     uint64_t vaddr = e->vaddr, left = e->bytes;
     while (left > 0) {
       const uint64_t piece = std::min(left, (vaddr | (kPagesAlign - 1)) + 1 - vaddr);
-      GOS_ASSIGN_OR_RETURN(size_t got, ReadFull(fd, buf.data(), piece, path));
-      if (got != piece) {
-        return DataLossError(path + " ended before the pages " + pagemap + " lists");
+      std::span<const uint8_t> raw;
+      if (map) {
+        if (piece > size - at) {
+          return DataLossError(path + " ended before the pages " + pagemap + " lists");
+        }
+        raw = {map + at, piece};
+        at += piece;
+      } else {
+        GOS_ASSIGN_OR_RETURN(size_t got, ReadFull(fd, buf.data(), piece, path));
+        if (got != piece) {
+          return DataLossError(path + " ended before the pages " + pagemap + " lists");
+        }
+        raw = {buf.data(), got};
       }
-      GOS_RETURN_IF_ERROR(Emit({buf.data(), got}, sink, out, cache));
+      GOS_RETURN_IF_ERROR(Emit(raw, sink, out, cache));
       vaddr += piece;
       left -= piece;
     }
@@ -482,7 +511,7 @@ uint64_t ChunkHashCache::misses() const {
 }
 
 Status ChunkFile(const std::string& dir, const std::string& name, const ChunkSink& sink,
-                 FileEntry* out, ChunkHashCache* cache) {
+                 FileEntry* out, ChunkHashCache* cache, ChunkRead how) {
   const std::string path = dir + "/" + name;
   *out = FileEntry();
   out->name = name;
@@ -499,7 +528,8 @@ Status ChunkFile(const std::string& dir, const std::string& name, const ChunkSin
   if (pages_id) {
     pagemap = FindPagemap(file_dir, *pages_id, static_cast<uint64_t>(st.st_size), path);
   }
-  Status s = pagemap ? ChunkPages(fd.get(), path, *pagemap, sink, out, cache)
+  Status s = pagemap ? ChunkPages(fd.get(), path, *pagemap, sink, out, cache,
+                                  static_cast<uint64_t>(st.st_size), how)
                      : ChunkByContent(fd.get(), path, sink, out, cache);
   if (!s.ok()) return s;
   if (out->size != static_cast<uint64_t>(st.st_size)) {

