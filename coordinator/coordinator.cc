@@ -344,6 +344,17 @@ Status CoordinatorImpl::Init() {
   if (o_.nodes == 0 || o_.nodes >= os::kMaxClusterNodes) {
     return InvalidArgumentError("--nodes must be 1.." + std::to_string(os::kMaxClusterNodes - 1));
   }
+  // A strobe takes ~0.1-0.4 ms of daemon CPU here (docs/benchmarks.md): a shorter quantum
+  // would be all strobes and no job.
+  if (o_.timeslice < std::chrono::microseconds(100)) {
+    return InvalidArgumentError("--timeslice " + std::to_string(o_.timeslice.count()) +
+                                "us is too short: at least 100us");
+  }
+  if (o_.mpl == 0) return InvalidArgumentError("--mpl must be at least 1");
+  if (o_.fanout == 0) return InvalidArgumentError("--fanout must be at least 1");
+  if (o_.failure_timeout <= o_.timeslice) {
+    return InvalidArgumentError("--failure-timeout must be longer than --timeslice");
+  }
   ::mkdir(o_.data_dir.c_str(), 0755);
   if (o_.socket.empty()) o_.socket = o_.data_dir + "/coordinator.sock";
   GOS_ASSIGN_OR_RETURN(key_, os::LoadOrCreateClusterKey(o_.data_dir + "/cluster.key"));

@@ -198,8 +198,22 @@ StatusOr<std::unique_ptr<LocalCluster>> LocalCluster::Start(const LocalClusterOp
     int status;
     if (waitpid(cpid, &status, WNOHANG) == cpid) {
       c->pids_.erase(c->pids_.begin());
-      return UnavailableError("the local coordinator exited at start; see " + state +
-                              "/log/coordinator.log");
+      // Its last words (e.g. an option it refused) say more than a pointer to its log.
+      const std::string log = state + "/log/coordinator.log";
+      std::string last;
+      if (std::FILE* f = std::fopen(log.c_str(), "re")) {
+        char line[512];
+        while (std::fgets(line, sizeof line, f)) {
+          std::string l(line);
+          while (!l.empty() && (l.back() == '\n' || l.back() == '\r')) l.pop_back();
+          if (!l.empty()) last = l;
+        }
+        std::fclose(f);
+      }
+      const std::string prefix = "gos-coordinator: ";
+      if (last.rfind(prefix, 0) == 0) last = last.substr(prefix.size());
+      return UnavailableError("the local coordinator exited at start" +
+                              (last.empty() ? std::string() : ": " + last) + " (log: " + log + ")");
     }
     if (SteadyClock::now() > deadline) {
       return DeadlineExceededError("the local coordinator did not start; see " + state +

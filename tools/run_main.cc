@@ -111,7 +111,7 @@ std::string Basename(const std::string& path) {
 
 int Main(int argc, char** argv) {
   auto start = SteadyClock::now();
-  uint32_t ntasks = 1, nodes = 0, rpn = 0;
+  uint32_t ntasks = 1, nodes = 0, rpn = ~0u;  // ~0u: not given (balanced)
   std::string timeslice, mpl, checkpoint_flag, restart_flag, cpu_bind = "cores";
   std::string output_pattern, error_pattern;
   uint32_t keep = 0;
@@ -178,6 +178,11 @@ int Main(int argc, char** argv) {
     std::fprintf(stderr, "gos-run: -n must be at least 1\n");
     return 2;
   }
+  if (rpn == 0) {
+    std::fprintf(stderr, "gos-run: --ranks-per-node must be at least 1\n");
+    return 2;
+  }
+  if (rpn == ~0u) rpn = 0;
   if (nodes > ntasks) {
     std::fprintf(stderr, "gos-run: -N %u is more nodes than the %u ranks can use\n", nodes, ntasks);
     return 2;

@@ -632,6 +632,43 @@ TEST_F(OsTest, MissingOrNonExecutableProgramIsRefusedBeforeLaunch) {
   }
 }
 
+// Options that cannot work are refused with the reason, by gos-run itself or by the local
+// coordinator it starts (whose reason gos-run and gos-cluster show, not just its log's path),
+// and nothing is left running.
+TEST_F(OsTest, UnworkableOptionsAreRefusedNamingTheReason) {
+  const std::string fresh = state_ + "/fresh";
+  struct Case {
+    std::vector<std::string> argv;
+    int code;
+    std::string why;
+  };
+  for (const Case& c : {
+           Case{{Bin("gos-run"), "-n", "2", "--ranks-per-node", "0", "/bin/true"},
+                2,
+                "--ranks-per-node must be at least 1"},
+           Case{{Bin("gos-run"), "-n", "1", "--mpl", "0", "/bin/true"},
+                1,
+                "--mpl must be at least 1"},
+           Case{{Bin("gos-run"), "-n", "1", "--timeslice", "0", "/bin/true"},
+                1,
+                "--timeslice 0us is too short"},
+           Case{{Bin("gos-cluster"), "up", "-N", "1", "--timeslice", "50us"},
+                1,
+                "--timeslice 50us is too short: at least 100us"},
+           Case{{Bin("gos-cluster"), "up", "-N", "1", "--timeslice", "5ms", "--failure-timeout",
+                 "5ms"},
+                1,
+                "--failure-timeout must be longer than --timeslice"},
+       }) {
+    SCOPED_TRACE(c.argv[0] + " " + c.why);
+    auto run = Run(c.argv, {"GOS_STATE_DIR=" + fresh}, 20s);
+    EXPECT_EQ(run->ExitCode(), c.code) << run->Describe();
+    EXPECT_NE(run->Err().find(c.why), std::string::npos) << run->Describe();
+    EXPECT_EQ(run->Out(), "") << run->Describe();
+    EXPECT_TRUE(ClusterProcesses(fresh).empty()) << Describe(ClusterProcesses(fresh));
+  }
+}
+
 // ---- 4. Gang scheduling: two jobs at MPL 2 on the same nodes ----------------------------------
 
 TEST_F(OsTest, TwoJobsOnSameNodesAreGangScheduledOneThawedAtATime) {
