@@ -22,7 +22,7 @@ options:
   --nodes K               nodeagents forming the cluster                     (required)
   --listen HOST:PORT      address for nodeagents            (default 127.0.0.1:0)
   --socket PATH           client socket             (default DIR/coordinator.sock)
-  --timeslice DUR         strobe quantum, e.g. 10ms, 500us           (default 10ms)
+  --timeslice DUR         strobe quantum, e.g. 10ms, 500us; >= 100us  (default 10ms)
   --idle-strobe DUR       strobe period with no job (heartbeat)      (default 100ms)
   --mpl N                 multiprogramming level (gang matrix rows)      (default 2)
   --failure-timeout DUR   silence after which a node is down           (default 2s)
