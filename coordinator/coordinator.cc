@@ -128,6 +128,7 @@ struct EpochInFlight {
   int64_t taken_ms = 0;
   bool dumped = false;  // every node's dump is over; the job was resumed
   int64_t pause_ms = 0;
+  SteadyClock::time_point told;  // when gos-ckpt was last told how the storing goes
   std::map<uint32_t, storage::EpochRank> ranks;
   uint64_t new_bytes = 0, new_compressed = 0;
   std::string failure;  // a node could not take it
@@ -1785,9 +1786,19 @@ void CoordinatorImpl::StepEpoch(Job& j, After& after) {
          "epoch " + std::to_string(e.epoch) + ": " + std::to_string(j.rec.ntasks) +
              " ranks dumped; job paused " + std::to_string(e.pause_ms) + " ms, storing chunks",
          after);
+    e.told = now;
   }
   if (!e.failure.empty()) return EndEpoch(j, e.failure, after);
   if (e.ranks.size() < j.rec.ntasks) {
+    // Storing a big epoch takes a while (4 GiB: ~20 s here): a progress line a second.
+    if (now - e.told >= std::chrono::seconds(1) && !e.waiters->empty()) {
+      e.told = now;
+      Tell(e.waiters, Frame::kPhase,
+           "epoch " + std::to_string(e.epoch) + ": storing, " + std::to_string(e.ranks.size()) +
+               " of " + std::to_string(j.rec.ntasks) + " ranks stored, " + Mib(e.new_bytes) +
+               " new so far (" + Mib(e.new_compressed) + " compressed)",
+           after);
+    }
     if (now - e.ordered > std::chrono::minutes(30)) {
       EndEpoch(j, "the chunks were not stored within 30 minutes", after);
     }

@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cstdlib>
 #include <string>
 #include <vector>
 
@@ -49,6 +50,28 @@ int Count(const std::string& s, const std::string& text) {
 
 // What examples/dirty prints at the end of an uninterrupted run with these arguments and
 // `passes` rewrites: it is run here directly, outside gos.
+// gos-ckpt's elapsed-time stamp ("gos-ckpt: [  1.00s] ...") of its first line containing
+// text, in seconds; -1 if there is none.
+double StampOf(const std::string& out, const std::string& text) {
+  const size_t at = out.find(text);
+  if (at == std::string::npos) return -1;
+  const size_t line = out.rfind('\n', at);
+  const size_t open = out.find('[', line == std::string::npos ? 0 : line);
+  return open == std::string::npos || open > at ? -1 : std::strtod(out.c_str() + open + 1, nullptr);
+}
+
+// A checkpoint whose chunks took more than a second and a half to store told gos-ckpt how
+// the storing went at least once on the way ("epoch 1: storing, 1 of 2 ranks stored, ...").
+void ExpectStoringProgress(const std::string& out) {
+  const double dumped = StampOf(out, "ranks dumped"), done = StampOf(out, "committed");
+  ASSERT_GE(dumped, 0) << out;
+  ASSERT_GE(done, dumped) << out;
+  if (done - dumped >= 1.5) {
+    EXPECT_NE(out.find(": storing, "), std::string::npos) << out;
+    EXPECT_NE(out.find(" new so far ("), std::string::npos) << out;
+  }
+}
+
 std::string DirtyChecksum(const std::vector<std::string>& args, int passes) {
   std::vector<std::string> argv = {Example("dirty")};
   argv.insert(argv.end(), args.begin(), args.end());
@@ -98,6 +121,7 @@ void NodeagentKilledMidCheckpoint(KillPoint point) {
   Result e1 = Execute({Bin("gos-ckpt"), job}, c.Env(), 120s);
   ASSERT_EQ(e1.code, 0) << e1.Describe() << c.Logs();
   ASSERT_NE(e1.output.find("epoch 1 committed"), std::string::npos) << e1.Describe();
+  ExpectStoringProgress(e1.output);
 
   // Pass 2, so that epoch 2 (had it committed) would restore a different heap.
   ASSERT_EQ(Execute({Bin("gos-kill"), "-s", "USR1", job}, c.Env(), 30s).code, 0);
