@@ -204,7 +204,10 @@ int FollowJob(os::Channel* ch, const FollowOptions& o) {
     for (auto& f : frames) {
       switch (f.type) {
         case os::Frame::kAccepted:
-          if (auto id = os::DecodeU64(f.payload); id.ok()) job = *id;
+          if (auto id = os::DecodeU64(f.payload); id.ok()) {
+            job = *id;
+            if (o.on_accepted) o.on_accepted(job);
+          }
           break;
         case os::Frame::kOutput:
           if (auto chunk = os::DecodeOutput(f.payload); chunk.ok()) out.Write(*chunk);

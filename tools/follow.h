@@ -19,6 +19,8 @@ struct FollowOptions {
   // %j the job id and %% a %; without %t every rank writes to the one file. Files are
   // truncated when first written. stderr follows `error`, or, when that is "", stdout.
   std::string output, error;
+  // Called with the job's id when the coordinator accepts the request.
+  std::function<void(uint64_t)> on_accepted;
   // Called with the job's exit report before FollowJob returns (e.g. --timing).
   std::function<void(const os::JobExit&)> on_exit;
   // gos-replay: the replayed job stopped for inspection (every rank stopped). FollowJob kills

@@ -320,8 +320,6 @@ int Main(int argc, char** argv) {
     std::fprintf(stderr, "gos-replay: submit failed: %s\n", s.message().c_str());
     return finish(1);
   }
-  std::fprintf(stderr, "gos-replay: replaying job %llu (%u ranks)%s\n", (unsigned long long)job,
-               req->ntasks, stop_at ? (" up to strobe " + std::to_string(stop_at)).c_str() : "");
 
   FollowOptions fo;
   fo.tool = "gos-replay";
@@ -329,6 +327,11 @@ int Main(int argc, char** argv) {
   fo.output = output_pattern;
   fo.error = error_pattern;
   fo.forward_stdin = false;
+  // Said once the coordinator took the replay (it refuses one of a job still running, say).
+  fo.on_accepted = [&](uint64_t) {
+    std::fprintf(stderr, "gos-replay: replaying job %llu (%u ranks)%s\n", (unsigned long long)job,
+                 req->ntasks, stop_at ? (" up to strobe " + std::to_string(stop_at)).c_str() : "");
+  };
   std::optional<os::ReplayStopped> stopped;
   fo.on_replay_stopped = [&](const os::ReplayStopped& m) {
     stopped = m;

@@ -550,6 +550,9 @@ TEST_F(ReplayTest, OnlyTheOwnerMayReplay) {
   RunResult refused = Gos("gos-replay", {std::to_string(LastJob())});
   EXPECT_EQ(refused.code, 2) << refused.Describe();
   EXPECT_NE(refused.output.find("was not recorded"), std::string::npos) << refused.output;
+  // A refused replay is not announced as under way.
+  EXPECT_EQ(refused.output.find("replaying job"), std::string::npos) << refused.output;
+  EXPECT_EQ(other.output.find("replaying job"), std::string::npos) << other.output;
 }
 
 }  // namespace
