@@ -71,6 +71,10 @@ int Main(int argc, char** argv) {
   flags.Bool("--list", &list);
   flags.Duration("--timeout", &timeout);
   if (int rc = flags.Parse(); rc >= 0) return rc;
+  if (timeout <= std::chrono::milliseconds(0)) {
+    std::fprintf(stderr, "gos-ckpt: --timeout must be longer than 0\n");
+    return 2;
+  }
   uint64_t job = 0;
   if (!ParseJobArg("gos-ckpt", flags.positional(), &job)) return 2;
   std::string address = FindCoordinator();

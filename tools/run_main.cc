@@ -114,7 +114,7 @@ int Main(int argc, char** argv) {
   uint32_t ntasks = 1, nodes = 0, rpn = ~0u;  // ~0u: not given (balanced)
   std::string timeslice, mpl, checkpoint_flag, restart_flag, cpu_bind = "cores";
   std::string output_pattern, error_pattern;
-  uint32_t keep = 0;
+  uint32_t keep = ~0u;  // ~0u: not given (the coordinator's)
   bool restart_on_failure = false;
   std::chrono::milliseconds time_limit{0};
   bool label = false, timing = false, no_record = false, checkpoint = false;
@@ -178,6 +178,11 @@ int Main(int argc, char** argv) {
     std::fprintf(stderr, "gos-run: -n must be at least 1\n");
     return 2;
   }
+  if (keep == 0) {
+    std::fprintf(stderr, "gos-run: --keep must be at least 1\n");
+    return 2;
+  }
+  if (keep == ~0u) keep = 0;
   if (rpn == 0) {
     std::fprintf(stderr, "gos-run: --ranks-per-node must be at least 1\n");
     return 2;
