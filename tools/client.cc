@@ -133,7 +133,23 @@ Status SendSubmit(os::Channel& ch, const std::string& address, const os::SubmitR
   return ch.Send(os::Frame::kSubmit, os::Encode(req));
 }
 
+std::string CoordinatorFatal(const std::string& log_path) {
+  std::string last;
+  if (std::FILE* f = std::fopen(log_path.c_str(), "re")) {
+    char line[1024];
+    while (std::fgets(line, sizeof line, f)) {
+      std::string l(line);
+      while (!l.empty() && (l.back() == '\n' || l.back() == '\r')) l.pop_back();
+      if (!l.empty()) last = l;
+    }
+    std::fclose(f);
+  }
+  const std::string prefix = "gos-coordinator: ";
+  return last.rfind(prefix, 0) == 0 ? last.substr(prefix.size()) : std::string();
+}
+
 StatusOr<std::unique_ptr<LocalCluster>> LocalCluster::Start(const LocalClusterOptions& o) {
+  if (o.nodes == 0) return InvalidArgumentError("a local cluster needs at least 1 node");
   std::string state = o.state_dir.empty() ? StateDir() : o.state_dir;
   std::string bin = BinDir();
   std::error_code ec;
@@ -200,20 +216,9 @@ StatusOr<std::unique_ptr<LocalCluster>> LocalCluster::Start(const LocalClusterOp
       c->pids_.erase(c->pids_.begin());
       // Its last words (e.g. an option it refused) say more than a pointer to its log.
       const std::string log = state + "/log/coordinator.log";
-      std::string last;
-      if (std::FILE* f = std::fopen(log.c_str(), "re")) {
-        char line[512];
-        while (std::fgets(line, sizeof line, f)) {
-          std::string l(line);
-          while (!l.empty() && (l.back() == '\n' || l.back() == '\r')) l.pop_back();
-          if (!l.empty()) last = l;
-        }
-        std::fclose(f);
-      }
-      const std::string prefix = "gos-coordinator: ";
-      if (last.rfind(prefix, 0) == 0) last = last.substr(prefix.size());
+      const std::string why = CoordinatorFatal(log);
       return UnavailableError("the local coordinator exited at start" +
-                              (last.empty() ? std::string() : ": " + last) + " (log: " + log + ")");
+                              (why.empty() ? std::string() : ": " + why) + " (log: " + log + ")");
     }
     if (SteadyClock::now() > deadline) {
       return DeadlineExceededError("the local coordinator did not start; see " + state +

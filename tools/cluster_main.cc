@@ -60,6 +60,10 @@ int Main(int argc, char** argv) {
   std::string state = StateDir();
   std::string running = FindCoordinator();
   if (verb == "up") {
+    if (nodes == 0) {
+      std::fprintf(stderr, "gos-cluster: -N must be at least 1\n");
+      return 2;
+    }
     if (!running.empty()) {
       std::fprintf(stderr, "gos-cluster: a coordinator already answers at %s\n", running.c_str());
       return 1;
@@ -83,10 +87,12 @@ int Main(int argc, char** argv) {
     Status s = WaitForNodes((*c)->socket(), nodes,
                             std::chrono::steady_clock::now() + std::chrono::seconds(60));
     if (!s.ok()) {
-      std::fprintf(stderr, "gos-cluster: the cluster did not form: %s (logs in %s/log)\n",
-                   s.message().c_str(), state.c_str());
-      (*c)->Kill();
+      (*c)->Kill();  // waits for the daemons: the coordinator's log is complete after it
       RemoveNetnsHosts(state);
+      // The coordinator's own reason, when it gave up (e.g. the fabric refused the group).
+      const std::string why = CoordinatorFatal(state + "/log/coordinator.log");
+      std::fprintf(stderr, "gos-cluster: the cluster did not form: %s (logs in %s/log)\n",
+                   why.empty() ? s.message().c_str() : why.c_str(), state.c_str());
       return 1;
     }
     (*c)->Detach();

@@ -651,6 +651,7 @@ TEST_F(OsTest, UnworkableOptionsAreRefusedNamingTheReason) {
                 "--keep must be at least 1"},
            Case{{Bin("gos-ckpt"), "--timeout", "0", "1"}, 2, "--timeout must be longer than 0"},
            Case{{Bin("gos-store"), "gc", "--keep-logs", "0"}, 2, "--keep-logs must be at least 1"},
+           Case{{Bin("gos-cluster"), "up", "-N", "0"}, 2, "-N must be at least 1"},
            Case{{Bin("gos-run"), "-n", "1", "--mpl", "0", "/bin/true"},
                 1,
                 "--mpl must be at least 1"},
