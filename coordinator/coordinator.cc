@@ -1702,8 +1702,10 @@ void CoordinatorImpl::CheckJobs(After& after) {
     if (j.phase == Phase::kRunning && j.rec.time_limit_ms > 0 && !j.kill_requested &&
         now_ms - j.rec.start_ms > j.rec.time_limit_ms) {
       j.kill_requested = true;
-      j.kill_message = "time limit of " +
-                       std::to_string(j.rec.time_limit_ms / 1000.0).substr(0, 6) + " s reached";
+      // "30 s", "1.5 s", "0.25 s": no trailing zeros.
+      char limit[32];
+      std::snprintf(limit, sizeof limit, "%g", static_cast<double>(j.rec.time_limit_ms) / 1000.0);
+      j.kill_message = std::string("time limit of ") + limit + " s reached";
       os::StrobeCommand cmd;
       cmd.type = os::CommandType::kSignal;
       cmd.job = id;

@@ -1348,7 +1348,7 @@ TEST_F(OsTest, TimeLimitKillsJob) {
   auto run = Run({Bin("gos-run"), "--time", "1s", "-n", "2", RankHelper(), "spin", "0"}, {}, 30s);
   EXPECT_NE(run->ExitCode(), 0) << run->Describe();
   EXPECT_EQ(run->ExitCode(), 137) << run->Describe();
-  EXPECT_NE(run->Err().find("time limit"), std::string::npos) << run->Describe();
+  EXPECT_NE(run->Err().find("time limit of 1 s reached"), std::string::npos) << run->Describe();
   EXPECT_GE(run->Seconds(), 1.0) << run->Describe();
   EXPECT_LT(run->Seconds(), 10.0) << run->Describe();
 }
