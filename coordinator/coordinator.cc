@@ -1763,10 +1763,21 @@ void CoordinatorImpl::OrderEpoch(Job& j) {
 
 void CoordinatorImpl::StepEpoch(Job& j, After& after) {
   EpochInFlight& e = *j.epoch;
+  const auto now = SteadyClock::now();
+  // Storing and committing a big epoch takes a while (4 GiB: ~20 s here): gos-ckpt gets a
+  // progress line a second from the dumps' end to the commit.
+  if (e.dumped && now - e.told >= std::chrono::seconds(1) && !e.waiters->empty()) {
+    e.told = now;
+    Tell(e.waiters, Frame::kPhase,
+         "epoch " + std::to_string(e.epoch) + ": storing, " + std::to_string(e.ranks.size()) +
+             " of " + std::to_string(j.rec.ntasks) + " ranks stored, " + Mib(e.new_bytes) +
+             " new so far (" + Mib(e.new_compressed) + " compressed)" +
+             (e.committing ? ", committing" : ""),
+         after);
+  }
   if (e.committing) return;
   const uint64_t id = j.rec.id;
   const NodeSet set = JobNodes(j);
-  const auto now = SteadyClock::now();
   const int64_t mark = EpochMark(id, e.epoch);
   if (!e.dumped) {
     auto ok = node_->CompareAndWrite(set, os::VarDumped(j.slot), prim::CompareOp::kEq, mark,
@@ -1792,15 +1803,6 @@ void CoordinatorImpl::StepEpoch(Job& j, After& after) {
   }
   if (!e.failure.empty()) return EndEpoch(j, e.failure, after);
   if (e.ranks.size() < j.rec.ntasks) {
-    // Storing a big epoch takes a while (4 GiB: ~20 s here): a progress line a second.
-    if (now - e.told >= std::chrono::seconds(1) && !e.waiters->empty()) {
-      e.told = now;
-      Tell(e.waiters, Frame::kPhase,
-           "epoch " + std::to_string(e.epoch) + ": storing, " + std::to_string(e.ranks.size()) +
-               " of " + std::to_string(j.rec.ntasks) + " ranks stored, " + Mib(e.new_bytes) +
-               " new so far (" + Mib(e.new_compressed) + " compressed)",
-           after);
-    }
     if (now - e.ordered > std::chrono::minutes(30)) {
       EndEpoch(j, "the chunks were not stored within 30 minutes", after);
     }
