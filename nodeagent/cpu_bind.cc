@@ -7,6 +7,8 @@
 #include <cstdlib>
 #include <fstream>
 
+#include "gos/ids.h"
+
 namespace gos::nodeagent {
 namespace {
 
@@ -53,16 +55,7 @@ std::vector<int> RankCpus(std::span<const int> cpus, uint32_t index, uint32_t co
 }
 
 std::string CpuListText(std::span<const int> cpus) {
-  std::string out;
-  for (size_t i = 0; i < cpus.size();) {
-    size_t j = i;
-    while (j + 1 < cpus.size() && cpus[j + 1] == cpus[j] + 1) ++j;
-    if (!out.empty()) out += ",";
-    out += std::to_string(cpus[i]);
-    if (j > i) out += "-" + std::to_string(cpus[j]);
-    i = j + 1;
-  }
-  return out;
+  return CompressIds(std::vector<uint32_t>(cpus.begin(), cpus.end()));
 }
 
 Status BindProcessTree(pid_t root, std::span<const int> cpus) {

@@ -33,7 +33,7 @@ std::vector<int> RankCpus(std::span<const int> cpus, uint32_t index, uint32_t co
 // The set of `cpus` (those outside 0 .. CPU_SETSIZE-1 are left out).
 cpu_set_t CpuSetOf(std::span<const int> cpus);
 
-// "0-3,6" for {0, 1, 2, 3, 6}; "" for none.
+// "0-3,6" for {0, 1, 2, 3, 6}; "" for none (CompressIds, gos/ids.h).
 std::string CpuListText(std::span<const int> cpus);
 
 // Binds every thread of `root` and of all its descendants to `cpus`. Processes that exit

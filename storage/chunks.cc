@@ -430,19 +430,16 @@ Status ChunkPages(int fd, const std::string& path, const std::string& pagemap,
     while (left > 0) {
       const uint64_t piece = std::min(left, (vaddr | (kPagesAlign - 1)) + 1 - vaddr);
       std::span<const uint8_t> raw;
-      if (map) {
-        if (piece > size - at) {
-          return DataLossError(path + " ended before the pages " + pagemap + " lists");
-        }
-        raw = {map + at, piece};
-        at += piece;
+      if (map != nullptr) {
+        raw = {map + at, std::min<uint64_t>(piece, size - at)};
       } else {
         GOS_ASSIGN_OR_RETURN(size_t got, ReadFull(fd, buf.data(), piece, path));
-        if (got != piece) {
-          return DataLossError(path + " ended before the pages " + pagemap + " lists");
-        }
         raw = {buf.data(), got};
       }
+      if (raw.size() != piece) {
+        return DataLossError(path + " ended before the pages " + pagemap + " lists");
+      }
+      at += piece;
       GOS_RETURN_IF_ERROR(Emit(raw, sink, out, cache));
       vaddr += piece;
       left -= piece;

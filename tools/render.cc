@@ -128,22 +128,6 @@ void Wrap(std::string& out, const std::vector<std::string>& items, std::string_v
 
 }  // namespace
 
-std::string CompressIds(const std::vector<uint32_t>& ids) {
-  std::vector<uint32_t> v(ids);
-  std::sort(v.begin(), v.end());
-  v.erase(std::unique(v.begin(), v.end()), v.end());
-  std::string out;
-  for (size_t i = 0; i < v.size();) {
-    size_t j = i;
-    while (j + 1 < v.size() && v[j + 1] == v[j] + 1) ++j;
-    if (!out.empty()) out += ',';
-    out += std::to_string(v[i]);
-    if (j > i) out += '-' + std::to_string(v[j]);
-    i = j + 1;
-  }
-  return out;
-}
-
 std::string FormatElapsed(int64_t ms) {
   int64_t s = ms > 0 ? ms / 1000 : 0;
   int64_t days = s / 86400;

@@ -29,6 +29,7 @@
 #include <string>
 #include <vector>
 
+#include "gos/ids.h"
 #include "gos/os/messages.h"
 
 namespace gos::tools {
@@ -44,7 +45,7 @@ using PsNode = os::PsNode;
 //      12  alice  running     64  0-15      5:03  ./lu.B 64
 //
 // JOBID, RANKS and ELAPSED are right-aligned, the rest left-aligned; columns are separated by
-// two spaces and sized to their widest cell. NODES is CompressIds(nodes) ("-" if none),
+// two spaces and sized to their widest cell. NODES is CompressIds(nodes) (gos/ids.h) ("-" if none),
 // ELAPSED is FormatElapsed(elapsed_ms).
 std::string FormatJobs(const std::vector<PsJob>& jobs);
 
@@ -95,9 +96,6 @@ std::string FormatNodes(const std::vector<PsNode>& nodes);
 // phrase or legend entry wider than `width` stays whole.
 std::string RenderMesh(const std::vector<PsNode>& nodes, const std::vector<PsJob>& jobs,
                        int32_t running_row, int width = 80);
-
-// Sorted, de-duplicated ids with runs compressed: {9,0,1,2,3,7,10} -> "0-3,7,9-10"; "" if empty.
-std::string CompressIds(const std::vector<uint32_t>& ids);
 
 // Slurm style: "0:05", "59:59", "1:02:03", "2-03:04:05". Whole seconds, truncated; a negative
 // duration shows as "0:00".
