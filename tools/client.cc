@@ -149,7 +149,6 @@ std::string CoordinatorFatal(const std::string& log_path) {
 }
 
 StatusOr<std::unique_ptr<LocalCluster>> LocalCluster::Start(const LocalClusterOptions& o) {
-  if (o.nodes == 0) return InvalidArgumentError("a local cluster needs at least 1 node");
   std::string state = o.state_dir.empty() ? StateDir() : o.state_dir;
   std::string bin = BinDir();
   std::error_code ec;

@@ -57,11 +57,11 @@ struct LocalClusterOptions {
   std::string scratch_dir;  // nodeagents' --scratch-dir is <scratch_dir>/<name>; "" = default
 };
 
-// A coordinator and K nodeagents started on this machine. Logs go to <state>/log/.
 // The reason a coordinator gave when it exited on an error: the last line of its log, if that
 // is its "gos-coordinator: ..." farewell (without the prefix); "" otherwise.
 std::string CoordinatorFatal(const std::string& log_path);
 
+// A coordinator and K nodeagents started on this machine. Logs go to <state>/log/.
 class LocalCluster {
  public:
   static StatusOr<std::unique_ptr<LocalCluster>> Start(const LocalClusterOptions& o);

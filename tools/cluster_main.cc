@@ -43,7 +43,7 @@ int Main(int argc, char** argv) {
   std::string timeslice, mpl, failure_timeout, keep_logs, provider, scratch_dir;
   bool netns = false;
   os::Flags flags(argc, argv, kUsage);
-  flags.U32("-N|--nodes", &nodes);
+  flags.U32("-N|--nodes", &nodes, 1);
   flags.String("--timeslice", &timeslice);
   flags.String("--mpl", &mpl);
   flags.String("--failure-timeout", &failure_timeout);
@@ -60,10 +60,6 @@ int Main(int argc, char** argv) {
   std::string state = StateDir();
   std::string running = FindCoordinator();
   if (verb == "up") {
-    if (nodes == 0) {
-      std::fprintf(stderr, "gos-cluster: -N must be at least 1\n");
-      return 2;
-    }
     if (!running.empty()) {
       std::fprintf(stderr, "gos-cluster: a coordinator already answers at %s\n", running.c_str());
       return 1;

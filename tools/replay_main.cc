@@ -209,7 +209,7 @@ int Main(int argc, char** argv) {
   flags.String("--gdb", &gdb_arg);
   flags.String("--export-trace", &trace_file);
   flags.U32("--from-epoch", &from_epoch);
-  flags.U32("-N|--nodes", &nodes);
+  flags.U32("-N|--nodes", &nodes, 1);
   flags.Bool("-l|--label", &label);
   std::string output_pattern, error_pattern;
   flags.String("-o|--output", &output_pattern);

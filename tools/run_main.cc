@@ -111,10 +111,10 @@ std::string Basename(const std::string& path) {
 
 int Main(int argc, char** argv) {
   auto start = SteadyClock::now();
-  uint32_t ntasks = 1, nodes = 0, rpn = ~0u;  // ~0u: not given (balanced)
+  uint32_t ntasks = 1, nodes = 0, rpn = 0;  // rpn 0: balanced
   std::string timeslice, mpl, checkpoint_flag, restart_flag, cpu_bind = "cores";
   std::string output_pattern, error_pattern;
-  uint32_t keep = ~0u;  // ~0u: not given (the coordinator's)
+  uint32_t keep = 0;  // 0: the coordinator's
   bool restart_on_failure = false;
   std::chrono::milliseconds time_limit{0};
   bool label = false, timing = false, no_record = false, checkpoint = false;
@@ -122,9 +122,9 @@ int Main(int argc, char** argv) {
   os::Flags flags(argc, argv, kUsage, /*stop_at_positional=*/true);
   flags.Strings("-x|--exclude", &exclude_args);
   flags.Strings("-w|--nodelist", &nodelist_args);
-  flags.U32("-n|--ntasks", &ntasks);
+  flags.U32("-n|--ntasks", &ntasks, 1);
   flags.U32("-N|--nodes", &nodes);
-  flags.U32("--ranks-per-node", &rpn);
+  flags.U32("--ranks-per-node", &rpn, 1);
   flags.String("--timeslice", &timeslice);
   flags.String("--mpl", &mpl);
   flags.Duration("-t|--time", &time_limit);
@@ -134,7 +134,7 @@ int Main(int argc, char** argv) {
   flags.Bool("--timing", &timing);
   flags.Strings("--stage", &stage);
   flags.OptionalValue("--checkpoint", &checkpoint, &checkpoint_flag);
-  flags.U32("--keep", &keep);
+  flags.U32("--keep", &keep, 1);
   flags.OptionalValue("--restart-on-failure", &restart_on_failure, &restart_flag);
   flags.Bool("--no-record", &no_record);
   flags.String("--cpu-bind", &cpu_bind);
@@ -174,20 +174,6 @@ int Main(int argc, char** argv) {
     std::fprintf(stderr, "gos-run: no program given (see --help)\n");
     return 2;
   }
-  if (ntasks == 0) {
-    std::fprintf(stderr, "gos-run: -n must be at least 1\n");
-    return 2;
-  }
-  if (keep == 0) {
-    std::fprintf(stderr, "gos-run: --keep must be at least 1\n");
-    return 2;
-  }
-  if (keep == ~0u) keep = 0;
-  if (rpn == 0) {
-    std::fprintf(stderr, "gos-run: --ranks-per-node must be at least 1\n");
-    return 2;
-  }
-  if (rpn == ~0u) rpn = 0;
   if (nodes > ntasks) {
     std::fprintf(stderr, "gos-run: -N %u is more nodes than the %u ranks can use\n", nodes, ntasks);
     return 2;

@@ -36,10 +36,10 @@ Exit code: 0 on success, 1 if the operation failed or verify found problems, 2 b
 
 int Main(int argc, char** argv) {
   std::string db;
-  uint32_t keep_logs = ~0u;  // ~0u: not given
+  uint32_t keep_logs = 0;  // 0: not given (no pruning)
   os::Flags flags(argc, argv, kUsage);
   flags.String("--db", &db);
-  flags.U32("--keep-logs", &keep_logs);
+  flags.U32("--keep-logs", &keep_logs, 1);
   if (int rc = flags.Parse(); rc >= 0) return rc;
   if (flags.positional().size() != 1) {
     std::fprintf(stderr, "gos-store: give one operation: stats, verify or gc (see --help)\n");
@@ -50,15 +50,10 @@ int Main(int argc, char** argv) {
     std::fprintf(stderr, "gos-store: unknown operation %s (stats, verify or gc)\n", op.c_str());
     return 2;
   }
-  if (keep_logs != ~0u && op != "gc") {
+  if (keep_logs > 0 && op != "gc") {
     std::fprintf(stderr, "gos-store: --keep-logs goes with gc\n");
     return 2;
   }
-  if (keep_logs == 0) {
-    std::fprintf(stderr, "gos-store: --keep-logs must be at least 1\n");
-    return 2;
-  }
-  if (keep_logs == ~0u) keep_logs = 0;  // the request's "no pruning"
   coordinator::StoreRequest request{op, keep_logs};
   std::string address = db.empty() ? FindCoordinator() : std::string();
   if (!address.empty()) {

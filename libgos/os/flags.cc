@@ -66,11 +66,15 @@ void Flags::Strings(const std::string& names, std::vector<std::string>* out) {
   });
 }
 
-void Flags::U32(const std::string& names, uint32_t* out) {
-  Add(names, true, [out](const std::string& v) {
+void Flags::U32(const std::string& names, uint32_t* out, uint32_t min) {
+  Add(names, true, [this, out, min](const std::string& v) {
     char* end = nullptr;
     unsigned long x = std::strtoul(v.c_str(), &end, 10);
     if (v.empty() || *end != '\0' || x > 0xffffffffUL) return false;
+    if (x < min) {
+      value_error_ = "must be at least " + std::to_string(min);
+      return false;
+    }
     *out = static_cast<uint32_t>(x);
     return true;
   });
@@ -144,9 +148,14 @@ int Flags::Parse() {
       std::fprintf(stderr, "%s: %s takes no value\n", program_.c_str(), name.c_str());
       return 2;
     }
+    value_error_.clear();
     if (!s->set(value)) {
-      std::fprintf(stderr, "%s: bad value \"%s\" for %s (see --help)\n", program_.c_str(),
-                   value.c_str(), name.c_str());
+      if (!value_error_.empty()) {
+        std::fprintf(stderr, "%s: %s %s\n", program_.c_str(), name.c_str(), value_error_.c_str());
+      } else {
+        std::fprintf(stderr, "%s: bad value \"%s\" for %s (see --help)\n", program_.c_str(),
+                     value.c_str(), name.c_str());
+      }
       return 2;
     }
   }

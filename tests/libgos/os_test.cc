@@ -318,6 +318,27 @@ TEST(FlagsTest, ParsesDurationsAliasesAndPositionals) {
   EXPECT_EQ(g.Parse(), 2);
 }
 
+// A minimum applies to given values only: the default may lie below it ("not given").
+TEST(FlagsTest, U32MinimumRefusesSmallerValuesOnly) {
+  uint32_t keep = 0;
+  const char* none[] = {"gos-run", "./app"};
+  Flags a(2, const_cast<char**>(none), "usage", true);
+  a.U32("--keep", &keep, 1);
+  EXPECT_EQ(a.Parse(), -1);
+  EXPECT_EQ(keep, 0u);
+  const char* one[] = {"gos-run", "--keep=1", "./app"};
+  Flags b(3, const_cast<char**>(one), "usage", true);
+  b.U32("--keep", &keep, 1);
+  EXPECT_EQ(b.Parse(), -1);
+  EXPECT_EQ(keep, 1u);
+  const char* zero[] = {"gos-run", "--keep", "0", "./app"};
+  Flags c(4, const_cast<char**>(zero), "usage", true);
+  keep = 7;
+  c.U32("--keep", &keep, 1);
+  EXPECT_EQ(c.Parse(), 2);
+  EXPECT_EQ(keep, 7u);
+}
+
 TEST(ProgramUsesBcs, FindsTheSectionOnlyInProgramsThatHaveIt) {
   // This test binary has no .gos_bcs section; a copy with one added by objcopy has.
   int self = ::open("/proc/self/exe", O_RDONLY | O_CLOEXEC);

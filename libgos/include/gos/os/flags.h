@@ -24,7 +24,9 @@ class Flags {
 
   // names: "--name" or "-n|--name".
   void String(const std::string& names, std::string* out);
-  void U32(const std::string& names, uint32_t* out);
+  // A value below `min` is a usage error ("NAME must be at least MIN"); *out keeps its
+  // default when the option is not given, so a default of 0 can mean "not given".
+  void U32(const std::string& names, uint32_t* out, uint32_t min = 0);
   void Bool(const std::string& names, bool* out);
   // "--name" or "--name=value": *present = true, *value = value ("" without one).
   void OptionalValue(const std::string& names, bool* present, std::string* value);
@@ -59,6 +61,7 @@ class Flags {
 
   std::vector<std::string> args_;
   std::string program_;
+  std::string value_error_;  // why the last value was refused, if more than "bad value"
   const char* usage_;
   bool stop_at_positional_;
   std::vector<Spec> specs_;
