@@ -48,8 +48,6 @@ int Count(const std::string& s, const std::string& text) {
   return n;
 }
 
-// What examples/dirty prints at the end of an uninterrupted run with these arguments and
-// `passes` rewrites: it is run here directly, outside gos.
 // gos-ckpt's elapsed-time stamp ("gos-ckpt: [  1.00s] ...") of its first line containing
 // text, in seconds; -1 if there is none.
 double StampOf(const std::string& out, const std::string& text) {
@@ -72,6 +70,8 @@ void ExpectStoringProgress(const std::string& out) {
   }
 }
 
+// What examples/dirty prints at the end of an uninterrupted run with these arguments and
+// `passes` rewrites: it is run here directly, outside gos.
 std::string DirtyChecksum(const std::vector<std::string>& args, int passes) {
   std::vector<std::string> argv = {Example("dirty")};
   argv.insert(argv.end(), args.begin(), args.end());
