@@ -52,6 +52,7 @@
 #include "gos/storage/chunks.h"
 #include "gos/storage/tables.h"
 #include "gtest/gtest.h"
+#include "nodeagent/cpu_bind.h"
 #include "rocksdb/db.h"
 #include "tests/checkpoint/cluster_helpers.h"
 #include "tests/support/cluster_files.h"
@@ -483,7 +484,7 @@ std::vector<std::string> RankCpuLists(TestCluster& c) {
 
 TEST(CheckpointTest, RestoredRanksAreBoundToTheirCpusLikeLaunchedOnes) {
   if (std::string why = Unsupported(false); !why.empty()) GTEST_SKIP() << why;
-  const std::vector<int> cpus = gos::testing::AllowedCpus();
+  const std::vector<int> cpus = nodeagent::AllowedCpus();
   if (cpus.size() != 2) GTEST_SKIP() << "written for 2 CPUs; this process may use " << cpus.size();
   const std::vector<std::string> want = {std::to_string(cpus[0]), std::to_string(cpus[1])};
   TestCluster c(1, /*netns=*/false);

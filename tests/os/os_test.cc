@@ -35,6 +35,7 @@
 #include "gos/os/channel.h"
 #include "gos/os/messages.h"
 #include "gos/storage/tables.h"
+#include "nodeagent/cpu_bind.h"
 #include "tests/support/cluster_files.h"
 #include "tests/support/netns.h"
 #include "tests/support/subprocess.h"
@@ -1262,7 +1263,7 @@ TEST_F(OsTest, OutputAndErrorGoToFilesByPattern) {
 // ---- 11b. CPU binding ---------------------------------------------------------------------------
 
 TEST_F(OsTest, RanksAreBoundToBlocksOfTheirNodesCpusUnlessToldNot) {
-  const std::vector<int> cpus = gos::testing::AllowedCpus();
+  const std::vector<int> cpus = nodeagent::AllowedCpus();
   if (cpus.size() != 2) GTEST_SKIP() << "written for 2 CPUs; this process may use " << cpus.size();
   const std::string c0 = std::to_string(cpus[0]), c1 = std::to_string(cpus[1]);
   const std::vector<std::string> show = {"sh", "-c", "grep Cpus_allowed_list /proc/self/status"};

@@ -2,7 +2,6 @@
 
 #include <dirent.h>
 #include <fcntl.h>
-#include <sched.h>
 #include <signal.h>
 #include <sys/prctl.h>
 #include <sys/wait.h>
@@ -141,16 +140,6 @@ std::string GosBinDir() {
 }
 std::string GosBin(const std::string& name) { return GosBinDir() + "/" + name; }
 std::string GosExample(const std::string& name) { return GosBinDir() + "/../examples/" + name; }
-
-std::vector<int> AllowedCpus() {
-  std::vector<int> cpus;
-  cpu_set_t mine;
-  if (sched_getaffinity(0, sizeof mine, &mine) != 0) return cpus;
-  for (int i = 0; i < CPU_SETSIZE; ++i) {
-    if (CPU_ISSET(i, &mine)) cpus.push_back(i);
-  }
-  return cpus;
-}
 
 std::string ReadFile(const std::string& path) {
   std::ifstream in(path, std::ios::binary);

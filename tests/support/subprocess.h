@@ -55,9 +55,6 @@ std::string GosBin(const std::string& name);
 // A built example program (build/examples/NAME).
 std::string GosExample(const std::string& name);
 
-// The CPUs this process may run on (its affinity), ascending.
-std::vector<int> AllowedCpus();
-
 // A whole file ("" if it cannot be read).
 std::string ReadFile(const std::string& path);
 // Polls pred every 20 ms until it holds (true) or the timeout passes (false).
