@@ -10,6 +10,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstring>
 #include <map>
@@ -160,12 +161,26 @@ class BootstrapServerImpl final : public BootstrapServer {
       case FrameType::kHeartbeat:
         if (!f.payload.empty()) return Reject(c.fd, "HEARTBEAT with a payload");
         return true;
+      case FrameType::kUpAck: {
+        StatusOr<NodeId> up = DecodeUpAck(f.payload);
+        if (!up.ok()) return Reject(c.fd, up.status().message());
+        if (c.id == kNoNode || !members_.count(c.id)) {
+          return Reject(c.fd, "UP_ACK from a node that is not a member");
+        }
+        Acknowledged(*up, c.id);
+        return true;
+      }
       case FrameType::kLeave:
         if (c.id != kNoNode) {
           NodeId id = c.id;
           c.id = kNoNode;
-          if (formed_) Broadcast(Down{id, true, "left the group"});
           members_.erase(id);
+          if (formed_) {
+            reserved_.insert(id);  // It may join again, like a node that died.
+            rejoining_.erase(id);
+            Broadcast(Down{id, true, "left the group"});
+            NoLongerAwaited(id);
+          }
         }
         Close(c.fd);
         return false;
@@ -176,9 +191,7 @@ class BootstrapServerImpl final : public BootstrapServer {
   }
 
   bool OnJoin(Conn& c, Join j) {
-    if (formed_)
-      return Reject(c.fd, "the group of " + std::to_string(options_.group_size) +
-                              " nodes is already complete");
+    if (formed_) return OnRejoin(c, std::move(j));
     if (!members_.empty()) {
       const Join& first = conns_.at(members_.begin()->second).join;
       if (j.provider != first.provider) {
@@ -209,6 +222,7 @@ class BootstrapServerImpl final : public BootstrapServer {
     c.join = std::move(j);
     c.join.self.id = id;
     members_[id] = c.fd;
+    records_[id] = c.join.self;
     GOS_LOG(kInfo, "bootstrap") << "node " << id << " joined from " << c.peer << " (pid "
                                 << c.join.self.pid << ", " << members_.size() << "/"
                                 << options_.group_size << ")";
@@ -216,8 +230,106 @@ class BootstrapServerImpl final : public BootstrapServer {
     return true;
   }
 
+  // A JOIN once the group has formed: a node that is down comes back under its id (a
+  // restarted daemon, a repaired host). Every member is told (UP) and must acknowledge
+  // (UP_ACK) before the joiner gets its WELCOME, so that whatever it sends after its join
+  // reaches members that know its address, and a member that forwards to it can.
+  bool OnRejoin(Conn& c, Join j) {
+    if (j.provider != provider_) {
+      return Reject(
+          c.fd, "provider \"" + j.provider + "\" differs from the group's \"" + provider_ + "\"");
+    }
+    if (j.global_memory_bytes != global_memory_bytes_) {
+      return Reject(c.fd, "global memory of " + std::to_string(j.global_memory_bytes) +
+                              " bytes differs from the group's " +
+                              std::to_string(global_memory_bytes_));
+    }
+    NodeId id = j.requested_id;
+    if (id != kNoNode) {
+      if (id >= options_.group_size) {
+        return Reject(c.fd, "node id " + std::to_string(id) + " is outside the group of " +
+                                std::to_string(options_.group_size));
+      }
+      if (!reserved_.count(id) || rejoining_.count(id)) {
+        return Reject(c.fd, "node " + std::to_string(id) + " of the group of " +
+                                std::to_string(options_.group_size) +
+                                (rejoining_.count(id) ? " is joining again already"
+                                                      : " is up: only a node that is down can "
+                                                        "join a formed group"));
+      }
+    } else {
+      auto it = std::find_if(reserved_.begin(), reserved_.end(),
+                             [&](NodeId r) { return !rejoining_.count(r); });
+      if (it == reserved_.end()) {
+        return Reject(c.fd, "the group of " + std::to_string(options_.group_size) +
+                                " nodes is complete: no node is down");
+      }
+      id = *it;
+    }
+    c.id = id;
+    c.join = std::move(j);
+    c.join.self.id = id;
+    std::set<NodeId>& awaiting = rejoining_[id];
+    for (auto& [m, fd] : members_) awaiting.insert(m);
+    GOS_LOG(kInfo, "bootstrap") << "node " << id << " joins again from " << c.peer << " (pid "
+                                << c.join.self.pid << "); telling " << awaiting.size()
+                                << " members";
+    std::vector<uint8_t> frame = EncodeFrame(FrameType::kUp, EncodeUp(c.join.self));
+    for (auto& [m, fd] : members_) Send(fd, frame);
+    MaybeWelcomeBack(id);
+    return true;
+  }
+
+  // Member `from` can reach node `id` again.
+  void Acknowledged(NodeId id, NodeId from) {
+    auto it = rejoining_.find(id);
+    if (it == rejoining_.end()) return;
+    it->second.erase(from);
+    MaybeWelcomeBack(id);
+  }
+
+  void MaybeWelcomeBack(NodeId id) {
+    auto it = rejoining_.find(id);
+    if (it == rejoining_.end() || !it->second.empty()) return;
+    rejoining_.erase(it);
+    int fd = -1;
+    for (auto& [cfd, conn] : conns_) {
+      if (conn.id == id && !members_.count(id)) fd = cfd;
+    }
+    if (fd < 0) return;
+    Conn& c = conns_.at(fd);
+    reserved_.erase(id);
+    members_[id] = fd;
+    records_[id] = c.join.self;
+    c.last_heard = SteadyClock::now();
+    Welcome w;
+    w.id = id;
+    for (NodeId i = 0; i < options_.group_size; ++i) {
+      PeerRecord p = records_[i];
+      p.id = i;
+      // A member that is down: its last host and pid, for messages; no address.
+      if (!members_.count(i)) p.fabric_name.clear();
+      w.peers.push_back(std::move(p));
+    }
+    Send(fd, EncodeFrame(FrameType::kWelcome, EncodeWelcome(w)));
+    GOS_LOG(kInfo, "bootstrap") << "node " << id << " is up again (" << members_.size() << "/"
+                                << options_.group_size << " members)";
+  }
+
+  // Nobody waits for the acknowledgement of a member that is gone.
+  void NoLongerAwaited(NodeId id) {
+    std::vector<NodeId> waiting;
+    for (auto& [r, awaiting] : rejoining_) {
+      if (awaiting.erase(id) > 0) waiting.push_back(r);
+    }
+    for (NodeId r : waiting) MaybeWelcomeBack(r);
+  }
+
   void Form() {
     formed_ = true;
+    const Join& first = conns_.at(members_.begin()->second).join;
+    provider_ = first.provider;
+    global_memory_bytes_ = first.global_memory_bytes;
     // Members waited for the group silently: silence counts from now on.
     for (auto& [id, fd] : members_) conns_.at(fd).last_heard = SteadyClock::now();
     Welcome w;
@@ -246,7 +358,11 @@ class BootstrapServerImpl final : public BootstrapServer {
     if (id == kNoNode) return;
     members_.erase(id);
     if (!formed_) return;  // Before the group forms, a lost joiner just frees its slot.
-    reserved_.insert(id);  // A dead node's id is not handed out again.
+    // A dead node's id is given out again only to a node that asks to join under it.
+    reserved_.insert(id);
+    // A joiner lost before its WELCOME: the members that were told it is up hear it is down.
+    rejoining_.erase(id);
+    NoLongerAwaited(id);
     downs_++;
     GOS_LOG(kWarn, "bootstrap") << "node " << id << " is down: " << reason;
     Broadcast(Down{id, false, reason});
@@ -297,8 +413,12 @@ class BootstrapServerImpl final : public BootstrapServer {
   std::atomic<uint32_t> downs_{0};
   // Owned by the server thread.
   std::map<int, Conn> conns_;
-  std::map<NodeId, int> members_;  // Joined (and not down) node -> fd.
-  std::set<NodeId> reserved_;
+  std::map<NodeId, int> members_;                 // Joined (and not down) node -> fd.
+  std::set<NodeId> reserved_;                     // Down since the group formed.
+  std::map<NodeId, PeerRecord> records_;          // Each id's latest member.
+  std::map<NodeId, std::set<NodeId>> rejoining_;  // Joining again -> members yet to ack.
+  std::string provider_;                          // The group's, once formed.
+  uint64_t global_memory_bytes_ = 0;
   bool formed_ = false;
 };
 

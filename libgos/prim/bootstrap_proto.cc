@@ -117,6 +117,36 @@ StatusOr<Down> DecodeDown(std::span<const uint8_t> payload) {
   return d;
 }
 
+std::vector<uint8_t> EncodeUp(const PeerRecord& peer) {
+  std::vector<uint8_t> out;
+  wire::Writer w(&out);
+  EncodePeer(peer, w);
+  return out;
+}
+
+StatusOr<PeerRecord> DecodeUp(std::span<const uint8_t> payload) {
+  wire::Reader r(payload);
+  PeerRecord p;
+  if (!DecodePeer(r, &p) || r.remaining() != 0 || p.id >= kMaxNodes || p.fabric_name.empty()) {
+    return Malformed("UP");
+  }
+  return p;
+}
+
+std::vector<uint8_t> EncodeUpAck(NodeId node) {
+  std::vector<uint8_t> out;
+  wire::Writer w(&out);
+  w.U32(node);
+  return out;
+}
+
+StatusOr<NodeId> DecodeUpAck(std::span<const uint8_t> payload) {
+  wire::Reader r(payload);
+  NodeId id;
+  if (!r.U32(&id) || r.remaining() != 0 || id >= kMaxNodes) return Malformed("UP_ACK");
+  return id;
+}
+
 std::vector<uint8_t> EncodeText(const std::string& text) {
   std::vector<uint8_t> out;
   wire::Writer w(&out);
@@ -147,7 +177,7 @@ StatusOr<bool> FrameBuffer::Next(Frame* frame) {
     return InvalidArgumentError("bootstrap frame version " + std::to_string(version) +
                                 " (this build speaks " + std::to_string(kVersion) + ")");
   }
-  if (type < 1 || type > static_cast<uint16_t>(FrameType::kReject)) {
+  if (type < 1 || type > static_cast<uint16_t>(FrameType::kUpAck)) {
     return InvalidArgumentError("unknown bootstrap frame type " + std::to_string(type));
   }
   frame->type = static_cast<FrameType>(type);

@@ -30,6 +30,8 @@ enum class FrameType : uint16_t {
   kDown = 4,
   kLeave = 5,
   kReject = 6,
+  kUp = 7,     // service -> members: a node that was down joined again (its new record)
+  kUpAck = 8,  // member -> service: it can reach that node now
 };
 
 struct Frame {
@@ -69,11 +71,15 @@ std::vector<uint8_t> EncodeJoin(const Join& join);
 std::vector<uint8_t> EncodeWelcome(const Welcome& welcome);
 std::vector<uint8_t> EncodeDown(const Down& down);
 std::vector<uint8_t> EncodeText(const std::string& text);
+std::vector<uint8_t> EncodeUp(const PeerRecord& peer);
+std::vector<uint8_t> EncodeUpAck(NodeId node);
 
 StatusOr<Join> DecodeJoin(std::span<const uint8_t> payload);
 StatusOr<Welcome> DecodeWelcome(std::span<const uint8_t> payload);
 StatusOr<Down> DecodeDown(std::span<const uint8_t> payload);
 StatusOr<std::string> DecodeText(std::span<const uint8_t> payload);
+StatusOr<PeerRecord> DecodeUp(std::span<const uint8_t> payload);
+StatusOr<NodeId> DecodeUpAck(std::span<const uint8_t> payload);
 
 // Accumulates bytes read from a stream and cuts them into frames.
 class FrameBuffer {

@@ -17,6 +17,7 @@
 #include <functional>
 #include <map>
 #include <mutex>
+#include <random>
 #include <set>
 #include <thread>
 #include <unordered_set>
@@ -100,6 +101,7 @@ struct OpContext {
   void* desc = nullptr;
   // Keeps a copied XFER source alive until the write completes.
   std::shared_ptr<const std::vector<uint8_t>> keepalive;
+  uint32_t incarnation = 0;  // Of the peer it was posted to (Peer::incarnation).
 };
 
 struct Peer {
@@ -113,6 +115,9 @@ struct Peer {
   std::string down_reason;
   // Last ring for a post to it that could not be made yet (RingForBacklog).
   std::chrono::steady_clock::time_point rung_for_backlog;
+  // Times it joined again after being down (OnPeerUp): an error completion of something
+  // posted to an earlier process under its id says nothing about this one.
+  uint32_t incarnation = 0;
 };
 
 // A transfer this node takes part in: as its root, or as a receiver that forwards.
@@ -219,6 +224,8 @@ class NodeImpl final : public Node {
   void WriteThenSend(NodeId to, const void* src, size_t len, uint64_t remote_offset, void* desc,
                      std::shared_ptr<const std::vector<uint8_t>> keepalive, const ControlMsg& msg);
   void ReadBootstrap();
+  // A node that was down joined again (bootstrap UP): reach it at its new address.
+  void OnPeerUp(const bootstrap::PeerRecord& r);
   void SendHeartbeat();
   void Reject(NodeId from, const std::string& why);
   void Signal(EventId event, Status status);
@@ -328,6 +335,14 @@ Status NodeImpl::Init() {
     return InvalidArgumentError("global memory must be at least 4096 bytes");
   }
   auto deadline = Clock::now() + options_.join_timeout;
+  // Operations are keyed by (origin, sequence number) in every node they reach. A node that
+  // joins again under the id of one that died must not reuse that one's numbers while its
+  // operations may still be finishing elsewhere: start from a random point.
+  {
+    std::random_device rd;
+    next_xfer_seq_ = rd();
+    next_caw_seq_ = rd();
+  }
   GOS_ASSIGN_OR_RETURN(bootstrap_fd_,
                        bootstrap::ConnectTcp(options_.bootstrap, deadline, options_.cancel));
   std::string source = options_.fabric_address;
@@ -397,6 +412,11 @@ Status NodeImpl::Init() {
     p.base = r.mr_base;
     p.host = r.host;
     p.pid = r.pid;
+    if (r.fabric_name.empty()) {  // Joining a formed group again: this member is down.
+      p.alive = false;
+      p.down_reason = "down when node " + std::to_string(self_) + " joined";
+      continue;
+    }
     GOS_ASSIGN_OR_RETURN(p.addr, fabric_->InsertPeer(r.fabric_name));
   }
   events_.resize(kMaxEvents);
@@ -844,12 +864,11 @@ void NodeImpl::OnCompletionError() {
     return;
   }
   NodeId peer = ctx->peer;
+  const bool current = peer < size_ && ctx->incarnation == peers_[peer].incarnation;
   tx_pending_--;
   outstanding_.erase(ctx);
   delete ctx;
-  if (peer < size_) {
-    MarkDown(peer, "fabric error talking to it: " + s.message(), false);
-  }
+  if (current) MarkDown(peer, "fabric error talking to it: " + s.message(), false);
 }
 
 void NodeImpl::RepostRecv(OpContext* ctx) {
@@ -912,6 +931,7 @@ void NodeImpl::Watchdog() {
 }
 
 void NodeImpl::Post(OpContext* ctx) {
+  ctx->incarnation = peers_[ctx->peer].incarnation;
   outstanding_.insert(ctx);
   if (!PeerAlive(ctx->peer)) {
     outstanding_.erase(ctx);
@@ -1049,8 +1069,56 @@ void NodeImpl::ReadBootstrap() {
     if (f.type == FrameType::kDown) {
       StatusOr<Down> d = bootstrap::DecodeDown(f.payload);
       if (d.ok() && d->node < size_ && d->node != self_) MarkDown(d->node, d->reason, d->left);
+    } else if (f.type == FrameType::kUp) {
+      StatusOr<bootstrap::PeerRecord> up = bootstrap::DecodeUp(f.payload);
+      if (!up.ok() || up->id >= size_ || up->id == self_) continue;
+      OnPeerUp(*up);
+      // Acknowledged even if its address could not be added: it is then down again, here.
+      Status s = bootstrap::WriteAll(
+          bootstrap_fd_, bootstrap::EncodeFrame(FrameType::kUpAck, bootstrap::EncodeUpAck(up->id)));
+      if (!s.ok()) GOS_LOG(kWarn, "prim") << "node " << self_ << ": " << s.ToString();
     }
   }
+}
+
+void NodeImpl::OnPeerUp(const bootstrap::PeerRecord& r) {
+  const NodeId id = r.id;
+  // Nothing of its earlier process is pending any more: what waited for it fails now (at
+  // once, also if it left and its failures were deferred), and what still waits to be posted
+  // to it was meant for that process. Operations it started itself finish or fail on their
+  // own; the new process numbers its operations from another random start (Init), so they
+  // cannot be mistaken for those.
+  FailPendingOn(id);
+  std::erase_if(backlog_, [&](OpContext* ctx) {
+    if (ctx->peer != id) return false;
+    tx_pending_--;
+    outstanding_.erase(ctx);
+    delete ctx;
+    return true;
+  });
+  std::erase_if(deferred_failures_, [&](const auto& d) { return d.first == id; });
+  StatusOr<fi_addr_t> addr = fabric_->InsertPeer(r.fabric_name);
+  if (!addr.ok()) {
+    GOS_LOG(kError, "prim") << "node " << self_ << ": node " << id << " joined again but "
+                            << addr.status().ToString();
+    return;
+  }
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    Peer& p = peers_[id];
+    p.addr = *addr;
+    p.key = r.mr_key;
+    p.base = r.mr_base;
+    p.host = r.host;
+    p.pid = r.pid;
+    p.alive = true;
+    p.left = false;
+    p.down_reason.clear();
+    p.rung_for_backlog = {};
+    p.incarnation++;
+  }
+  GOS_LOG(kInfo, "prim") << "node " << self_ << ": " << Describe(id) << " joined again";
+  RingPeer(id);
 }
 
 void NodeImpl::SendHeartbeat() {

@@ -1,5 +1,6 @@
 // The bootstrap service over real TCP sockets: group formation, id assignment, rejection of
-// malformed and oversized frames, and DOWN notices when a member's connection dies.
+// malformed and oversized frames, DOWN notices when a member's connection dies, and a node
+// that was down joining again (UP to every member, WELCOME once all acknowledged).
 #include "gos/prim/bootstrap.h"
 
 #include <gtest/gtest.h>
@@ -178,6 +179,84 @@ TEST(BootstrapTest, MalformedAndOversizedFramesAreRejected) {
   b.Join(1);
   ASSERT_TRUE(a.Read(&f));
   EXPECT_EQ(f.type, bootstrap::FrameType::kWelcome);
+}
+
+// A node that died joins again under its id: every member gets UP with its new record and
+// must acknowledge before the joiner's WELCOME, which lists the members still down without
+// an address. Ids of members that are up, and joins when no node is down, are refused.
+TEST(BootstrapTest, DownNodeJoinsAgainOnceEveryMemberAcknowledged) {
+  auto server = StartServer(3);
+  RawClient a(server->address()), b(server->address()), c(server->address());
+  a.Join(0);
+  b.Join(1);
+  c.Join(2);
+  bootstrap::Frame f;
+  for (RawClient* cl : {&a, &b, &c}) ASSERT_TRUE(cl->Read(&f));
+  c.Close();
+  for (RawClient* cl : {&a, &b}) {
+    ASSERT_TRUE(cl->Read(&f));
+    ASSERT_EQ(f.type, bootstrap::FrameType::kDown);
+  }
+  // An id that is up is refused, naming why.
+  RawClient taken(server->address());
+  taken.Join(1);
+  ASSERT_TRUE(taken.Read(&f));
+  ASSERT_EQ(f.type, bootstrap::FrameType::kReject);
+  EXPECT_NE(bootstrap::DecodeText(f.payload)->find("node 1 of the group of 3 is up"),
+            std::string::npos)
+      << *bootstrap::DecodeText(f.payload);
+
+  RawClient again(server->address());
+  again.Join(kNoNode);  // Any id: the one that is down.
+  for (RawClient* cl : {&a, &b}) {
+    ASSERT_TRUE(cl->Read(&f));
+    ASSERT_EQ(f.type, bootstrap::FrameType::kUp);
+    auto up = bootstrap::DecodeUp(f.payload);
+    ASSERT_TRUE(up.ok());
+    EXPECT_EQ(up->id, 2u);
+    EXPECT_EQ(up->fabric_name, (std::vector<uint8_t>{1, 2, 3, 4}));
+  }
+  // No WELCOME until both members acknowledged.
+  a.SendRaw(bootstrap::EncodeFrame(bootstrap::FrameType::kUpAck, bootstrap::EncodeUpAck(2)));
+  EXPECT_FALSE(again.Read(&f, 300ms));
+  b.SendRaw(bootstrap::EncodeFrame(bootstrap::FrameType::kUpAck, bootstrap::EncodeUpAck(2)));
+  ASSERT_TRUE(again.Read(&f));
+  ASSERT_EQ(f.type, bootstrap::FrameType::kWelcome);
+  auto w = bootstrap::DecodeWelcome(f.payload);
+  ASSERT_TRUE(w.ok());
+  EXPECT_EQ(w->id, 2u);
+  ASSERT_EQ(w->peers.size(), 3u);
+  for (const auto& p : w->peers) EXPECT_FALSE(p.fabric_name.empty()) << "node " << p.id;
+
+  // Now nobody is down: another join is refused.
+  RawClient extra(server->address());
+  extra.Join(kNoNode);
+  ASSERT_TRUE(extra.Read(&f));
+  ASSERT_EQ(f.type, bootstrap::FrameType::kReject);
+  EXPECT_NE(bootstrap::DecodeText(f.payload)->find("no node is down"), std::string::npos);
+
+  // A member down while another joins again: the joiner's WELCOME lists it without an
+  // address, and nobody waits for its acknowledgement.
+  b.Close();
+  ASSERT_TRUE(a.Read(&f));
+  ASSERT_EQ(f.type, bootstrap::FrameType::kDown);
+  ASSERT_TRUE(again.Read(&f));
+  ASSERT_EQ(f.type, bootstrap::FrameType::kDown);
+  again.Close();
+  ASSERT_TRUE(a.Read(&f));
+  ASSERT_EQ(f.type, bootstrap::FrameType::kDown);
+  RawClient third(server->address());
+  third.Join(2);
+  ASSERT_TRUE(a.Read(&f));
+  ASSERT_EQ(f.type, bootstrap::FrameType::kUp);
+  a.SendRaw(bootstrap::EncodeFrame(bootstrap::FrameType::kUpAck, bootstrap::EncodeUpAck(2)));
+  ASSERT_TRUE(third.Read(&f));
+  ASSERT_EQ(f.type, bootstrap::FrameType::kWelcome);
+  w = bootstrap::DecodeWelcome(f.payload);
+  ASSERT_TRUE(w.ok());
+  EXPECT_FALSE(w->peers[0].fabric_name.empty());
+  EXPECT_TRUE(w->peers[1].fabric_name.empty());
+  EXPECT_FALSE(w->peers[2].fabric_name.empty());
 }
 
 }  // namespace

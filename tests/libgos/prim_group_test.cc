@@ -44,21 +44,25 @@ class Group {
     EXPECT_TRUE(s.ok()) << s.status().ToString();
     if (!s.ok()) return;
     server_ = std::move(*s);
-    for (int i = 0; i < spec.nodes; ++i) {
-      std::vector<std::string> argv = {gos::testing::TestBinDir() + "/prim_node",
-                                       "--bootstrap",
-                                       server_->address(),
-                                       "--scenario",
-                                       spec.scenario,
-                                       "--id",
-                                       std::to_string(i)};
-      if (!spec.provider.empty()) argv.insert(argv.end(), {"--provider", spec.provider});
-      argv.insert(argv.end(), spec.args.begin(), spec.args.end());
-      if (spec.hosts != nullptr) argv = spec.hosts->Wrap(i % spec.hosts->size(), argv);
-      auto p = Subprocess::Start(argv);
-      EXPECT_TRUE(p.ok()) << p.status().ToString();
-      if (p.ok()) procs_.push_back(std::move(*p));
-    }
+    for (int i = 0; i < spec.nodes; ++i) Add(i, {});
+  }
+
+  // Starts one more member process, asking for id `id`; it is node(procs so far).
+  void Add(int id, const std::vector<std::string>& extra) {
+    std::vector<std::string> argv = {gos::testing::TestBinDir() + "/prim_node",
+                                     "--bootstrap",
+                                     server_->address(),
+                                     "--scenario",
+                                     spec_.scenario,
+                                     "--id",
+                                     std::to_string(id)};
+    if (!spec_.provider.empty()) argv.insert(argv.end(), {"--provider", spec_.provider});
+    argv.insert(argv.end(), spec_.args.begin(), spec_.args.end());
+    argv.insert(argv.end(), extra.begin(), extra.end());
+    if (spec_.hosts != nullptr) argv = spec_.hosts->Wrap(id % spec_.hosts->size(), argv);
+    auto p = Subprocess::Start(argv);
+    EXPECT_TRUE(p.ok()) << p.status().ToString();
+    if (p.ok()) procs_.push_back(std::move(*p));
   }
 
   Subprocess& node(int i) { return procs_[i]; }
@@ -221,6 +225,32 @@ TEST(PrimLoopbackTest, StoppedPeerDetectedByHeartbeatTimeout) {
   KillMidOperation({.nodes = 4, .failure_timeout = 1s}, 3, SIGSTOP);
 }
 
+// A member killed with SIGKILL, then a new process joining under its id: the survivors see
+// it down, then back, and the whole group works again (tests/libgos/prim_node_main.cc
+// Rejoin). Node 1 is an inner node of the 8-node trees, so others forward to and through it.
+void KillAndRejoin(GroupSpec spec, int victim) {
+  spec.scenario = "rejoin";
+  spec.args = {"--victim", std::to_string(victim)};
+  Group g(spec);
+  for (int i = 0; i < spec.nodes; ++i) {
+    ASSERT_TRUE(g.WaitForOutput(i, "READY", 60s)) << g.node(i).output();
+  }
+  g.node(victim).Signal(SIGKILL);
+  ASSERT_TRUE(g.WaitForOutput(0, "VICTIM DOWN", 30s)) << g.node(0).output();
+  g.Add(victim, {"--rejoiner"});
+  g.ExpectAllPass(60s, victim);
+  for (int i = 0; i <= spec.nodes; ++i) {
+    if (i == victim) continue;
+    EXPECT_TRUE(g.node(i).OutputContains("rejoin checks passed")) << g.node(i).output();
+  }
+}
+
+TEST(PrimLoopbackTest, KilledNodeJoinsAgainAndTheGroupWorks) { KillAndRejoin({.nodes = 8}, 1); }
+
+TEST(PrimLoopbackTest, KilledNodeJoinsAgainOnShm) {
+  KillAndRejoin({.nodes = 4, .provider = "shm"}, 2);
+}
+
 // A post that stays stuck inside libfabric (on shm: a lock of a peer's queue held by a node
 // that was stopped or killed holding it) ends the process with a message naming the peer,
 // instead of a silent hang. Simulated: every post of node 1 stalls 12 s; the watchdog gives
@@ -264,6 +294,10 @@ TEST_F(PrimNetnsTest, CompareAndWriteAcrossThreeHosts) {
 
 TEST_F(PrimNetnsTest, HostKilledMidOperation) {
   KillMidOperation({.nodes = 6, .hosts = hosts_.get()}, 2, SIGKILL);  // Node 2 is on host 2.
+}
+
+TEST_F(PrimNetnsTest, NodeOnAHostJoinsAgainAcrossHosts) {
+  KillAndRejoin({.nodes = 6, .hosts = hosts_.get()}, 1);  // Node 1 is on host 1, inner node.
 }
 
 TEST_F(PrimNetnsTest, HostCutOffDetectedByHeartbeatTimeout) {

@@ -44,6 +44,7 @@ struct Args {
   NodeId victim = kNoNode;
   int rounds = 20;
   bool no_spin = false;    // SetSpinning(false): sleep right after every message
+  bool rejoiner = false;   // rejoin: this process joins again under the victim's id
   std::string stall_post;  // "ID:MS": node ID's every post stalls MS ms (the watchdog test)
 };
 
@@ -323,6 +324,61 @@ void KillPeer(Node& n, NodeId victim) {
   }
 }
 
+// The victim is killed (by the test) and a new process joins under its id: the survivors
+// see it down, then up again at a new pid, and the whole group works again — barriers,
+// a multi-piece multicast to everyone, a COMPARE-AND-WRITE with a write started by the new
+// process.
+void Rejoin(Node& n, NodeId victim, bool rejoiner) {
+  NodeSet all = NodeSet::All(n.group_size());
+  if (!rejoiner) {
+    Barrier(n);
+    std::printf("node %u: READY\n", n.id());
+    if (n.id() == victim) pause();  // SIGKILL from the test.
+    const int32_t old_pid = n.node_info(victim).pid;
+    auto deadline = Clock::now() + std::chrono::seconds(30);
+    if (n.id() == 0) {  // The test starts the new process once node 0 saw the victim down.
+      while (n.node_info(victim).alive) {
+        Check(Clock::now() < deadline, "the victim was never seen down");
+        std::this_thread::sleep_for(milliseconds(5));
+      }
+      Check(!n.CompareAndWrite(all, kPhaseVar, CompareOp::kGe, 0).ok(),
+            "an operation over the dead victim succeeded");
+      std::printf("node %u: VICTIM DOWN (%s)\n", n.id(), n.node_info(victim).down_reason.c_str());
+    }
+    deadline = Clock::now() + std::chrono::seconds(60);
+    while (!n.node_info(victim).alive || n.node_info(victim).pid == old_pid) {
+      Check(Clock::now() < deadline, "the victim never joined again");
+      std::this_thread::sleep_for(milliseconds(5));
+    }
+    std::printf("node %u: VICTIM BACK\n", n.id());
+  } else {
+    g_phase = 1;  // The survivors passed one barrier before it joined.
+    for (NodeId i = 0; i < n.group_size(); ++i) {
+      Check(n.node_info(i).alive, "node " + std::to_string(i) + " is not alive for the joiner");
+    }
+  }
+  Barrier(n, all);
+  std::vector<uint8_t> data(300u << 10);
+  for (size_t i = 0; i < data.size(); ++i) data[i] = Pattern(5, i);
+  if (n.id() == 0) {
+    Must(n.XferAndSignal(all, data.data(), data.size(), kData, kData1, kLocal), "multicast");
+    Check(Must(n.WaitEvent(kLocal, std::chrono::seconds(30)), "multicast done"),
+          "the multicast to the group with the new member never completed");
+  }
+  Check(Must(n.WaitEvent(kData1, std::chrono::seconds(30)), "multicast arrival"),
+        "the multicast never arrived");
+  Check(std::memcmp(n.global_memory().data() + kData, data.data(), data.size()) == 0,
+        "multicast data differ");
+  if (rejoiner) {
+    Check(Must(n.CompareAndWrite(all, kPhaseVar, CompareOp::kGe, g_phase, kVarW, 42),
+               "CAW from the new member"),
+          "CAW over the group from the new member was false");
+  }
+  Barrier(n, all);
+  Check(n.Load(kVarW) == 42, "the new member's write did not reach node " + std::to_string(n.id()));
+  std::printf("node %u: rejoin checks passed\n", n.id());
+}
+
 // Malformed, oversized and out-of-range control messages are rejected; the node carries on.
 void Malformed(Node& n) {
   NodeSet all = NodeSet::All(n.group_size());
@@ -439,6 +495,8 @@ int ParseArgs(int argc, char** argv, Args* a) {
       a->rounds = std::stoi(val());
     else if (k == "--no-spin")
       a->no_spin = true;
+    else if (k == "--rejoiner")
+      a->rejoiner = true;
     else if (k == "--stall-post")
       a->stall_post = val();
     else {
@@ -493,6 +551,8 @@ int main(int argc, char** argv) {
     KillPeer(n, args.victim);
   else if (s == "malformed")
     Malformed(n);
+  else if (s == "rejoin")
+    Rejoin(n, args.victim, args.rejoiner);
   else if (s == "join_only") {
   } else {
     std::printf("FAIL unknown scenario %s\n", s.c_str());

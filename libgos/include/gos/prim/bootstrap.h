@@ -5,7 +5,9 @@
 // A node sends JOIN (its fabric address, memory key, pid, host); once `group_size` nodes have
 // joined, every node gets WELCOME with its id and the whole table. Nodes send HEARTBEATs; a
 // node whose connection closes, or that is silent for failure_timeout, is declared down and
-// every other node gets DOWN naming it and the cause.
+// every other node gets DOWN naming it and the cause. A node that is down may join again
+// under its id: every member gets UP with its new address and acknowledges it before the
+// joiner gets WELCOME.
 #ifndef GOS_PRIM_BOOTSTRAP_H_
 #define GOS_PRIM_BOOTSTRAP_H_
 
