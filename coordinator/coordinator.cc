@@ -1006,24 +1006,40 @@ void CoordinatorImpl::OnAgentFrame(const std::shared_ptr<Agent>& a, os::FrameIn&
     case Frame::kHello: {
       auto hello = os::DecodeHello(f.payload);
       if (!hello.ok() || a->node != 0) return;
-      // Node ids 1..nodes. A rejoining node asks for its old id.
+      // Node ids 1..nodes; a nodeagent may ask for one (--node). Once the cluster has formed,
+      // only in place of a node that is down: it joins again under that id.
+      auto free_slot = [&](uint32_t i) {
+        if (node_agents_.count(i)) return false;
+        if (!formed_) return true;
+        auto nt = nodes_.find(i);
+        return nt != nodes_.end() && nt->second.state == NodeState::kDown;
+      };
+      const uint32_t want = hello->requested_node;
+      const std::string cluster = "the cluster of " + std::to_string(o_.nodes) + " nodes";
       uint32_t id = 0;
-      if (hello->requested_node >= 1 && hello->requested_node <= o_.nodes &&
-          !node_agents_.count(hello->requested_node)) {
-        id = hello->requested_node;
-      } else {
-        for (uint32_t i = 1; i <= o_.nodes; ++i) {
-          if (!node_agents_.count(i) &&
-              (!nodes_.count(i) || nodes_[i].state == NodeState::kDown || !formed_)) {
-            id = i;
-            break;
-          }
+      std::string why;
+      if (want >= 1 && want <= o_.nodes) {
+        if (free_slot(want)) {
+          id = want;
+        } else if (formed_) {
+          const NodeRecord& up = nodes_[want];
+          why = "node " + std::to_string(want) + " of " + cluster + " is up (nodeagent pid " +
+                std::to_string(up.pid) + " on " + up.host +
+                "): a nodeagent can join only in place of a node that is down";
         }
+      } else if (want != 0 && formed_) {
+        why = "node " + std::to_string(want) + " is outside " + cluster;
+      }
+      for (uint32_t i = 1; id == 0 && why.empty() && i <= o_.nodes; ++i) {
+        if (free_slot(i)) id = i;
       }
       auto ch = a->ch;
-      if (id == 0 || formed_) {
-        std::string why = formed_ ? "the cluster has formed; a new nodeagent cannot join it yet"
-                                  : "all " + std::to_string(o_.nodes) + " node slots are taken";
+      if (id == 0) {
+        if (why.empty()) {
+          why = formed_ ? "all " + std::to_string(o_.nodes) + " nodes of " + cluster +
+                              " are up: a nodeagent can join only in place of a node that is down"
+                        : "all " + std::to_string(o_.nodes) + " node slots are taken";
+        }
         after.push_back([ch, why] { ch->Send(Frame::kReject, os::EncodeText(why)).IgnoreError(); });
         return;
       }
@@ -1035,12 +1051,15 @@ void CoordinatorImpl::OnAgentFrame(const std::shared_ptr<Agent>& a, os::FrameIn&
       n.pid = hello->pid;
       n.cores = hello->cores;
       n.mem_bytes = hello->mem_bytes;
-      n.state = NodeState::kUp;
-      n.down_reason.clear();
+      // A node joining a formed cluster again stays down until it is in the primitives'
+      // group (kAgentJoined): strobes go to it only from then on.
+      n.state = formed_ ? NodeState::kDown : NodeState::kUp;
+      n.down_reason = formed_ ? "joining again" : "";
       n.last_seen_ms = UnixMs();
       PersistNode(n);
-      GOS_LOG(kInfo, "coordinator") << "node " << id << " (" << hello->name << ", " << n.host
-                                    << ", pid " << n.pid << ", " << n.cores << " cores) joined";
+      GOS_LOG(kInfo, "coordinator")
+          << "node " << id << " (" << hello->name << ", " << n.host << ", pid " << n.pid << ", "
+          << n.cores << " cores) " << (formed_ ? "joins again" : "joined");
       os::AgentWelcome w;
       w.node = id;
       w.bootstrap = bootstrap_->address();
@@ -1049,6 +1068,32 @@ void CoordinatorImpl::OnAgentFrame(const std::shared_ptr<Agent>& a, os::FrameIn&
       w.fanout = o_.fanout;
       auto bytes = os::Encode(w);
       after.push_back([ch, bytes] { ch->Send(Frame::kWelcome, bytes).IgnoreError(); });
+      return;
+    }
+    case Frame::kAgentJoined: {
+      auto nt = nodes_.find(a->node);
+      if (!formed_ || nt == nodes_.end() || nt->second.state == NodeState::kUp) return;
+      NodeRecord& n = nt->second;
+      // Every member of the group, this coordinator included, can reach it by now: the
+      // bootstrap service welcomes a node that joins again only once all acknowledged it.
+      prim::NodeInfo info = node_->node_info(a->node);
+      if (!info.alive || info.pid != n.pid) {
+        GOS_LOG(kWarn, "coordinator")
+            << "node " << a->node << " (" << n.host << ", pid " << n.pid
+            << ") says it joined, but the group has "
+            << (info.alive ? "pid " + std::to_string(info.pid) : "it down: " + info.down_reason)
+            << "; dropping it";
+        a->ch->Shutdown();
+        return;
+      }
+      n.state = NodeState::kUp;
+      n.down_reason.clear();
+      n.last_seen_ms = UnixMs();
+      PersistNode(n);
+      matrix_.SetNode(a->node, true);
+      GOS_LOG(kInfo, "coordinator")
+          << "node " << a->node << " (" << n.host << ", pid " << n.pid << ") is up again";
+      Schedule(after);
       return;
     }
     case Frame::kAgentOutput: {

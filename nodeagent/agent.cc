@@ -527,6 +527,8 @@ Status NodeAgentImpl::Connect() {
   // The join returns once every node has joined; meanwhile the IO loop must not run, which
   // is fine: nothing is launched before the group forms.
   GOS_ASSIGN_OR_RETURN(node_, prim::Node::Join(no));
+  // In place of a node that was down, the coordinator sends strobes here only from now on.
+  ch_->Send(Frame::kAgentJoined, {}).IgnoreError();  // a broken channel is seen by Run
   BcsEngineOptions bo;
   bo.node = node_id_;
   bo.channel_prefix = "/dev/shm/gos-" + os::ClusterTag(key_);

@@ -11,6 +11,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
+#include <fstream>
 #include <thread>
 
 #include "gos/os/auth.h"
@@ -43,7 +44,41 @@ pid_t Spawn(const std::vector<std::string>& argv, const std::string& log, bool d
   _exit(127);
 }
 
+std::string NodeAgentCommandFile(const std::string& state, uint32_t node) {
+  return state + "/nodes/n" + std::to_string(node) + "/nodeagent.cmd";
+}
+
+// argv, NUL-terminated strings.
+void SaveNodeAgentCommand(const std::string& state, uint32_t node,
+                          const std::vector<std::string>& argv) {
+  const std::string path = NodeAgentCommandFile(state, node);
+  std::error_code ec;
+  std::filesystem::create_directories(std::filesystem::path(path).parent_path(), ec);
+  std::string bytes;
+  for (const auto& a : argv) bytes.append(a.c_str(), a.size() + 1);
+  if (FILE* f = std::fopen(path.c_str(), "w")) {
+    std::fwrite(bytes.data(), 1, bytes.size(), f);
+    std::fclose(f);
+  }
+}
+
 }  // namespace
+
+StatusOr<pid_t> StartNodeAgentAgain(const std::string& state, uint32_t node) {
+  const std::string path = NodeAgentCommandFile(state, node);
+  std::ifstream in(path, std::ios::binary);
+  if (!in) {
+    return NotFoundError("no command for node " + std::to_string(node) + " in " + path +
+                         ": was this cluster started with `gos-cluster up`?");
+  }
+  std::vector<std::string> argv;
+  std::string arg;
+  while (std::getline(in, arg, '\0')) argv.push_back(arg);
+  if (argv.empty()) return InvalidArgumentError(path + " is empty");
+  pid_t pid = Spawn(argv, state + "/log/n" + std::to_string(node) + ".log", true);
+  if (pid < 0) return ErrnoError(errno, "fork");
+  return pid;
+}
 
 std::string StateDir() {
   std::string dir;
@@ -133,7 +168,7 @@ Status SendSubmit(os::Channel& ch, const std::string& address, const os::SubmitR
   return ch.Send(os::Frame::kSubmit, os::Encode(req));
 }
 
-std::string CoordinatorFatal(const std::string& log_path) {
+std::string DaemonFatal(const std::string& log_path, const std::string& daemon) {
   std::string last;
   if (std::FILE* f = std::fopen(log_path.c_str(), "re")) {
     char line[1024];
@@ -144,7 +179,7 @@ std::string CoordinatorFatal(const std::string& log_path) {
     }
     std::fclose(f);
   }
-  const std::string prefix = "gos-coordinator: ";
+  const std::string prefix = daemon + ": ";
   return last.rfind(prefix, 0) == 0 ? last.substr(prefix.size()) : std::string();
 }
 
@@ -198,6 +233,8 @@ StatusOr<std::unique_ptr<LocalCluster>> LocalCluster::Start(const LocalClusterOp
                                   "--exit-with-coordinator"};
     if (!o.scratch_dir.empty()) a.insert(a.end(), {"--scratch-dir", o.scratch_dir + "/" + name});
     if (o.netns) a = InNetns(hosts.names[i - 1], a);
+    // For `gos-cluster rejoin`: the same command, should this nodeagent die.
+    SaveNodeAgentCommand(state, i, a);
     pid_t pid = Spawn(a, state + "/log/" + name + ".log", o.detach);
     if (pid < 0) return ErrnoError(errno, "fork");
     c->pids_.push_back(pid);
@@ -215,7 +252,7 @@ StatusOr<std::unique_ptr<LocalCluster>> LocalCluster::Start(const LocalClusterOp
       c->pids_.erase(c->pids_.begin());
       // Its last words (e.g. an option it refused) say more than a pointer to its log.
       const std::string log = state + "/log/coordinator.log";
-      const std::string why = CoordinatorFatal(log);
+      const std::string why = DaemonFatal(log, "gos-coordinator");
       return UnavailableError("the local coordinator exited at start" +
                               (why.empty() ? std::string() : ": " + why) + " (log: " + log + ")");
     }
@@ -268,13 +305,18 @@ void LocalCluster::Kill() {
   pids_.clear();
 }
 
+StatusOr<os::PsReply> QueryPs(const std::string& address,
+                              std::chrono::steady_clock::time_point deadline) {
+  GOS_ASSIGN_OR_RETURN(auto ch, ConnectCoordinator(address));
+  GOS_RETURN_IF_ERROR(ch->Send(os::Frame::kPs, {}));
+  GOS_ASSIGN_OR_RETURN(os::FrameIn f, ch->Receive(deadline));
+  return os::DecodePsReply(f.payload);
+}
+
 Status WaitForNodes(const std::string& address, uint32_t nodes,
                     std::chrono::steady_clock::time_point deadline) {
   while (true) {
-    GOS_ASSIGN_OR_RETURN(auto ch, ConnectCoordinator(address));
-    GOS_RETURN_IF_ERROR(ch->Send(os::Frame::kPs, {}));
-    GOS_ASSIGN_OR_RETURN(os::FrameIn f, ch->Receive(deadline));
-    GOS_ASSIGN_OR_RETURN(os::PsReply r, os::DecodePsReply(f.payload));
+    GOS_ASSIGN_OR_RETURN(os::PsReply r, QueryPs(address, deadline));
     uint32_t up = 0;
     for (const auto& n : r.nodes) up += n.up;
     if (up >= nodes && r.strobe > 0) return OkStatus();

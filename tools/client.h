@@ -57,9 +57,10 @@ struct LocalClusterOptions {
   std::string scratch_dir;  // nodeagents' --scratch-dir is <scratch_dir>/<name>; "" = default
 };
 
-// The reason a coordinator gave when it exited on an error: the last line of its log, if that
-// is its "gos-coordinator: ..." farewell (without the prefix); "" otherwise.
-std::string CoordinatorFatal(const std::string& log_path);
+// The reason a daemon ("gos-coordinator", "gos-nodeagent") gave when it exited on an error:
+// the last line of its log, if that is its "<daemon>: ..." farewell (without the prefix); ""
+// otherwise.
+std::string DaemonFatal(const std::string& log_path, const std::string& daemon);
 
 // A coordinator and K nodeagents started on this machine. Logs go to <state>/log/.
 class LocalCluster {
@@ -80,6 +81,11 @@ class LocalCluster {
   std::string socket_;
 };
 
+// Starts node `node`'s nodeagent of the local cluster in `state` again, with the command
+// `gos-cluster up` started it with (recorded in the state dir), detached; its log goes on in
+// <state>/log/n<node>.log. It joins in place of the node if that node is down.
+StatusOr<pid_t> StartNodeAgentAgain(const std::string& state, uint32_t node);
+
 // The coordinator to use (FindCoordinator), or, when none runs, a local cluster started with
 // `o` into *started (gos-run, gos-replay).
 StatusOr<std::string> CoordinatorOrLocalCluster(const LocalClusterOptions& o,
@@ -96,6 +102,10 @@ bool ParseNodeList(const std::string& text, std::vector<uint32_t>* ids, std::str
 // "TOOL: OPTION ..." and returns false (the caller exits with 2).
 bool ParseNodeListArgs(const char* tool, const char* option, const std::vector<std::string>& args,
                        std::vector<uint32_t>* ids);
+
+// The coordinator's job and node tables (what gos-ps shows).
+StatusOr<os::PsReply> QueryPs(const std::string& address,
+                              std::chrono::steady_clock::time_point deadline);
 
 // Waits until the coordinator at address reports `nodes` nodes up, or the deadline.
 Status WaitForNodes(const std::string& address, uint32_t nodes,

@@ -1,9 +1,12 @@
 // gos-cluster: start, stop and inspect a persistent local cluster (coordinator plus K
 // nodeagents on this machine), optionally with each nodeagent in its own network namespace.
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cstdio>
 #include <string>
+#include <thread>
+#include <vector>
 
 #include "gos/os/flags.h"
 #include "gos/os/messages.h"
@@ -14,12 +17,17 @@ namespace gos::tools {
 namespace {
 
 constexpr const char* kUsage = R"(usage: gos-cluster up|down|status [options]
+       gos-cluster rejoin NODE
 
   up       start a coordinator and K nodeagents on this machine, in the background; jobs
            run on it until `gos-cluster down` (gos-run, gos-ps and gos-kill find it through
            the state dir, $GOS_STATE_DIR or ~/.local/state/gos)
   down     stop it (root only): every job is killed
   status   its nodes and jobs (like gos-ps)
+  rejoin   start node NODE's nodeagent again (root only), with the command `up` started it
+           with, after it died: it joins the running cluster in place of the node that is
+           down, and jobs can use the node again (jobs it ran were failed or restarted when
+           it went down)
 
 options for up:
   -N, --nodes K           nodeagents                                       (default 4)
@@ -38,6 +46,81 @@ options for up:
   -h, --help              this text
 )";
 
+// gos-cluster rejoin NODE: 0 once the node is up again; 1 if it cannot be (with the reason,
+// the nodeagent's own when it gave up); 2 for a bad node id.
+int Rejoin(const std::string& running, const std::string& state, const std::string& arg) {
+  if (running.empty()) {
+    std::fprintf(stderr, "gos-cluster: no cluster is running\n");
+    return 1;
+  }
+  if (geteuid() != 0) {
+    std::fprintf(stderr, "gos-cluster: rejoin starts a nodeagent: root only\n");
+    return 1;
+  }
+  std::vector<uint32_t> ids;
+  std::string error;
+  if (!ParseNodeList(arg, &ids, &error) || ids.size() != 1) {
+    std::fprintf(stderr, "gos-cluster: rejoin: give one node id (%s)\n",
+                 error.empty() ? arg.c_str() : error.c_str());
+    return 2;
+  }
+  const uint32_t node = ids[0];
+  using SteadyClock = std::chrono::steady_clock;
+  auto ps = QueryPs(running, SteadyClock::now() + std::chrono::seconds(10));
+  if (!ps.ok()) {
+    std::fprintf(stderr, "gos-cluster: %s\n", ps.status().message().c_str());
+    return 1;
+  }
+  auto find = [node](const os::PsReply& r) -> const os::PsNode* {
+    for (const auto& n : r.nodes) {
+      if (n.id == node) return &n;
+    }
+    return nullptr;
+  };
+  const os::PsNode* n = find(*ps);
+  if (n == nullptr) {
+    std::fprintf(stderr, "gos-cluster: the cluster has no node %u (it has %zu)\n", node,
+                 ps->nodes.size());
+    return 2;
+  }
+  if (n->up) {
+    std::fprintf(stderr, "gos-cluster: node %u (%s) is up: nothing to rejoin\n", node,
+                 n->host.c_str());
+    return 1;
+  }
+  auto pid = StartNodeAgentAgain(state, node);
+  if (!pid.ok()) {
+    std::fprintf(stderr, "gos-cluster: %s\n", pid.status().message().c_str());
+    return 1;
+  }
+  const std::string log = state + "/log/n" + std::to_string(node) + ".log";
+  auto deadline = SteadyClock::now() + std::chrono::seconds(30);
+  while (true) {
+    int status;
+    if (waitpid(*pid, &status, WNOHANG) == *pid) {
+      const std::string why = DaemonFatal(log, "gos-nodeagent");
+      std::fprintf(stderr, "gos-cluster: node %u's nodeagent exited: %s (log: %s)\n", node,
+                   why.empty() ? "see its log" : why.c_str(), log.c_str());
+      return 1;
+    }
+    auto r = QueryPs(running, SteadyClock::now() + std::chrono::seconds(5));
+    if (r.ok()) {
+      if (const os::PsNode* m = find(*r); m != nullptr && m->up) break;
+    }
+    if (SteadyClock::now() > deadline) {
+      std::fprintf(stderr,
+                   "gos-cluster: node %u did not come up within 30 s; its nodeagent (pid %d) "
+                   "keeps trying (log: %s)\n",
+                   node, *pid, log.c_str());
+      return 1;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  std::printf("gos-cluster: node %u is up again (nodeagent pid %d; log %s)\n", node, *pid,
+              log.c_str());
+  return 0;
+}
+
 int Main(int argc, char** argv) {
   uint32_t nodes = 4;
   std::string timeslice, mpl, failure_timeout, keep_logs, provider, scratch_dir;
@@ -52,8 +135,9 @@ int Main(int argc, char** argv) {
   flags.String("--scratch-dir", &scratch_dir);
   flags.Bool("--netns", &netns);
   if (int rc = flags.Parse(); rc >= 0) return rc;
-  if (flags.positional().size() != 1) {
-    std::fprintf(stderr, "gos-cluster: say up, down or status (see --help)\n");
+  if (flags.positional().empty() ||
+      flags.positional().size() != (flags.positional()[0] == "rejoin" ? 2u : 1u)) {
+    std::fprintf(stderr, "gos-cluster: say up, down, status or rejoin NODE (see --help)\n");
     return 2;
   }
   const std::string& verb = flags.positional()[0];
@@ -86,7 +170,7 @@ int Main(int argc, char** argv) {
       (*c)->Kill();  // waits for the daemons: the coordinator's log is complete after it
       RemoveNetnsHosts(state);
       // The coordinator's own reason, when it gave up (e.g. the fabric refused the group).
-      const std::string why = CoordinatorFatal(state + "/log/coordinator.log");
+      const std::string why = DaemonFatal(state + "/log/coordinator.log", "gos-coordinator");
       std::fprintf(stderr, "gos-cluster: the cluster did not form: %s (logs in %s/log)\n",
                    why.empty() ? s.message().c_str() : why.c_str(), state.c_str());
       return 1;
@@ -127,7 +211,9 @@ int Main(int argc, char** argv) {
     std::perror("gos-cluster: exec gos-ps");
     return 1;
   }
-  std::fprintf(stderr, "gos-cluster: unknown command %s (up, down or status)\n", verb.c_str());
+  if (verb == "rejoin") return Rejoin(running, state, flags.positional()[1]);
+  std::fprintf(stderr, "gos-cluster: unknown command %s (up, down, status or rejoin)\n",
+               verb.c_str());
   return 2;
 }
 

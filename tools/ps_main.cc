@@ -57,15 +57,7 @@ int Main(int argc, char** argv) {
   std::string address = FindCoordinator();
   bool live = !address.empty();
   if (live) {
-    auto ch = ConnectCoordinator(address);
-    if (!ch.ok()) {
-      std::fprintf(stderr, "gos-ps: %s\n", ch.status().message().c_str());
-      return 1;
-    }
-    Status s = (*ch)->Send(os::Frame::kPs, {});
-    auto f = s.ok() ? (*ch)->Receive(std::chrono::steady_clock::now() + std::chrono::seconds(10))
-                    : StatusOr<os::FrameIn>(s);
-    reply = f.ok() ? os::DecodePsReply(f->payload) : StatusOr<os::PsReply>(f.status());
+    reply = QueryPs(address, std::chrono::steady_clock::now() + std::chrono::seconds(10));
   } else {
     reply = FromTables();
   }

@@ -776,6 +776,7 @@ TEST_F(OsTest, TwoJobsOnSameNodesAreGangScheduledOneThawedAtATime) {
 
 // ---- 5. A nodeagent killed during a job ---------------------------------------------------------
 
+// Then the node joins again (gos-cluster rejoin) and jobs use it.
 TEST_F(OsTest, KilledNodeagentFailsItsJobAndSparesOthers) {
   auto up = Run({Bin("gos-cluster"), "up", "-N", "3", "--failure-timeout", "1s"}, {}, 60s);
   ASSERT_EQ(up->ExitCode(), 0) << up->Describe() << Logs();
@@ -836,6 +837,41 @@ TEST_F(OsTest, KilledNodeagentFailsItsJobAndSparesOthers) {
   ASSERT_EQ(ps->nodes.size(), 3u) << DescribePs(ps);
   EXPECT_FALSE(ps->nodes[0].up) << DescribePs(ps);
   EXPECT_TRUE(ps->nodes[1].up && ps->nodes[2].up) << DescribePs(ps);
+
+  // The node comes back: a nodeagent may join only in place of a node that is down.
+  auto dup = Run({Bin("gos-nodeagent"), "--coordinator", state_, "--name", "dup", "--state-dir",
+                  state_ + "/nodes/dup", "--node", "2", "--exit-with-coordinator"},
+                 {}, 30s);
+  EXPECT_EQ(dup->ExitCode(), 1) << dup->Describe();
+  EXPECT_NE(dup->Err().find("node 2 of the cluster of 3 nodes is up"), std::string::npos)
+      << dup->Describe();
+  auto up_already = Run({Bin("gos-cluster"), "rejoin", "3"}, {}, 30s);
+  EXPECT_EQ(up_already->ExitCode(), 1) << up_already->Describe();
+  EXPECT_NE(up_already->Err().find(") is up: nothing to rejoin"), std::string::npos)
+      << up_already->Describe();
+  auto no_such = Run({Bin("gos-cluster"), "rejoin", "9"}, {}, 30s);
+  EXPECT_EQ(no_such->ExitCode(), 2) << no_such->Describe();
+  EXPECT_NE(no_such->Err().find("no node 9"), std::string::npos) << no_such->Describe();
+
+  auto rejoin = Run({Bin("gos-cluster"), "rejoin", "1"}, {}, 60s);
+  ASSERT_EQ(rejoin->ExitCode(), 0) << rejoin->Describe() << Logs();
+  EXPECT_NE(rejoin->Out().find("node 1 is up again"), std::string::npos) << rejoin->Describe();
+  const pid_t n1_again = AgentPid("n1");
+  ASSERT_GT(n1_again, 0) << Describe(ClusterProcesses());
+  EXPECT_NE(n1_again, n1);
+  ps = Ps(socket());
+  ASSERT_TRUE(ps.ok()) << ps.status().ToString();
+  EXPECT_TRUE(ps->nodes[0].up && ps->nodes[1].up && ps->nodes[2].up) << DescribePs(ps);
+  // A job over every node, the one that joined again included, and one that communicates.
+  auto all = Run({Bin("gos-run"), "-N", "3", "-n", "3", "-l", Hello()}, {}, 60s);
+  ASSERT_EQ(all->ExitCode(), 0) << all->Describe() << Logs();
+  std::string problems;
+  std::map<int, int> placed = ParseHello(all->Out(), 3, &problems);
+  EXPECT_EQ(problems, "") << all->Describe();
+  EXPECT_EQ(placed, (std::map<int, int>{{0, 1}, {1, 2}, {2, 3}})) << all->Describe();
+  auto ring =
+      Run({Bin("gos-run"), "-N", "3", "-n", "3", GosBinDir() + "/../examples/ring"}, {}, 60s);
+  EXPECT_EQ(ring->ExitCode(), 0) << ring->Describe() << Logs();
 
   auto down = Run({Bin("gos-cluster"), "down"}, {}, 30s);
   EXPECT_EQ(down->ExitCode(), 0) << down->Describe();
@@ -1034,6 +1070,27 @@ TEST_F(OsTest, ClusterUpNetnsPutsEachNodeInItsOwnNamespace) {
   std::vector<std::string> got = Lines(where->Out());
   std::sort(got.begin(), got.end());
   EXPECT_EQ(got, expected) << where->Describe();
+
+  // A node's agent killed, then started again by `gos-cluster rejoin`: back in its own
+  // namespace, over tcp;ofi_rxm like a host that was repaired.
+  const pid_t n2 = AgentPid("n2");
+  ASSERT_GT(n2, 0) << Describe(ClusterProcesses());
+  killed_agents_.insert(n2);
+  ASSERT_EQ(::kill(n2, SIGKILL), 0);
+  ASSERT_TRUE(WaitUntil(
+      [&] {
+        auto ps = Ps(socket());
+        return ps.ok() && ps->nodes.size() == 3 && !ps->nodes[1].up;
+      },
+      10s))
+      << DescribePs(Ps(socket()));
+  auto rejoin = Run({Bin("gos-cluster"), "rejoin", "2"}, {}, 60s);
+  ASSERT_EQ(rejoin->ExitCode(), 0) << rejoin->Describe() << Logs();
+  auto again = Run({Bin("gos-run"), "-n", "3", "-l", RankHelper(), "netns"}, {}, 60s);
+  EXPECT_EQ(again->ExitCode(), 0) << again->Describe() << Logs();
+  got = Lines(again->Out());
+  std::sort(got.begin(), got.end());
+  EXPECT_EQ(got, expected) << again->Describe();
 
   auto down = Run({Bin("gos-cluster"), "down"}, {}, 30s);
   EXPECT_EQ(down->ExitCode(), 0) << down->Describe();

@@ -153,6 +153,8 @@ enum class Frame : uint16_t {
                          //   has one that matches, chunk by chunk
   kRestoreLocalReply = 59,  // agent -> coordinator: RestoreReady (ok: the rank's images are in
                             //   place; not ok: ship them)
+  kAgentJoined = 60,        // agent -> coordinator: empty; it joined the primitives' group
+                            //   (after kWelcome; what makes a node that joins again usable)
   // client -> coordinator (checkpoint tools)
   kCheckpointNow = 6,  // u64 job: take an epoch now; kPhase lines, then kOk or kError
   kListEpochs = 7,     // u64 job: kOk with the table of epochs
