@@ -669,7 +669,10 @@ void CoordinatorImpl::DropConnection(int fd, const std::string& why, After& afte
   if (at == agents_.end()) return;
   auto a = at->second;
   agents_.erase(at);
-  if (a->node != 0 && node_agents_[a->node] == a) {
+  // find, not []: the node may be down already (NodeDown dropped its agent), and an empty
+  // entry left here would make its slot look taken to a nodeagent joining in its place.
+  if (auto nt = node_agents_.find(a->node);
+      a->node != 0 && nt != node_agents_.end() && nt->second == a) {
     node_agents_.erase(a->node);
     if (formed_) {
       NodeDown(a->node, "its nodeagent's connection to the coordinator closed (" + why + ")",
@@ -1022,9 +1025,10 @@ void CoordinatorImpl::OnAgentFrame(const std::shared_ptr<Agent>& a, os::FrameIn&
         if (free_slot(want)) {
           id = want;
         } else if (formed_) {
-          const NodeRecord& up = nodes_[want];
-          why = "node " + std::to_string(want) + " of " + cluster + " is up (nodeagent pid " +
-                std::to_string(up.pid) + " on " + up.host +
+          const NodeRecord& held = nodes_[want];
+          why = "node " + std::to_string(want) + " of " + cluster +
+                (held.state == NodeState::kUp ? " is up" : " is joining again already") +
+                " (nodeagent pid " + std::to_string(held.pid) + " on " + held.host +
                 "): a nodeagent can join only in place of a node that is down";
         }
       } else if (want != 0 && formed_) {

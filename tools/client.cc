@@ -202,11 +202,15 @@ StatusOr<std::unique_ptr<LocalCluster>> LocalCluster::Start(const LocalClusterOp
   if (!o.mpl.empty()) argv.insert(argv.end(), {"--mpl", o.mpl});
   if (!o.failure_timeout.empty()) argv.insert(argv.end(), {"--failure-timeout", o.failure_timeout});
   if (!o.keep_logs.empty()) argv.insert(argv.end(), {"--keep-logs", o.keep_logs});
-  // Every node on this host and in one network namespace: shared memory (with doorbells),
-  // about twice as fast per message as tcp;ofi_rxm here, unless a provider is asked for.
+  // Unless a provider is asked for: one node on this host talks to the coordinator over
+  // shared memory (with doorbells), about twice as fast per message as tcp;ofi_rxm here.
+  // Several nodes use tcp;ofi_rxm, like hosts: under libfabric 1.17's shm a node killed while
+  // it holds a lock of its shared queue leaves every sender to it, the coordinator included,
+  // stuck for good, so one kill -9 could take the whole cluster down (README, "Provider").
   std::string provider = o.provider;
   const char* env_provider = std::getenv("GOS_FABRIC_PROVIDER");
-  if (provider.empty() && !o.netns && (env_provider == nullptr || *env_provider == '\0')) {
+  if (provider.empty() && !o.netns && o.nodes == 1 &&
+      (env_provider == nullptr || *env_provider == '\0')) {
     provider = "shm";
   }
   if (!provider.empty()) argv.insert(argv.end(), {"--provider", provider});

@@ -46,7 +46,8 @@ struct LocalClusterOptions {
   std::string mpl;              // "" = default
   std::string failure_timeout;  // "" = default
   std::string keep_logs;        // gos-coordinator --keep-logs; "" = default
-  // "" = $GOS_FABRIC_PROVIDER if set, else shm (tcp;ofi_rxm when the nodes have netns)
+  // "" = $GOS_FABRIC_PROVIDER if set, else shm for one node, tcp;ofi_rxm for several (a node
+  // killed under shm can leave its peers stuck in libfabric; tools/client.cc)
   std::string provider;
   bool embedded = true;  // exit when idle (gos-run) vs. persistent (gos-cluster)
   bool detach = false;   // new session, survives the caller (gos-cluster up)

@@ -35,8 +35,10 @@ options for up:
       --mpl M             multiprogramming level                           (default 2)
       --failure-timeout DUR                                              (default 2s)
       --keep-logs N       replay logs kept, of the most recent jobs; 0 = all (default 1000)
-      --provider NAME     libfabric provider between the nodes: shm (default: all are on
-                          this host; $GOS_FABRIC_PROVIDER overrides), tcp;ofi_rxm, tcp
+      --provider NAME     libfabric provider between the nodes: tcp;ofi_rxm (default; shm
+                          for a 1-node cluster; $GOS_FABRIC_PROVIDER overrides), shm (about
+                          twice as fast per message, but a node killed with kill -9 can
+                          leave the others stuck in libfabric for good), tcp
       --scratch-dir DIR   where each node writes its checkpoint dumps: DIR/<node name>
                           (default: the node's state dir; on another file system a restart
                           copies a node's dump instead of linking it)

@@ -309,6 +309,7 @@ class NodeImpl final : public Node {
   bootstrap::FrameBuffer bootstrap_in_;
   bool bootstrap_lost_ = false;
   Clock::time_point next_heartbeat_;
+  Clock::time_point next_bootstrap_read_;  // while the loop does not sleep (RunLoop)
   int logged_rejects_ = 0;
   Clock::time_point last_busy_;
   std::chrono::microseconds spin_{0};
@@ -739,6 +740,13 @@ void NodeImpl::RunLoop(const std::function<bool()>& keep_going) {
     if (!keep_going()) break;
     if (busy || !backlog_.empty()) {
       if (busy) last_busy_ = Clock::now();
+      // The bootstrap service's frames are read when the loop sleeps; a loop kept busy (a
+      // backlog to a peer that died never drains: its posts fail with EAGAIN for good)
+      // must still hear of that death, or it would retry forever.
+      if (const auto now = Clock::now(); now >= next_bootstrap_read_ && !bootstrap_lost_) {
+        next_bootstrap_read_ = now + std::chrono::milliseconds(1);
+        ReadBootstrap();
+      }
       if (!backlog_.empty()) sched_yield();
       continue;
     }

@@ -324,16 +324,30 @@ void KillPeer(Node& n, NodeId victim) {
   }
 }
 
-// The victim is killed (by the test) and a new process joins under its id: the survivors
-// see it down, then up again at a new pid, and the whole group works again — barriers,
-// a multi-piece multicast to everyone, a COMPARE-AND-WRITE with a write started by the new
-// process.
+// The victim is killed (by the test) while every other node keeps writing 2 MiB blocks into
+// it, and a new process joins under its id: the survivors see it down, then up again at a new
+// pid, and the whole group works again — barriers, 2 MiB from each survivor to the new
+// process, a multi-piece multicast to everyone, a COMPARE-AND-WRITE with a write started by
+// the new process.
 void Rejoin(Node& n, NodeId victim, bool rejoiner) {
   NodeSet all = NodeSet::All(n.group_size());
+  std::vector<uint8_t> block(2u << 20);
   if (!rejoiner) {
     Barrier(n);
     std::printf("node %u: READY\n", n.id());
     if (n.id() == victim) pause();  // SIGKILL from the test.
+    // Transfers in flight to it when it dies. (Not on shm: a node killed while it holds the
+    // lock of its shm queue blocks every sender to it for good, a limit of libfabric's shm.)
+    while (n.provider() != "shm") {
+      Status s =
+          n.XferAndSignal(NodeSet{victim}, block.data(), block.size(), kData, kNoEvent, kLocal);
+      if (s.ok()) {
+        StatusOr<bool> done = n.WaitEvent(kLocal, std::chrono::seconds(30));
+        Check(done.ok() ? *done : true, "a block to the victim neither arrived nor failed");
+        s = done.status();
+      }
+      if (!s.ok()) break;
+    }
     const int32_t old_pid = n.node_info(victim).pid;
     auto deadline = Clock::now() + std::chrono::seconds(30);
     if (n.id() == 0) {  // The test starts the new process once node 0 saw the victim down.
@@ -358,6 +372,24 @@ void Rejoin(Node& n, NodeId victim, bool rejoiner) {
     }
   }
   Barrier(n, all);
+  // From each survivor in turn, 2 MiB into the new process.
+  for (NodeId from = 0; from < n.group_size(); ++from) {
+    if (from == victim) continue;
+    for (size_t i = 0; i < block.size(); ++i) block[i] = Pattern(static_cast<int>(from), i);
+    if (n.id() == from) {
+      Must(n.XferAndSignal(NodeSet{victim}, block.data(), block.size(), kData, kData2, kLocal),
+           "block to the new process");
+      Check(Must(n.WaitEvent(kLocal, std::chrono::seconds(30)), "block delivered"),
+            "the block to the new process was never delivered");
+    }
+    if (rejoiner) {
+      Check(Must(n.WaitEvent(kData2, std::chrono::seconds(30)), "block arrival"),
+            "the block from node " + std::to_string(from) + " never arrived");
+      Check(std::memcmp(n.global_memory().data() + kData, block.data(), block.size()) == 0,
+            "the block from node " + std::to_string(from) + " differs");
+    }
+    Barrier(n, all);
+  }
   std::vector<uint8_t> data(300u << 10);
   for (size_t i = 0; i < data.size(); ++i) data[i] = Pattern(5, i);
   if (n.id() == 0) {
