@@ -23,9 +23,12 @@ options:
   --scratch-dir DIR       checkpoint dumps, restore images   (default state dir)
   --init-root DIR         rank inits' working dirs         (default /run/gos/init)
   --cores N               cores to report                  (default online CPUs)
-  --node ID               node id to ask for                          (default any)
+  --node ID               node id to ask for: once the cluster has formed, only one
+                          that is down (this node joins again in its place) (default any)
   --connect-timeout DUR   how long to try to reach the coordinator    (default 30s)
-  --exit-with-coordinator exit when the coordinator goes away (else reconnect)
+  --exit-with-coordinator exit when the coordinator goes away or drops this node (else
+                          reconnect: to a restarted coordinator, or in its own place
+                          after being declared down)
   -h, --help              this text
 )";
 
