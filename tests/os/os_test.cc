@@ -958,6 +958,23 @@ TEST_F(OsTest, CoordinatorRestartRecoversJobAndNodeTables) {
   EXPECT_EQ(again->ExitCode(), 0) << again->Describe() << coordinator->Describe();
   EXPECT_EQ(Lines(again->Out()).size(), 2u) << again->Describe();
 
+  // An agent stopped past the failure timeout is declared down (the agents took their ids in
+  // the order they came back: either may be n2's); once it runs again it finds itself dropped
+  // and joins the running cluster again in its own place, by itself.
+  agents[1]->Signal(SIGSTOP);
+  EXPECT_TRUE(WaitUntil(
+      [&] {
+        auto p = Ps(socket());
+        return p.ok() && p->nodes.size() == 2 && (!p->nodes[0].up || !p->nodes[1].up);
+      },
+      10s))
+      << DescribePs(Ps(socket()));
+  agents[1]->Signal(SIGCONT);
+  ASSERT_TRUE(WaitForNodes(socket(), 2, 30s)) << coordinator->Describe() << agents[1]->Describe();
+  auto back = Run({Bin("gos-run"), "-n", "2", "-N", "2", "-l", Hello()});
+  EXPECT_EQ(back->ExitCode(), 0) << back->Describe() << coordinator->Describe();
+  EXPECT_EQ(Lines(back->Out()).size(), 2u) << back->Describe();
+
   coordinator->Signal(SIGTERM);
   EXPECT_TRUE(coordinator->Wait(15s)) << coordinator->Describe();
   for (auto& agent : agents) {
