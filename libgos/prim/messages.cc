@@ -62,6 +62,8 @@ const char* MsgTypeName(MsgType type) {
       return "CAW_WRITE_ACK";
     case MsgType::kCawResult:
       return "CAW_RESULT";
+    case MsgType::kPing:
+      return "PING";
   }
   return "?";
 }
@@ -103,6 +105,8 @@ void EncodeControl(const ControlMsg& m, std::vector<uint8_t>* out) {
     case MsgType::kCawWriteAck:
     case MsgType::kCawResult:
       EncodeReply(m, w);
+      break;
+    case MsgType::kPing:
       break;
   }
   uint32_t payload = static_cast<uint32_t>(out->size() - kMsgHeaderBytes);
@@ -165,6 +169,8 @@ StatusOr<ControlMsg> DecodeControl(std::span<const uint8_t> bytes) {
     case MsgType::kCawWriteAck:
     case MsgType::kCawResult:
       if (!DecodeReply(r, &m)) return bad("bad reply fields");
+      break;
+    case MsgType::kPing:
       break;
   }
   if (r.remaining() != 0) return bad("trailing bytes");

@@ -25,8 +25,9 @@ enum class MsgType : uint8_t {
   kCawWrite = 6,       // Down the tree: apply the write.
   kCawWriteAck = 7,    // Up the tree: subtree applied it.
   kCawResult = 8,      // Sequencer -> initiator: the outcome.
+  kPing = 9,           // Nothing: opens the connection to a peer early (NodeImpl::Init).
 };
-inline constexpr uint8_t kMaxMsgType = 8;
+inline constexpr uint8_t kMaxMsgType = 9;
 
 inline constexpr uint32_t kMsgMagic = 0x50534f47;  // "GOSP" little-endian.
 inline constexpr uint8_t kMsgVersion = 1;

@@ -78,6 +78,8 @@ constexpr int kBellSleepMs = 10;
 constexpr auto kPostStuckLimit = std::chrono::seconds(10);
 constexpr int kPostStuckExit = 75;
 constexpr int kMaxLoggedRejects = 20;
+// Groups up to this size open every connection when a node joins (NodeImpl::Init).
+constexpr uint32_t kEagerConnectMaxNodes = 32;
 constexpr auto kLeaveGrace = std::chrono::seconds(2);
 
 uint64_t OpKey(NodeId origin, uint32_t seq) { return (uint64_t{origin} << 32) | seq; }
@@ -454,6 +456,19 @@ Status NodeImpl::Init() {
     spin_ = std::chrono::microseconds(std::atoi(e));
   if (const char* e = std::getenv("GOS_PRIM_TEST_STALL_POST_MS")) {
     stall_post_for_test_ = std::chrono::milliseconds(std::atoi(e));
+  }
+  // Connection-based providers (tcp;ofi_rxm) set up a connection on a pair's first message,
+  // which takes tens of milliseconds: open them all now, while the group forms, rather than
+  // in the middle of a job's first operation. Not for large groups (a connection each).
+  if (fabric_->bell_fd() < 0 && size_ <= kEagerConnectMaxNodes) {
+    Submit([this] {
+      ControlMsg ping;
+      ping.type = MsgType::kPing;
+      ping.origin = self_;
+      for (NodeId id = 0; id < size_; ++id) {
+        if (id != self_ && PeerAlive(id)) SendControl(id, ping);
+      }
+    });
   }
   progress_ = std::thread([this] { Run(); });
   watchdog_ = std::thread([this] { Watchdog(); });
@@ -1262,6 +1277,8 @@ void NodeImpl::OnControl(std::span<const uint8_t> bytes) {
     case MsgType::kCawResult:
       if (m.origin != self_) return Reject(m.src, "CAW_RESULT for another node's call");
       return CompleteWaiter(m.seq, m.result, m.ReplyStatus());
+    case MsgType::kPing:
+      return;
   }
 }
 
