@@ -458,15 +458,19 @@ Status NodeImpl::Init() {
     stall_post_for_test_ = std::chrono::milliseconds(std::atoi(e));
   }
   // Connection-based providers (tcp;ofi_rxm) set up a connection on a pair's first message,
-  // which takes tens of milliseconds: open them all now, while the group forms, rather than
-  // in the middle of a job's first operation. Not for large groups (a connection each).
+  // and what RMA writes need on their first write, each taking tens of milliseconds (a fresh
+  // 4-node cluster's first job staged in 45-90 ms instead of 2-4): do both now, while the
+  // group forms, rather than in the middle of a job's first operation. An empty write and a
+  // PING to every peer; not for large groups (a connection each).
   if (fabric_->bell_fd() < 0 && size_ <= kEagerConnectMaxNodes) {
     Submit([this] {
+      static const uint64_t kNothing = 0;
       ControlMsg ping;
       ping.type = MsgType::kPing;
       ping.origin = self_;
       for (NodeId id = 0; id < size_; ++id) {
-        if (id != self_ && PeerAlive(id)) SendControl(id, ping);
+        if (id != self_ && PeerAlive(id))
+          WriteThenSend(id, &kNothing, 0, 0, nullptr, nullptr, ping);
       }
     });
   }
