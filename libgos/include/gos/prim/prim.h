@@ -71,8 +71,10 @@ struct NodeOptions {
   size_t piece_bytes = 1u << 20;
   // After handling a message, the progress thread keeps polling (yielding the core each
   // round) this long before it sleeps: replies in a tree come back within microseconds.
-  // Default: 50 us.
-  std::chrono::microseconds spin{50};
+  // $GOS_PRIM_SPIN_US overrides. Default: 200 us (16 nodes on 2 cores: 8-byte multicast p50
+  // ~200 us against ~270 us with 50; docs/benchmarks.md). gos's daemons, which share the
+  // cores with ranks, use 50 us.
+  std::chrono::microseconds spin{200};
   // Heartbeat period to the bootstrap service. Default: 200 ms.
   std::chrono::milliseconds heartbeat_interval{200};
   // Deadline of a CompareAndWrite without an explicit one. Default: 10 s.
