@@ -217,7 +217,9 @@ class NodeImpl final : public Node {
   void RepostRecv(OpContext* ctx);
   void Post(OpContext* ctx);
   bool TryPost(OpContext* ctx, ssize_t* rc);
-  void RingPeer(NodeId id);  // after posting to it (doorbell providers)
+  // After posting to it (doorbell providers). `probe`: a ring that fails means this node
+  // cannot reach the peers' bells (another network namespace), not that the peer died.
+  void RingPeer(NodeId id, bool probe = false);
   void RingForBacklog(NodeId id);
   void RetryBacklog();
   // After TryPost posted ctx with result rc: rings the peer, or fails the peer and drops ctx.
@@ -446,7 +448,7 @@ Status NodeImpl::Init() {
   // Every doorbell is bound before its node joins: ring each once, so that a node that cannot
   // reach its peers' bells (another network namespace) knows it from the start.
   for (NodeId id = 0; id < size_ && fabric_->bell_fd() >= 0; ++id) {
-    if (id != self_) RingPeer(id);
+    if (id != self_ && peers_[id].alive) RingPeer(id, /*probe=*/true);
   }
   GOS_LOG(kInfo, "prim") << "node " << self_ << "/" << size_ << " joined via " << options_.bootstrap
                          << " on " << provider_ << " at " << fabric_->PrintableName(name);
@@ -1026,8 +1028,11 @@ void NodeImpl::RetryBacklog() {
   }
 }
 
-void NodeImpl::RingPeer(NodeId id) {
+void NodeImpl::RingPeer(NodeId id, bool probe) {
   if (fabric_->bell_fd() < 0 || fabric_->Ring(peers_[id].addr) || bell_unreachable_) return;
+  // A bell that answered once and no longer does belongs to a process that is gone: the
+  // bootstrap service will say so. Only a failed probe means this node cannot ring bells.
+  if (!probe) return;
   const int err = errno;
   bell_unreachable_ = true;
   GOS_LOG(kWarn, "prim") << "node " << self_ << ": cannot ring the doorbell of " << Describe(id)
@@ -1145,7 +1150,7 @@ void NodeImpl::OnPeerUp(const bootstrap::PeerRecord& r) {
     p.incarnation++;
   }
   GOS_LOG(kInfo, "prim") << "node " << self_ << ": " << Describe(id) << " joined again";
-  RingPeer(id);
+  RingPeer(id, /*probe=*/true);
 }
 
 void NodeImpl::SendHeartbeat() {

@@ -242,6 +242,8 @@ void KillAndRejoin(GroupSpec spec, int victim) {
   for (int i = 0; i <= spec.nodes; ++i) {
     if (i == victim) continue;
     EXPECT_TRUE(g.node(i).OutputContains("rejoin checks passed")) << g.node(i).output();
+    // A bell (shm) that no longer answers is a dead node's, not a reason to poll from now on.
+    EXPECT_FALSE(g.node(i).OutputContains("cannot ring the doorbell")) << g.node(i).output();
   }
 }
 
