@@ -62,6 +62,31 @@ void SaveNodeAgentCommand(const std::string& state, uint32_t node,
   }
 }
 
+// A live (not zombie) gos-nodeagent whose --state-dir is `dir`, or 0.
+pid_t NodeAgentOf(const std::string& dir) {
+  std::error_code ec;
+  for (const auto& e : std::filesystem::directory_iterator("/proc", ec)) {
+    const std::string name = e.path().filename().string();
+    if (name.empty() || name.find_first_not_of("0123456789") != std::string::npos) continue;
+    std::ifstream cmd(e.path() / "cmdline", std::ios::binary);
+    std::vector<std::string> args;
+    std::string a;
+    while (std::getline(cmd, a, '\0')) args.push_back(a);
+    if (args.empty() || std::filesystem::path(args[0]).filename() != "gos-nodeagent") continue;
+    bool match = false;
+    for (size_t i = 0; i + 1 < args.size(); ++i)
+      match |= args[i] == "--state-dir" && args[i + 1] == dir;
+    if (!match) continue;
+    std::ifstream stat(e.path() / "stat");
+    std::string line;
+    std::getline(stat, line);
+    const size_t paren = line.rfind(')');
+    if (paren != std::string::npos && paren + 2 < line.size() && line[paren + 2] == 'Z') continue;
+    return static_cast<pid_t>(std::stol(name));
+  }
+  return 0;
+}
+
 }  // namespace
 
 StatusOr<pid_t> StartNodeAgentAgain(const std::string& state, uint32_t node) {
@@ -75,6 +100,15 @@ StatusOr<pid_t> StartNodeAgentAgain(const std::string& state, uint32_t node) {
   std::string arg;
   while (std::getline(in, arg, '\0')) argv.push_back(arg);
   if (argv.empty()) return InvalidArgumentError(path + " is empty");
+  // The node's earlier nodeagent may live on (stopped, or cut off, when it was declared
+  // down): two agents on one state dir would trip over each other's job dirs.
+  if (pid_t old = NodeAgentOf(state + "/nodes/n" + std::to_string(node)); old > 0) {
+    return FailedPreconditionError("node " + std::to_string(node) + "'s earlier nodeagent (pid " +
+                                   std::to_string(old) +
+                                   ") is still running (stopped or cut off?): end it first, "
+                                   "e.g. kill -9 " +
+                                   std::to_string(old));
+  }
   pid_t pid = Spawn(argv, state + "/log/n" + std::to_string(node) + ".log", true);
   if (pid < 0) return ErrnoError(errno, "fork");
   return pid;

@@ -873,6 +873,30 @@ TEST_F(OsTest, KilledNodeagentFailsItsJobAndSparesOthers) {
       Run({Bin("gos-run"), "-N", "3", "-n", "3", GosBinDir() + "/../examples/ring"}, {}, 60s);
   EXPECT_EQ(ring->ExitCode(), 0) << ring->Describe() << Logs();
 
+  // A node declared down while its agent lives on (stopped): rejoin refuses to start a second
+  // agent on its state dir, naming the first; once that one is gone, it starts the node again.
+  const pid_t n3 = AgentPid("n3");
+  ASSERT_GT(n3, 0) << Describe(ClusterProcesses());
+  killed_agents_.insert(n3);
+  ASSERT_EQ(::kill(n3, SIGSTOP), 0);
+  EXPECT_TRUE(WaitUntil(
+      [&] {
+        auto p = Ps(socket());
+        return p.ok() && p->nodes.size() == 3 && !p->nodes[2].up;
+      },
+      10s))
+      << DescribePs(Ps(socket()));
+  auto second = Run({Bin("gos-cluster"), "rejoin", "3"}, {}, 30s);
+  EXPECT_EQ(second->ExitCode(), 1) << second->Describe();
+  EXPECT_NE(
+      second->Err().find("earlier nodeagent (pid " + std::to_string(n3) + ") is still running"),
+      std::string::npos)
+      << second->Describe();
+  ASSERT_EQ(::kill(n3, SIGKILL), 0);
+  EXPECT_TRUE(WaitUntil([&] { return AgentPid("n3") < 0; }, 10s));
+  auto third = Run({Bin("gos-cluster"), "rejoin", "3"}, {}, 60s);
+  EXPECT_EQ(third->ExitCode(), 0) << third->Describe() << Logs();
+
   auto down = Run({Bin("gos-cluster"), "down"}, {}, 30s);
   EXPECT_EQ(down->ExitCode(), 0) << down->Describe();
   EXPECT_TRUE(WaitUntil([&] { return ClusterProcesses().empty(); }, 15s))
