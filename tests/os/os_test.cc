@@ -491,6 +491,36 @@ class OsTest : public ::testing::Test {
     return -1;
   }
 
+  // Sends `sig` (SIGKILL, SIGSTOP) to the nodeagent `name` of a local cluster and waits until
+  // the coordinator reports its node `node` down. Returns the agent's pid, or -1 (with a
+  // failure recorded) if there was no such agent or the node stayed up.
+  pid_t SignalAgentUntilDown(const std::string& name, uint32_t node, int sig) {
+    const pid_t pid = AgentPid(name);
+    if (pid <= 0) {
+      ADD_FAILURE() << "no nodeagent " << name << ":\n" << Describe(ClusterProcesses());
+      return -1;
+    }
+    killed_agents_.insert(pid);  // it may not remove its cgroup dir
+    if (::kill(pid, sig) != 0) {
+      ADD_FAILURE() << "kill " << pid << ": " << std::strerror(errno);
+      return -1;
+    }
+    StatusOr<PsReply> ps = UnavailableError("no reply");
+    const bool down = WaitUntil(
+        [&] {
+          ps = Ps(socket());
+          return ps.ok() && ps->nodes.size() >= node && !ps->nodes[node - 1].up;
+        },
+        10s);
+    if (!down) {
+      ADD_FAILURE() << "node " << node << " still up 10 s after signal " << sig << " to " << name
+                    << ":\n"
+                    << DescribePs(ps);
+      return -1;
+    }
+    return pid;
+  }
+
   // The freezer cgroup dir of the nodeagent with this pid, or "" if there is none.
   static std::string AgentCgroup(pid_t agent) {
     std::string suffix = "." + std::to_string(agent);
@@ -875,17 +905,8 @@ TEST_F(OsTest, KilledNodeagentFailsItsJobAndSparesOthers) {
 
   // A node declared down while its agent lives on (stopped): rejoin refuses to start a second
   // agent on its state dir, naming the first; once that one is gone, it starts the node again.
-  const pid_t n3 = AgentPid("n3");
-  ASSERT_GT(n3, 0) << Describe(ClusterProcesses());
-  killed_agents_.insert(n3);
-  ASSERT_EQ(::kill(n3, SIGSTOP), 0);
-  EXPECT_TRUE(WaitUntil(
-      [&] {
-        auto p = Ps(socket());
-        return p.ok() && p->nodes.size() == 3 && !p->nodes[2].up;
-      },
-      10s))
-      << DescribePs(Ps(socket()));
+  const pid_t n3 = SignalAgentUntilDown("n3", 3, SIGSTOP);
+  ASSERT_GT(n3, 0);
   auto second = Run({Bin("gos-cluster"), "rejoin", "3"}, {}, 30s);
   EXPECT_EQ(second->ExitCode(), 1) << second->Describe();
   EXPECT_NE(
@@ -1114,17 +1135,7 @@ TEST_F(OsTest, ClusterUpNetnsPutsEachNodeInItsOwnNamespace) {
 
   // A node's agent killed, then started again by `gos-cluster rejoin`: back in its own
   // namespace, over tcp;ofi_rxm like a host that was repaired.
-  const pid_t n2 = AgentPid("n2");
-  ASSERT_GT(n2, 0) << Describe(ClusterProcesses());
-  killed_agents_.insert(n2);
-  ASSERT_EQ(::kill(n2, SIGKILL), 0);
-  ASSERT_TRUE(WaitUntil(
-      [&] {
-        auto ps = Ps(socket());
-        return ps.ok() && ps->nodes.size() == 3 && !ps->nodes[1].up;
-      },
-      10s))
-      << DescribePs(Ps(socket()));
+  ASSERT_GT(SignalAgentUntilDown("n2", 2, SIGKILL), 0);
   auto rejoin = Run({Bin("gos-cluster"), "rejoin", "2"}, {}, 60s);
   ASSERT_EQ(rejoin->ExitCode(), 0) << rejoin->Describe() << Logs();
   auto again = Run({Bin("gos-run"), "-n", "3", "-l", RankHelper(), "netns"}, {}, 60s);
