@@ -248,6 +248,9 @@ StatusOr<std::unique_ptr<LocalCluster>> LocalCluster::Start(const LocalClusterOp
     provider = "shm";
   }
   if (!provider.empty()) argv.insert(argv.end(), {"--provider", provider});
+  c->provider_ = !provider.empty()                                  ? provider
+                 : env_provider != nullptr && *env_provider != '\0' ? env_provider
+                                                                    : "tcp;ofi_rxm";
   if (!o.listen.empty()) {
     argv.insert(argv.end(), {"--listen", o.listen});
   } else if (o.netns) {

@@ -69,6 +69,8 @@ class LocalCluster {
   static StatusOr<std::unique_ptr<LocalCluster>> Start(const LocalClusterOptions& o);
   ~LocalCluster();
   const std::string& socket() const { return socket_; }
+  // The libfabric provider between its nodes (the one chosen, or the coordinator's default).
+  const std::string& provider() const { return provider_; }
   // Waits for every daemon to exit (embedded clusters exit once idle); kills what is left at
   // the deadline. Returns false if something had to be killed.
   bool WaitExit(std::chrono::milliseconds timeout);
@@ -80,6 +82,7 @@ class LocalCluster {
  private:
   std::vector<pid_t> pids_;
   std::string socket_;
+  std::string provider_;
 };
 
 // Starts node `node`'s nodeagent of the local cluster in `state` again, with the command

@@ -178,8 +178,9 @@ int Main(int argc, char** argv) {
       return 1;
     }
     (*c)->Detach();
-    std::printf("gos-cluster: %u nodes up; coordinator socket %s; logs in %s/log\n", nodes,
-                (*c)->socket().c_str(), state.c_str());
+    std::printf("gos-cluster: %u node%s up over %s; coordinator socket %s; logs in %s/log\n", nodes,
+                nodes == 1 ? "" : "s", (*c)->provider().c_str(), (*c)->socket().c_str(),
+                state.c_str());
     return 0;
   }
   if (verb == "down") {
