@@ -7,6 +7,7 @@
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
 #include <sys/socket.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -122,6 +123,8 @@ struct Peer {
   // Times it joined again after being down (OnPeerUp): an error completion of something
   // posted to an earlier process under its id says nothing about this one.
   uint32_t incarnation = 0;
+  // shm only: a pidfd of its process (-1: none), polled before each post to it (PeerExited).
+  int pidfd = -1;
 };
 
 // A transfer this node takes part in: as its root, or as a receiver that forwards.
@@ -170,7 +173,12 @@ struct CawWaiter {
 class NodeImpl final : public Node {
  public:
   explicit NodeImpl(const NodeOptions& options) : options_(options) {}
-  ~NodeImpl() override { Leave(); }
+  ~NodeImpl() override {
+    Leave();
+    for (Peer& p : peers_) {
+      if (p.pidfd >= 0) ::close(p.pidfd);
+    }
+  }
 
   Status Init();
 
@@ -222,6 +230,13 @@ class NodeImpl final : public Node {
   // After posting to it (doorbell providers). `probe`: a ring that fails means this node
   // cannot reach the peers' bells (another network namespace), not that the peer died.
   void RingPeer(NodeId id, bool probe = false);
+  // shm: the peer's process has exited (its pidfd says so). A node killed while it held the
+  // spin lock of its shared queue leaves every later post to it spinning in libfabric for
+  // good; not posting to a process that is gone avoids that (but not for a post already
+  // waiting for the lock when it died). The peer is marked down at the loop's next turn
+  // (exited_peers_), not here: Post runs inside loops over the very state MarkDown changes.
+  bool PeerExited(NodeId id);
+  void WatchPeerProcess(NodeId id);  // opens peers_[id].pidfd (shm)
   void RingForBacklog(NodeId id);
   void RetryBacklog();
   // After TryPost posted ctx with result rc: rings the peer, or fails the peer and drops ctx.
@@ -322,6 +337,7 @@ class NodeImpl final : public Node {
   std::atomic<bool> spinning_{true};  // SetSpinning
   bool bell_unreachable_ = false;     // a peer's doorbell could not be rung (RingPeer)
   std::vector<std::pair<NodeId, Clock::time_point>> deferred_failures_;
+  std::vector<NodeId> exited_peers_;  // PeerExited: to be marked down by RunLoop
 
   std::atomic<uint64_t> sent_{0}, received_{0}, rejected_{0}, rma_bytes_{0}, forwarded_{0},
       bell_wakeups_{0};
@@ -446,6 +462,9 @@ Status NodeImpl::Init() {
     ssize_t rc = fi_recv(fabric_->ep(), ctx->buf.data(), ctx->buf.size(), nullptr, FI_ADDR_UNSPEC,
                          &ctx->fi_ctx);
     if (rc != 0) return FabricError(rc, "fi_recv");
+  }
+  for (NodeId id = 0; id < size_; ++id) {
+    if (id != self_ && peers_[id].alive) WatchPeerProcess(id);
   }
   // Every doorbell is bound before its node joins: ring each once, so that a node that cannot
   // reach its peers' bells (another network namespace) knows it from the start.
@@ -760,6 +779,13 @@ void NodeImpl::RunLoop(const std::function<bool()>& keep_going) {
     RetryBacklog();
     if (Clock::now() >= next_heartbeat_) SendHeartbeat();
     if (!deferred_failures_.empty()) RunDeferredFailures();
+    if (!exited_peers_.empty()) {
+      std::vector<NodeId> exited;
+      exited.swap(exited_peers_);
+      for (NodeId id : exited) {
+        MarkDown(id, "its process (pid " + std::to_string(peers_[id].pid) + ") has exited", false);
+      }
+    }
     if (!keep_going()) break;
     if (busy || !backlog_.empty()) {
       if (busy) last_busy_ = Clock::now();
@@ -964,7 +990,7 @@ void NodeImpl::Watchdog() {
 void NodeImpl::Post(OpContext* ctx) {
   ctx->incarnation = peers_[ctx->peer].incarnation;
   outstanding_.insert(ctx);
-  if (!PeerAlive(ctx->peer)) {
+  if (!PeerAlive(ctx->peer) || PeerExited(ctx->peer)) {
     outstanding_.erase(ctx);
     delete ctx;
     return;
@@ -1013,7 +1039,7 @@ void NodeImpl::Posted(OpContext* ctx, ssize_t rc) {
 void NodeImpl::RetryBacklog() {
   while (!backlog_.empty()) {
     OpContext* ctx = backlog_.front();
-    if (!PeerAlive(ctx->peer)) {
+    if (!PeerAlive(ctx->peer) || PeerExited(ctx->peer)) {
       backlog_.pop_front();
       tx_pending_--;
       outstanding_.erase(ctx);
@@ -1028,6 +1054,26 @@ void NodeImpl::RetryBacklog() {
     backlog_.pop_front();
     Posted(ctx, rc);
   }
+}
+
+bool NodeImpl::PeerExited(NodeId id) {
+  Peer& p = peers_[id];
+  if (p.pidfd < 0) return false;
+  pollfd pfd{p.pidfd, POLLIN, 0};
+  if (::poll(&pfd, 1, 0) <= 0) return false;
+  if (std::find(exited_peers_.begin(), exited_peers_.end(), id) == exited_peers_.end()) {
+    exited_peers_.push_back(id);
+  }
+  return true;
+}
+
+void NodeImpl::WatchPeerProcess(NodeId id) {
+  Peer& p = peers_[id];
+  if (p.pidfd >= 0) ::close(p.pidfd);
+  p.pidfd = -1;
+  // shm's peers are processes of this host and PID namespace (it copies with their pids).
+  if (fabric_->bell_fd() < 0 || p.pid <= 0) return;
+  p.pidfd = static_cast<int>(::syscall(SYS_pidfd_open, p.pid, 0));
 }
 
 void NodeImpl::RingPeer(NodeId id, bool probe) {
@@ -1151,6 +1197,7 @@ void NodeImpl::OnPeerUp(const bootstrap::PeerRecord& r) {
     p.rung_for_backlog = {};
     p.incarnation++;
   }
+  WatchPeerProcess(id);
   GOS_LOG(kInfo, "prim") << "node " << self_ << ": " << Describe(id) << " joined again";
   RingPeer(id, /*probe=*/true);
 }
