@@ -1453,9 +1453,7 @@ void CoordinatorImpl::JoinGroup() {
   no.bootstrap = bootstrap_->address();
   no.provider = o_.provider;
   no.requested_id = 0;
-  // Polling after a message takes CPU from the ranks on this node's cores: a shorter spin
-  // than the primitives' default (docs/gang-scheduling.md).
-  no.spin = std::chrono::microseconds(50);
+  no.spin = os::kDaemonSpin;
   no.global_memory_bytes = os::kGlobalMemoryBytes;
   no.fanout = o_.fanout;
   no.join_timeout = o_.join_timeout;

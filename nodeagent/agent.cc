@@ -516,9 +516,7 @@ Status NodeAgentImpl::Connect() {
   no.bootstrap = w.bootstrap;
   no.provider = w.provider;
   no.requested_id = w.node;
-  // Polling after a message takes CPU from the ranks on this node's cores: a shorter spin
-  // than the primitives' default (docs/gang-scheduling.md).
-  no.spin = std::chrono::microseconds(50);
+  no.spin = os::kDaemonSpin;
   no.global_memory_bytes = w.global_memory_bytes;
   no.fanout = w.fanout;
   no.join_timeout = o_.connect_timeout * 2;

@@ -16,6 +16,7 @@
 
 #include "gos/os/auth.h"
 #include "gos/os/messages.h"
+#include "gos/prim/prim.h"
 #include "tools/netns.h"
 
 namespace gos::tools {
@@ -44,8 +45,12 @@ pid_t Spawn(const std::vector<std::string>& argv, const std::string& log, bool d
   _exit(127);
 }
 
+std::string NodeStateDir(const std::string& state, uint32_t node) {
+  return state + "/nodes/n" + std::to_string(node);
+}
+
 std::string NodeAgentCommandFile(const std::string& state, uint32_t node) {
-  return state + "/nodes/n" + std::to_string(node) + "/nodeagent.cmd";
+  return NodeStateDir(state, node) + "/nodeagent.cmd";
 }
 
 // argv, NUL-terminated strings.
@@ -89,6 +94,10 @@ pid_t NodeAgentOf(const std::string& dir) {
 
 }  // namespace
 
+std::string NodeAgentLog(const std::string& state, uint32_t node) {
+  return state + "/log/n" + std::to_string(node) + ".log";
+}
+
 StatusOr<pid_t> StartNodeAgentAgain(const std::string& state, uint32_t node) {
   const std::string path = NodeAgentCommandFile(state, node);
   std::ifstream in(path, std::ios::binary);
@@ -102,14 +111,14 @@ StatusOr<pid_t> StartNodeAgentAgain(const std::string& state, uint32_t node) {
   if (argv.empty()) return InvalidArgumentError(path + " is empty");
   // The node's earlier nodeagent may live on (stopped, or cut off, when it was declared
   // down): two agents on one state dir would trip over each other's job dirs.
-  if (pid_t old = NodeAgentOf(state + "/nodes/n" + std::to_string(node)); old > 0) {
+  if (pid_t old = NodeAgentOf(NodeStateDir(state, node)); old > 0) {
     return FailedPreconditionError("node " + std::to_string(node) + "'s earlier nodeagent (pid " +
                                    std::to_string(old) +
                                    ") is still running (stopped or cut off?): end it first, "
                                    "e.g. kill -9 " +
                                    std::to_string(old));
   }
-  pid_t pid = Spawn(argv, state + "/log/n" + std::to_string(node) + ".log", true);
+  pid_t pid = Spawn(argv, NodeAgentLog(state, node), true);
   if (pid < 0) return ErrnoError(errno, "fork");
   return pid;
 }
@@ -241,16 +250,10 @@ StatusOr<std::unique_ptr<LocalCluster>> LocalCluster::Start(const LocalClusterOp
   // Several nodes use tcp;ofi_rxm, like hosts: under libfabric 1.17's shm a node killed while
   // it holds a lock of its shared queue leaves every sender to it, the coordinator included,
   // stuck for good, so one kill -9 could take the whole cluster down (README, "Provider").
-  std::string provider = o.provider;
   const char* env_provider = std::getenv("GOS_FABRIC_PROVIDER");
-  if (provider.empty() && !o.netns && o.nodes == 1 &&
-      (env_provider == nullptr || *env_provider == '\0')) {
-    provider = "shm";
-  }
-  if (!provider.empty()) argv.insert(argv.end(), {"--provider", provider});
-  c->provider_ = !provider.empty()                                  ? provider
-                 : env_provider != nullptr && *env_provider != '\0' ? env_provider
-                                                                    : "tcp;ofi_rxm";
+  const bool asked = !o.provider.empty() || (env_provider != nullptr && *env_provider != '\0');
+  c->provider_ = !asked && !o.netns && o.nodes == 1 ? "shm" : prim::ResolveProvider(o.provider);
+  argv.insert(argv.end(), {"--provider", c->provider_});
   if (!o.listen.empty()) {
     argv.insert(argv.end(), {"--listen", o.listen});
   } else if (o.netns) {
@@ -268,7 +271,7 @@ StatusOr<std::unique_ptr<LocalCluster>> LocalCluster::Start(const LocalClusterOp
                                   "--name",
                                   name,
                                   "--state-dir",
-                                  state + "/nodes/" + name,
+                                  NodeStateDir(state, i),
                                   "--node",
                                   std::to_string(i),
                                   "--exit-with-coordinator"};
@@ -276,7 +279,7 @@ StatusOr<std::unique_ptr<LocalCluster>> LocalCluster::Start(const LocalClusterOp
     if (o.netns) a = InNetns(hosts.names[i - 1], a);
     // For `gos-cluster rejoin`: the same command, should this nodeagent die.
     SaveNodeAgentCommand(state, i, a);
-    pid_t pid = Spawn(a, state + "/log/" + name + ".log", o.detach);
+    pid_t pid = Spawn(a, NodeAgentLog(state, i), o.detach);
     if (pid < 0) return ErrnoError(errno, "fork");
     c->pids_.push_back(pid);
   }

@@ -85,9 +85,12 @@ class LocalCluster {
   std::string provider_;
 };
 
+// The log of node `node`'s nodeagent of the local cluster in `state`.
+std::string NodeAgentLog(const std::string& state, uint32_t node);
+
 // Starts node `node`'s nodeagent of the local cluster in `state` again, with the command
 // `gos-cluster up` started it with (recorded in the state dir), detached; its log goes on in
-// <state>/log/n<node>.log. It joins in place of the node if that node is down.
+// NodeAgentLog. It joins in place of the node if that node is down.
 StatusOr<pid_t> StartNodeAgentAgain(const std::string& state, uint32_t node);
 
 // The coordinator to use (FindCoordinator), or, when none runs, a local cluster started with

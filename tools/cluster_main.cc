@@ -95,7 +95,7 @@ int Rejoin(const std::string& running, const std::string& state, const std::stri
     std::fprintf(stderr, "gos-cluster: %s\n", pid.status().message().c_str());
     return 1;
   }
-  const std::string log = state + "/log/n" + std::to_string(node) + ".log";
+  const std::string log = NodeAgentLog(state, node);
   auto deadline = SteadyClock::now() + std::chrono::seconds(30);
   while (true) {
     int status;

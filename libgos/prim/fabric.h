@@ -26,9 +26,6 @@ namespace gos::prim {
 // -FI_E* (or a positive fi_errno) -> Status, message "what: fi_strerror".
 Status FabricError(ssize_t rc, const std::string& what);
 
-// Returns the provider to use: `requested` if set, else $GOS_FABRIC_PROVIDER, else
-// "tcp;ofi_rxm".
-std::string ResolveProvider(const std::string& requested);
 // True for providers that bind to an IP address (tcp, sockets, verbs, ...), false for shm.
 bool ProviderUsesIp(const std::string& provider);
 

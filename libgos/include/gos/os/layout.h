@@ -18,12 +18,18 @@
 #ifndef GOS_OS_LAYOUT_H_
 #define GOS_OS_LAYOUT_H_
 
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 
 #include "gos/prim/prim.h"
 
 namespace gos::os {
+
+// How long the daemons' progress threads poll after a message (prim::NodeOptions::spin):
+// less than the primitives' default, as they share the cores with ranks
+// (docs/gang-scheduling.md).
+inline constexpr std::chrono::microseconds kDaemonSpin{50};
 
 // Jobs live in one of kMaxJobSlots slots while they hold nodes.
 inline constexpr uint32_t kMaxJobSlots = 64;

@@ -49,6 +49,10 @@ const char* CompareOpName(CompareOp op);
 // local <op> value, e.g. Compare(kLt, 3, 5) == true.
 bool Compare(CompareOp op, int64_t local, int64_t value);
 
+// The provider a node uses: `requested` if set, else $GOS_FABRIC_PROVIDER, else
+// "tcp;ofi_rxm".
+std::string ResolveProvider(const std::string& requested);
+
 struct NodeOptions {
   // Bootstrap service to join, "host:port". Required.
   std::string bootstrap;
