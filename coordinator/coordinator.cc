@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <array>
 #include <atomic>
 #include <condition_variable>
 #include <cstdio>
@@ -37,6 +38,7 @@
 #include "gos/log.h"
 #include "gos/os/auth.h"
 #include "gos/os/channel.h"
+#include "gos/os/ckpt_ship.h"
 #include "gos/os/layout.h"
 #include "gos/os/messages.h"
 #include "gos/os/program.h"
@@ -246,6 +248,10 @@ class CoordinatorImpl final : public Coordinator {
   void StepEpoch(Job& j, After& after);
   // Store thread: commits epochs whose every rank is stored (StepEpoch queues them).
   void StoreLoop();
+  // Inbox thread: takes the batches of checkpoint chunks nodes XFER into the checkpoint inbox
+  // (docs/specs/checkpoint.md, "Shipping"), stores them and gives each slot back.
+  void InboxLoop();
+  std::string StoreBatch(const os::CkptBatch& b);
   void CommitStored(const StoreTask& t);
   // Removes the chunks no epoch references, if no epoch is in flight (store thread).
   void CollectChunks();
@@ -317,6 +323,7 @@ class CoordinatorImpl final : public Coordinator {
   std::thread exit_thread_;
   std::thread dumped_thread_;
   std::thread blocked_thread_;
+  std::thread inbox_thread_;  // takes checkpoint chunk batches from the inbox
   std::map<int, std::shared_ptr<Client>> clients_;
   std::map<int, std::shared_ptr<Agent>> agents_;
   std::map<uint32_t, NodeRecord> nodes_;
@@ -472,6 +479,7 @@ void CoordinatorImpl::Shutdown() {
   if (exit_thread_.joinable()) exit_thread_.join();
   if (dumped_thread_.joinable()) dumped_thread_.join();
   if (blocked_thread_.joinable()) blocked_thread_.join();
+  if (inbox_thread_.joinable()) inbox_thread_.join();
   if (strobe_thread_.joinable()) strobe_thread_.join();
   if (staging_thread_.joinable()) staging_thread_.join();
   if (store_thread_.joinable()) store_thread_.join();
@@ -1133,36 +1141,13 @@ void CoordinatorImpl::OnAgentFrame(const std::shared_ptr<Agent>& a, os::FrameIn&
       Command(cmd);
       return;
     }
-    case Frame::kCkptChunk: {
-      auto m = os::DecodeCkptChunk(f.payload);
-      if (!m.ok()) return;
-      auto jt = jobs_.find(m->job);
-      if (jt == jobs_.end() || !jt->second.epoch || jt->second.epoch->epoch != m->epoch) return;
-      // The store write happens outside mu_; the IO thread runs `after` in order, so the
-      // rank's manifest (which follows its chunks on the same channel) is counted after them.
-      after.push_back([this, m = std::move(*m)] {
-        storage::ChunkRef ref{m.hash, m.raw_len};
-        auto isnew = store()->PutChunk(ref, m.data);
-        std::lock_guard<std::mutex> lock(mu_);
-        auto jt2 = jobs_.find(m.job);
-        if (jt2 == jobs_.end() || !jt2->second.epoch || jt2->second.epoch->epoch != m.epoch) return;
-        EpochInFlight& e = *jt2->second.epoch;
-        if (!isnew.ok()) {
-          if (e.failure.empty()) e.failure = "storing a chunk failed: " + isnew.status().ToString();
-        } else if (*isnew) {
-          e.new_bytes += m.raw_len;
-          e.new_compressed += m.data.size();
-        }
-      });
-      return;
-    }
     case Frame::kCkptRank:
     case Frame::kCkptFailed: {
       auto jb = os::DecodeJobBytes(f.payload);
       if (!jb.ok()) return;
       const uint32_t node = a->node;
       const Frame type = f.type;
-      // After the chunks this node sent before it (same channel, same `after` order).
+      // The node sends a rank's manifest once the inbox thread took every chunk of it.
       after.push_back([this, node, type, job = jb->first, bytes = std::move(jb->second)] {
         std::lock_guard<std::mutex> lock(mu_);
         auto jt = jobs_.find(job);
@@ -1492,6 +1477,56 @@ void CoordinatorImpl::JoinGroup() {
   dumped_thread_ = StrobeOnEvent(os::kEventDumped, [this] { return AnyEpochInFlight(); });
   // Blocked records: strobe early when the whole running row waits in communication.
   blocked_thread_ = StrobeOnEvent(os::kEventBlocked, [this] { return RowBlocked(); });
+  inbox_thread_ = std::thread([this] { InboxLoop(); });
+}
+
+void CoordinatorImpl::InboxLoop() {
+  os::CkptInbox inbox(
+      node_.get(), key_, [this](const os::CkptBatch& b) { return StoreBatch(b); },
+      [this](uint32_t node) {
+        std::lock_guard<std::mutex> lock(mu_);
+        auto nt = nodes_.find(node);
+        return nt != nodes_.end() && nt->second.state == NodeState::kUp;
+      });
+  while (!stop_) inbox.Poll(std::chrono::milliseconds(200));
+}
+
+std::string CoordinatorImpl::StoreBatch(const os::CkptBatch& b) {
+  auto in_flight = [&]() -> EpochInFlight* {
+    auto jt = jobs_.find(b.job);
+    return jt != jobs_.end() && jt->second.epoch && jt->second.epoch->epoch == b.epoch
+               ? &*jt->second.epoch
+               : nullptr;
+  };
+  {
+    // An epoch no longer in flight gets nothing: its node is told the batch was taken (its
+    // epoch is over anyway).
+    std::lock_guard<std::mutex> lock(mu_);
+    if (in_flight() == nullptr) return "";
+  }
+  // Stored outside mu_: the store may take a while.
+  std::string problem;
+  uint64_t new_bytes = 0, new_compressed = 0;
+  for (const os::CkptBatchChunk& c : b.chunks) {
+    auto isnew = store()->PutChunk({c.hash, c.raw_len}, c.data);
+    if (!isnew.ok()) {
+      problem = "storing a chunk failed: " + isnew.status().ToString();
+      break;
+    }
+    if (*isnew) {
+      new_bytes += c.raw_len;
+      new_compressed += c.data.size();
+    }
+  }
+  std::lock_guard<std::mutex> lock(mu_);
+  if (EpochInFlight* e = in_flight()) {
+    e->new_bytes += new_bytes;
+    e->new_compressed += new_compressed;
+    if (!problem.empty() && e->failure.empty()) {
+      e->failure = "node " + std::to_string(b.node) + ": " + problem;
+    }
+  }
+  return problem;
 }
 
 // A thread that strobes early whenever `event` fires and `wanted()` (called under mu_) agrees.

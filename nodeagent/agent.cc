@@ -35,6 +35,7 @@
 #include "gos/log.h"
 #include "gos/os/auth.h"
 #include "gos/os/channel.h"
+#include "gos/os/ckpt_ship.h"
 #include "gos/os/layout.h"
 #include "gos/os/messages.h"
 #include "gos/prim/prim.h"
@@ -291,6 +292,7 @@ class NodeAgentImpl final : public NodeAgent {
   std::shared_ptr<Channel> ch_;
   std::unique_ptr<prim::Node> node_;
   std::unique_ptr<BcsEngine> bcs_;
+  std::unique_ptr<os::CkptOutbox> outbox_;  // checkpoint chunks to the coordinator's store
   uint32_t node_id_ = 0;
   std::vector<int> cpus_;  // the CPUs this node's ranks are bound to (AllowedCpus at start)
   std::thread strobe_thread_, stage_thread_;
@@ -528,6 +530,7 @@ Status NodeAgentImpl::Connect() {
   // The join returns once every node has joined; meanwhile the IO loop must not run, which
   // is fine: nothing is launched before the group forms.
   GOS_ASSIGN_OR_RETURN(node_, prim::Node::Join(no));
+  outbox_ = std::make_unique<os::CkptOutbox>(node_.get(), key_);
   // In place of a node that was down, the coordinator sends strobes here only from now on.
   ch_->Send(Frame::kAgentJoined, {}).IgnoreError();  // a broken channel is seen by Run
   BcsEngineOptions bo;
@@ -633,6 +636,7 @@ void NodeAgentImpl::Disconnect() {
     ch_.reset();
   }
   bcs_.reset();
+  outbox_.reset();
   if (node_) {
     node_->Leave();
     node_.reset();
@@ -1627,6 +1631,8 @@ void NodeAgentImpl::CheckpointWorker(uint64_t job, uint64_t epoch, uint64_t base
     auto& per_job = shipped_[job];
     if (auto it = per_job.find(base); base != 0 && it != per_job.end()) known = it->second;
   }
+  os::CkptShipment shipment(outbox_.get(), job, epoch,
+                            [&] { return cancel->cancelled || lost_ || stop_; });
   for (const auto& [rank, pid] : ranks) {
     (void)pid;
     if (lost_ || stop_) return;
@@ -1647,15 +1653,8 @@ void NodeAgentImpl::CheckpointWorker(uint64_t job, uint64_t epoch, uint64_t base
             if (cancel->cancelled) return CancelledError("the job was killed");
             referenced.insert(ref.hash);
             if (known.count(ref.hash)) return OkStatus();
-            os::CkptChunk c;
-            c.job = job;
-            c.epoch = epoch;
-            c.hash = ref.hash;
-            c.raw_len = ref.raw_len;
-            c.data = storage::CompressChunk(raw, level);
-            auto ch = channel();
-            if (!ch) return UnavailableError("lost the coordinator");
-            GOS_RETURN_IF_ERROR(ch->Send(Frame::kCkptChunk, os::Encode(c)));
+            GOS_RETURN_IF_ERROR(
+                shipment.Add(ref.hash, ref.raw_len, storage::CompressChunk(raw, level)));
             known.insert(ref.hash);
             return OkStatus();
           },
@@ -1663,6 +1662,8 @@ void NodeAgentImpl::CheckpointWorker(uint64_t job, uint64_t epoch, uint64_t base
       if (!st.ok()) break;
       er.files.push_back(std::move(fe));
     }
+    // The manifest names the rank's chunks: the store holds them all before it gets it.
+    if (st.ok()) st = shipment.Finish();
     if (!st.ok()) return fail(st.ToString());
     part.ranks.push_back(std::move(er));
     std::vector<uint8_t> bytes = storage::EncodeManifest(part);

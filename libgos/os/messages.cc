@@ -9,8 +9,9 @@ namespace {
 using prim::wire::Reader;
 using prim::wire::Writer;
 
-constexpr uint32_t kStrobeMagic = 0x42544f47;  // "GOTB"
-constexpr uint32_t kStageMagic = 0x47544f47;   // "GOTG"
+constexpr uint32_t kStrobeMagic = 0x42544f47;     // "GOTB"
+constexpr uint32_t kStageMagic = 0x47544f47;      // "GOTG"
+constexpr uint32_t kCkptBatchMagic = 0x4b544f47;  // "GOTK"
 constexpr size_t kMaxRuns = 1u << 16;
 constexpr size_t kMaxCommands = 1024;
 constexpr size_t kMaxOutputBytes = 1u << 20;
@@ -172,6 +173,61 @@ StatusOr<Strobe> DecodeStrobe(std::span<const uint8_t> bytes, std::span<const ui
   return s;
 }
 
+namespace {
+constexpr size_t kCkptBatchHeaderBytes = 4 + 4 + 4 + 8 + 8 + 8 + 4;
+constexpr size_t kCkptBatchChunkBytes = 32 + 4 + 4;  // hash, raw length, frame length
+constexpr size_t kMaxCkptFrameBytes = 1u << 20;
+}  // namespace
+
+size_t CkptBatchBytes(size_t chunks, size_t data_bytes) {
+  return kCkptBatchHeaderBytes + chunks * kCkptBatchChunkBytes + data_bytes + kMacBytes;
+}
+
+std::vector<uint8_t> EncodeCkptBatch(const CkptBatch& b, std::span<const uint8_t> key) {
+  size_t data = 0;
+  for (const auto& c : b.chunks) data += c.data.size();
+  std::vector<uint8_t> out;
+  out.reserve(CkptBatchBytes(b.chunks.size(), data));
+  Writer w(&out);
+  w.U32(kCkptBatchMagic);
+  w.U32(0);
+  w.U32(b.node);
+  w.U64(b.number);
+  w.U64(b.job);
+  w.U64(b.epoch);
+  w.U32(static_cast<uint32_t>(b.chunks.size()));
+  for (const auto& c : b.chunks) {
+    w.Raw(c.hash.data(), c.hash.size());
+    w.U32(c.raw_len);
+    w.Bytes(c.data);
+  }
+  PatchLength(&out);
+  Seal(&out, key);
+  return out;
+}
+
+StatusOr<CkptBatch> DecodeCkptBatch(std::span<const uint8_t> bytes, std::span<const uint8_t> key) {
+  GOS_ASSIGN_OR_RETURN(std::span<const uint8_t> body,
+                       Unseal(bytes, kCkptBatchMagic, key, "checkpoint batch"));
+  Reader r(body.subspan(8));
+  CkptBatch b;
+  uint32_t n;
+  if (!r.U32(&b.node) || !r.U64(&b.number) || !r.U64(&b.job) || !r.U64(&b.epoch) || !r.U32(&n) ||
+      r.remaining() / kCkptBatchChunkBytes < n) {
+    return Bad("checkpoint batch");
+  }
+  b.chunks.resize(n);
+  for (auto& c : b.chunks) {
+    if (r.remaining() < c.hash.size()) return Bad("checkpoint batch chunk");
+    for (auto& x : c.hash) r.U8(&x);
+    if (!r.U32(&c.raw_len) || !r.Bytes(&c.data, kMaxCkptFrameBytes)) {
+      return Bad("checkpoint batch chunk");
+    }
+  }
+  if (r.remaining() != 0) return Bad("checkpoint batch (trailing bytes)");
+  return b;
+}
+
 std::vector<uint8_t> EncodeStageHeader(const StageHeader& h, std::span<const uint8_t> key) {
   std::vector<uint8_t> out;
   Writer w(&out);
@@ -293,30 +349,6 @@ bool ChunkData(Reader& r, std::vector<uint8_t>* data) {
 }
 
 }  // namespace
-
-std::vector<uint8_t> Encode(const CkptChunk& m) {
-  std::vector<uint8_t> out;
-  Writer w(&out);
-  w.U64(m.job);
-  w.U64(m.epoch);
-  w.Raw(m.hash.data(), m.hash.size());
-  w.U32(m.raw_len);
-  w.Bytes(m.data);
-  return out;
-}
-
-StatusOr<CkptChunk> DecodeCkptChunk(std::span<const uint8_t> b) {
-  Reader r(b);
-  CkptChunk m;
-  if (!r.U64(&m.job) || !r.U64(&m.epoch) || r.remaining() < m.hash.size()) {
-    return Bad("checkpoint chunk");
-  }
-  for (auto& x : m.hash) r.U8(&x);
-  if (!r.U32(&m.raw_len) || !ChunkData(r, &m.data) || r.remaining() != 0) {
-    return Bad("checkpoint chunk");
-  }
-  return m;
-}
 
 std::vector<uint8_t> Encode(const RestoreChunk& m) {
   std::vector<uint8_t> out;

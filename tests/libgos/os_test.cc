@@ -103,6 +103,90 @@ TEST(StrobeCodec, MutationsNeverCrash) {
   }
 }
 
+CkptBatch SampleBatch(const std::vector<std::vector<uint8_t>>& frames) {
+  CkptBatch b;
+  b.node = 3;
+  b.number = 17;
+  b.job = 12;
+  b.epoch = 4;
+  for (size_t i = 0; i < frames.size(); ++i) {
+    CkptBatchChunk c;
+    c.hash.fill(static_cast<uint8_t>(i + 1));
+    c.raw_len = static_cast<uint32_t>(1000 + i);
+    c.data = frames[i];
+    b.chunks.push_back(c);
+  }
+  return b;
+}
+
+TEST(CkptBatchCodec, RoundTripInASlotWithRoomToSpare) {
+  std::vector<std::vector<uint8_t>> frames = {{1, 2, 3}, {}, std::vector<uint8_t>(70000, 9)};
+  auto bytes = EncodeCkptBatch(SampleBatch(frames), Key(1));
+  size_t data = 0;
+  for (const auto& f : frames) data += f.size();
+  EXPECT_EQ(bytes.size(), CkptBatchBytes(frames.size(), data));
+  bytes.resize(bytes.size() + 4096, 0xee);  // the rest of the slot: last batch's bytes
+  auto b = DecodeCkptBatch(bytes, Key(1));
+  ASSERT_TRUE(b.ok()) << b.status().ToString();
+  EXPECT_EQ(b->node, 3u);
+  EXPECT_EQ(b->number, 17u);
+  EXPECT_EQ(b->job, 12u);
+  EXPECT_EQ(b->epoch, 4u);
+  ASSERT_EQ(b->chunks.size(), 3u);
+  for (size_t i = 0; i < frames.size(); ++i) {
+    EXPECT_EQ(b->chunks[i].hash[0], i + 1);
+    EXPECT_EQ(b->chunks[i].raw_len, 1000 + i);
+    EXPECT_EQ(std::vector<uint8_t>(b->chunks[i].data.begin(), b->chunks[i].data.end()), frames[i]);
+    // A view into the slot, not a copy.
+    EXPECT_GE(b->chunks[i].data.data(), bytes.data());
+    EXPECT_LE(b->chunks[i].data.data() + b->chunks[i].data.size(), bytes.data() + bytes.size());
+  }
+}
+
+TEST(CkptBatchCodec, WrongKeyTamperingAndTruncationAreRejected) {
+  std::vector<std::vector<uint8_t>> frames = {{1, 2, 3}, {4, 5}};
+  auto bytes = EncodeCkptBatch(SampleBatch(frames), Key(1));
+  auto wrong = DecodeCkptBatch(bytes, Key(2));
+  ASSERT_FALSE(wrong.ok());
+  EXPECT_EQ(wrong.status().code(), StatusCode::kPermissionDenied);
+  for (size_t i = 0; i < bytes.size(); ++i) {
+    auto copy = bytes;
+    copy[i] ^= 0x10;
+    EXPECT_FALSE(DecodeCkptBatch(copy, Key(1)).ok()) << "flip at " << i;
+  }
+  for (size_t n = 0; n < bytes.size(); ++n) {
+    EXPECT_FALSE(DecodeCkptBatch(std::span(bytes).first(n), Key(1)).ok()) << n << " bytes";
+  }
+}
+
+// A node that holds the key but sends garbage (a bug, not an attacker): mutations of the
+// body, sealed again, are refused or decode to views inside the input; never a crash.
+TEST(CkptBatchCodec, SealedMutationsStayInBounds) {
+  std::vector<std::vector<uint8_t>> frames = {{1, 2, 3}, {4, 5}, std::vector<uint8_t>(300, 7)};
+  const auto base = EncodeCkptBatch(SampleBatch(frames), Key(1));
+  const size_t sealed = base.size() - kMacBytes;
+  std::mt19937 rng(11);
+  int refused = 0;
+  for (int i = 0; i < 20000; ++i) {
+    auto copy = base;
+    for (int k = 0; k < 1 + static_cast<int>(rng() % 3); ++k) {
+      copy[8 + rng() % (sealed - 8)] = static_cast<uint8_t>(rng());
+    }
+    Mac mac = Hmac(Key(1), {std::span<const uint8_t>(copy).first(sealed)});
+    std::copy(mac.begin(), mac.end(), copy.begin() + static_cast<std::ptrdiff_t>(sealed));
+    auto b = DecodeCkptBatch(copy, Key(1));
+    if (!b.ok()) {
+      ++refused;
+      continue;
+    }
+    for (const auto& c : b->chunks) {
+      EXPECT_GE(c.data.data(), copy.data());
+      EXPECT_LE(c.data.data() + c.data.size(), copy.data() + copy.size());
+    }
+  }
+  EXPECT_GT(refused, 0);
+}
+
 TEST(StageCodec, RoundTripAndBadNames) {
   StageHeader h{5, 7, "hello", 0755, 100, 0, 100};
   auto back = DecodeStageHeader(EncodeStageHeader(h, Key(3)), Key(3));

@@ -9,12 +9,18 @@
 //             kVarDone(s)       job id whose local ranks have all exited, job slot s
 //             kVarDumped(s)     last checkpoint epoch whose dump is over here, job slot s
 //             kVarStored(s)     last checkpoint epoch whose chunks and manifests are sent
+//             kVarCkptOwner(i)  coordinator: node holding checkpoint inbox slot i (0 = free)
+//             kVarCkptReady(i)  coordinator: batch number written into slot i (0 = none)
+//             kVarCkptTaken(i)  agents: last batch number the coordinator took from slot i
 //   0x010000  strobe payloads, two alternating slots (strobe S uses slot S % 2)
 //   0x030000  exit table, in the coordinator's memory: one ExitRecord per (slot, node)
 //   0x240000  blocked table, in the coordinator's memory: one BlockedRecord per node
 //   0x400000  staging: two alternating chunk slots, each a 4 KiB header + up to 4 MiB data
 //   0x1000000 BCS (docs/specs/bcs-exchange.md): descriptor inbox (one slot per position in a
 //             job's node list), data inbox and data outbox of one slice
+//   0x2200000 checkpoint inbox, in the coordinator's memory: kCkptInboxSlots slots a node
+//             takes by COMPARE-AND-WRITE and fills with a batch of chunks (XFER-AND-SIGNAL)
+//             (docs/specs/checkpoint.md, "Shipping")
 #ifndef GOS_OS_LAYOUT_H_
 #define GOS_OS_LAYOUT_H_
 
@@ -46,7 +52,23 @@ inline constexpr uint64_t kVarDumpedBase = 0x3000;
 inline constexpr uint64_t kVarStoredBase = 0x4000;
 constexpr uint64_t VarDumped(uint32_t slot) { return kVarDumpedBase + 8 * uint64_t{slot}; }
 constexpr uint64_t VarStored(uint32_t slot) { return kVarStoredBase + 8 * uint64_t{slot}; }
-static_assert(VarStored(kMaxJobSlots) <= 0x10000);
+
+// The checkpoint inbox: slot i is free while VarCkptOwner(i) is 0 in the coordinator's
+// memory; a node takes it with COMPARE-AND-WRITE (== 0, write its id), XFERs a batch into it,
+// then its number into VarCkptReady(i) with kEventCkptIn. The coordinator stores the chunks,
+// frees the slot and XFERs the number into the node's VarCkptTaken(i) with kEventCkptTaken.
+inline constexpr uint32_t kCkptInboxSlots = 8;
+inline constexpr size_t kCkptSlotBytes = 2u << 20;
+inline constexpr uint64_t kVarCkptOwnerBase = 0x5000;
+inline constexpr uint64_t kVarCkptReadyBase = 0x5100;
+inline constexpr uint64_t kVarCkptTakenBase = 0x5200;
+constexpr uint64_t VarCkptOwner(uint32_t i) { return kVarCkptOwnerBase + 8 * uint64_t{i}; }
+constexpr uint64_t VarCkptReady(uint32_t i) { return kVarCkptReadyBase + 8 * uint64_t{i}; }
+constexpr uint64_t VarCkptTaken(uint32_t i) { return kVarCkptTakenBase + 8 * uint64_t{i}; }
+static_assert(VarStored(kMaxJobSlots) <= kVarCkptOwnerBase);
+static_assert(VarCkptOwner(kCkptInboxSlots) <= kVarCkptReadyBase);
+static_assert(VarCkptReady(kCkptInboxSlots) <= kVarCkptTakenBase);
+static_assert(VarCkptTaken(kCkptInboxSlots) <= 0x10000);
 
 inline constexpr uint64_t kStrobeBase = 0x10000;
 inline constexpr size_t kStrobeSlotBytes = 64u << 10;
@@ -116,7 +138,10 @@ inline constexpr size_t kBcsOutboxBytes = 8u << 20;
 inline constexpr uint64_t kBcsInboxBase = BcsDescSlot(kMaxBcsNodes);
 inline constexpr uint64_t kBcsOutboxBase = kBcsInboxBase + kBcsInboxBytes;
 
-inline constexpr size_t kGlobalMemoryBytes = kBcsOutboxBase + kBcsOutboxBytes;
+inline constexpr uint64_t kCkptInboxBase = kBcsOutboxBase + kBcsOutboxBytes;
+constexpr uint64_t CkptSlot(uint32_t i) { return kCkptInboxBase + uint64_t{i} * kCkptSlotBytes; }
+
+inline constexpr size_t kGlobalMemoryBytes = CkptSlot(kCkptInboxSlots);
 static_assert(BlockedSlot(kMaxClusterNodes) <= kStageBase);
 static_assert(kStageBase + 2 * kStageSlotBytes <= kBcsBase);
 
@@ -133,6 +158,9 @@ inline constexpr prim::EventId kEventBcsSent = 9;       // agent: its BCS block 
 inline constexpr prim::EventId kEventBlocked = 10;      // coordinator: a blocked record arrived
 inline constexpr prim::EventId kEventBlockedSent = 11;  // agent: its blocked record is there
 inline constexpr prim::EventId kEventDumped = 12;       // coordinator: a node's dumps are done
+inline constexpr prim::EventId kEventCkptIn = 13;       // coordinator: a chunk batch is ready
+inline constexpr prim::EventId kEventCkptSent = 14;     // agent: its batch reached the inbox
+inline constexpr prim::EventId kEventCkptTaken = 15;    // agent: the coordinator took a batch
 
 }  // namespace gos::os
 

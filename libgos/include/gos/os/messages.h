@@ -96,6 +96,28 @@ std::vector<uint8_t> EncodeStrobe(const Strobe& s, std::span<const uint8_t> key)
 // Checks version, bounds and the HMAC.
 StatusOr<Strobe> DecodeStrobe(std::span<const uint8_t> bytes, std::span<const uint8_t> key);
 
+// A batch of checkpoint chunks the store may not hold yet, which a node XFERs into a slot of
+// the coordinator's checkpoint inbox (layout.h; docs/specs/checkpoint.md, "Shipping").
+// Authenticated like the strobe.
+struct CkptBatchChunk {
+  std::array<uint8_t, 32> hash{};  // SHA-256 of the raw bytes
+  uint32_t raw_len = 0;
+  std::span<const uint8_t> data;  // zstd frame (a view: into the encoder's input, or into
+                                  // the decoded bytes)
+};
+struct CkptBatch {
+  uint32_t node = 0;    // the sender
+  uint64_t number = 0;  // the sender's batch number (from 1)
+  uint64_t job = 0, epoch = 0;
+  std::vector<CkptBatchChunk> chunks;
+};
+// Encoded size of a batch of `chunks` chunks whose zstd frames add up to `data_bytes`.
+size_t CkptBatchBytes(size_t chunks, size_t data_bytes);
+std::vector<uint8_t> EncodeCkptBatch(const CkptBatch& b, std::span<const uint8_t> key);
+// Checks bounds and the HMAC; bytes may hold more after the batch (the rest of its slot).
+// The chunks' data are views into bytes.
+StatusOr<CkptBatch> DecodeCkptBatch(std::span<const uint8_t> bytes, std::span<const uint8_t> key);
+
 // Header of a staging chunk (the chunk's data follows at a fixed offset).
 struct StageHeader {
   uint64_t seq = 0;  // global chunk sequence number (monotonic)
@@ -128,14 +150,14 @@ enum class Frame : uint16_t {
   kPhase = 26,     // text: a phase line for --timing
   kNotice = 27,    // text: an event of the job the user should see (checkpoints, restarts)
   // nodeagent <-> coordinator
-  kHello = 40,           // AgentHello
-  kWelcome = 41,         // AgentWelcome
-  kAgentOutput = 42,     // OutputChunk
-  kOutputDone = 43,      // u64 job
-  kAgentStdin = 44,      // u64 job + bytes (empty = EOF)
-  kReject = 45,          // text
-  kRankFailed = 46,      // JobExit: a communicating rank died or aborted; the job must fail
-  kCkptChunk = 47,       // CkptChunk: a chunk the store may not hold yet
+  kHello = 40,        // AgentHello
+  kWelcome = 41,      // AgentWelcome
+  kAgentOutput = 42,  // OutputChunk
+  kOutputDone = 43,   // u64 job
+  kAgentStdin = 44,   // u64 job + bytes (empty = EOF)
+  kReject = 45,       // text
+  kRankFailed = 46,   // JobExit: a communicating rank died or aborted; the job must fail
+  // 47: retired (chunks travelled on the channel; they are XFERed into the checkpoint inbox)
   kCkptRank = 48,        // JobBytes: job + storage::EncodeManifest of one rank's part of an epoch
   kCkptFailed = 49,      // JobBytes: job + why this node could not take the job's epoch
   kRestoreChunk = 50,    // coordinator -> agent: RestoreChunk
@@ -238,13 +260,6 @@ struct ReplayStopped {
   int32_t rank = -1;
   std::string text;
   std::vector<ReplayRank> ranks;
-};
-
-struct CkptChunk {
-  uint64_t job = 0, epoch = 0;
-  std::array<uint8_t, 32> hash{};  // SHA-256 of the raw bytes
-  uint32_t raw_len = 0;
-  std::vector<uint8_t> data;  // zstd frame
 };
 
 // One chunk of a file of a rank's image dir, written at `offset`.
@@ -359,7 +374,6 @@ std::vector<uint8_t> Encode(const JobExit& m);
 std::vector<uint8_t> Encode(const PsReply& m);
 std::vector<uint8_t> Encode(const AgentHello& m);
 std::vector<uint8_t> Encode(const AgentWelcome& m);
-std::vector<uint8_t> Encode(const CkptChunk& m);
 std::vector<uint8_t> Encode(const RestoreChunk& m);
 std::vector<uint8_t> Encode(const RestoreRankEnd& m);
 std::vector<uint8_t> Encode(const RestoreReady& m);
@@ -378,7 +392,6 @@ StatusOr<JobExit> DecodeJobExit(std::span<const uint8_t> b);
 StatusOr<PsReply> DecodePsReply(std::span<const uint8_t> b);
 StatusOr<AgentHello> DecodeHello(std::span<const uint8_t> b);
 StatusOr<AgentWelcome> DecodeWelcome(std::span<const uint8_t> b);
-StatusOr<CkptChunk> DecodeCkptChunk(std::span<const uint8_t> b);
 StatusOr<RestoreChunk> DecodeRestoreChunk(std::span<const uint8_t> b);
 StatusOr<RestoreRankEnd> DecodeRestoreRankEnd(std::span<const uint8_t> b);
 StatusOr<RestoreReady> DecodeRestoreReady(std::span<const uint8_t> b);
