@@ -34,7 +34,7 @@ private local cluster for the job (coordinator plus K nodeagents) and stops it a
 job records stay in the state dir ($GOS_STATE_DIR, $XDG_STATE_HOME/gos or ~/.local/state/gos).
 
 options:
-  -n, --ntasks N          ranks                                          (default 1)
+  -n, -np, --ntasks N     ranks                                          (default 1)
   -N, --nodes K           nodes (also the local cluster's size)  (default min(N, 4))
       --ranks-per-node R  ranks on each node                   (default: balanced)
   -w, --nodelist NODES    run only on these node ids (as gos-ps shows them: 3, 1,3 or 2-4)
@@ -122,7 +122,7 @@ int Main(int argc, char** argv) {
   os::Flags flags(argc, argv, kUsage, /*stop_at_positional=*/true);
   flags.Strings("-x|--exclude", &exclude_args);
   flags.Strings("-w|--nodelist", &nodelist_args);
-  flags.U32("-n|--ntasks", &ntasks, 1);
+  flags.U32("-n|-np|--ntasks", &ntasks, 1);  // -np: mpirun's spelling
   flags.U32("-N|--nodes", &nodes);
   flags.U32("--ranks-per-node", &rpn, 1);
   flags.String("--timeslice", &timeslice);

@@ -34,4 +34,14 @@ if(TARGET gos_rank)
   add_test(NAME mpi_gos_cc_rejects_outside_subset
     COMMAND ${_gos_cc} -o ${_out}/mpi_outside_subset ${_out}/mpi_outside_subset.c)
   set_tests_properties(mpi_gos_cc_rejects_outside_subset PROPERTIES LABELS unit WILL_FAIL TRUE)
+  # Build systems interrogate MPI wrappers the Open MPI way (one dash) or the MPICH way.
+  add_test(NAME mpi_gos_cc_open_mpi_and_mpich_queries
+    COMMAND sh -c "${_gos_cc} -showme:compile && ${_gos_cc} -showme:link && ${_gos_cc} -show -c x.c && ${_gos_cc} -showme:incdirs")
+  set_tests_properties(mpi_gos_cc_open_mpi_and_mpich_queries PROPERTIES LABELS unit
+    PASS_REGULAR_EXPRESSION
+    "^-I[^ ]*/libgos/mpi/include -I[^ ]*/libgos/include\n-L[^ ]*/lib -lgos_mpi -lgos_rank -lstdc\\+\\+ -lm\n[^ ]*cc -c x.c -I[^\n]*\n[^ ]*/libgos/mpi/include [^ ]*/libgos/include\n$")
+  # CMake's find_package(MPI) finds gos through the wrappers.
+  add_test(NAME mpi_cmake_find_package
+    COMMAND ${CMAKE_CURRENT_SOURCE_DIR}/find_mpi_check.sh ${PROJECT_BINARY_DIR}/bin ${_check})
+  set_tests_properties(mpi_cmake_find_package PROPERTIES LABELS unit)
 endif()

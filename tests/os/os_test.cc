@@ -624,6 +624,15 @@ TEST_F(OsTest, HelloEightRanksLabelledOnEmbeddedCluster) {
   std::printf("gos-run -n 8 -l hello: %.2f s\n", run->Seconds());
 }
 
+// mpirun's spelling of the rank count works too (run scripts of MPI programs use it).
+TEST_F(OsTest, MpirunsNpSpellingOfTheRankCount) {
+  auto run = Run({Bin("gos-run"), "-np", "3", "-l", Hello()});
+  ASSERT_EQ(run->ExitCode(), 0) << run->Describe() << Logs();
+  std::string problems;
+  EXPECT_EQ(ParseHello(run->Out(), 3, &problems).size(), 3u) << run->Describe();
+  EXPECT_EQ(problems, "") << run->Describe();
+}
+
 // ---- 2. A rank's exit code is the job's --------------------------------------------------------
 
 TEST_F(OsTest, RankExitCodePropagatesAndNamesRankAndNode) {
