@@ -1243,7 +1243,7 @@ void NodeAgentImpl::ShipRecord(LocalJob& j, bool final) {
   }
   j.record_shipped = now;
   for (RecordSegment& seg : bcs_->TakeRecord(j.id)) {
-    os::ReplaySegment m{j.id, seg.stream, std::move(seg.bytes)};
+    os::ReplaySegment m{j.id, seg.stream, std::move(seg.bytes), j.launch};
     if (ch_) ch_->Send(Frame::kReplaySegment, os::Encode(m)).IgnoreError();
   }
 }
@@ -1423,7 +1423,15 @@ void NodeAgentImpl::StartCheckpoints() {
     if (!st.ok()) GOS_LOG(kWarn, "nodeagent") << "freeze job " << id << ": " << st.ToString();
     j.frozen = true;
     j.hold = true;
-    if (j.record && bcs_) bcs_->MarkCheckpoint(id, epoch);
+    if (j.record && bcs_) {
+      bcs_->MarkCheckpoint(id, epoch);
+      // Everything recorded up to the mark goes to the coordinator now, ahead of the epoch's
+      // rank manifests on this channel: once the epoch commits, the log holds the run up to
+      // it on every node, so a restart from it can cut the log there and go on
+      // (docs/specs/replay.md, "Restarted jobs"). The ranks are frozen: their record rings
+      // hold all they wrote before the dump.
+      ShipRecord(j, true);
+    }
     // Output written before the freeze reaches the user now, not after a restore.
     for (const Rank& r : j.ranks) {
       for (int fd : {r.out_fd, r.err_fd}) {
@@ -1942,6 +1950,9 @@ void NodeAgentImpl::Restore(const os::StrobeCommand& c) {
       if (ch.ok()) restore.channels[rank] = std::move(*ch);
     }
     BcsJob bj = BcsJobOf(l, mine);
+    // A recorded job restarted goes on recording: its log was cut back to this epoch's mark,
+    // `base` steps into the run (RESTORE's base, docs/specs/os-protocol.md).
+    if (bj.record) bj.first_step = c.base;
     if (l.flags & os::kLaunchReplay) {
       std::lock_guard<std::mutex> rl(replay_mu_);
       auto pt = replay_plans_.find(l.job);
@@ -1958,6 +1969,8 @@ void NodeAgentImpl::Restore(const os::StrobeCommand& c) {
                            FailedPreconditionError("the log to replay did not arrive"));
     if (paths.ok()) {
       j.bcs = true;
+      j.record = bj.record;
+      j.record_shipped = std::chrono::steady_clock::now();
     } else {
       failure = "restoring the BCS state: " + paths.status().ToString();
     }
