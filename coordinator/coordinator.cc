@@ -2467,6 +2467,13 @@ void CoordinatorImpl::ReplayInfo(const std::shared_ptr<Client>& c, uint64_t id, 
   req.ntasks = r.ntasks;
   req.nodes = r.nnodes;
   req.ranks_per_node = r.ranks_per_node;
+  // A job restarted on fewer nodes (one of them died) ended on those: as for gos-restart, its
+  // -N and ranks-per-node count are not kept, or the replay would wait for nodes that are gone.
+  std::set<uint32_t> used(r.rank_nodes.begin(), r.rank_nodes.end());
+  if (!used.empty() && used.size() < r.nnodes) {
+    req.nodes = static_cast<uint32_t>(used.size());
+    req.ranks_per_node = 0;
+  }
   req.paths = r.paths;
   req.cpu_bind = r.cpu_bind;  // the replay runs its ranks as the recorded run did
   auto bytes = os::Encode(req);

@@ -67,6 +67,10 @@ struct Rank {
   bool exited = false;
   int wait_status = 0;
   std::string init_dir;  // gos-rank-init's working directory, removed with the rank
+  // A restored rank: the directory its executable is mapped from (where it was when the rank
+  // was dumped, recreated by the restore). Ranks restored together on one node may come from
+  // different nodes, hence different directories. Empty: the job's own dir.
+  std::string exe_dir;
 };
 
 // A checkpoint worker's job was killed or forgotten: it stops storing the epoch, and says
@@ -215,6 +219,7 @@ class NodeAgentImpl final : public NodeAgent {
                         std::vector<std::pair<uint32_t, pid_t>> ranks, std::string cgroup,
                         std::string job_dir, std::string program, std::string matcher,
                         std::map<uint32_t, std::string> channels,
+                        std::map<uint32_t, std::string> exe_dirs,
                         std::shared_ptr<CkptCancel> cancel);
   void Restore(const os::StrobeCommand& c);
   // Record and replay (docs/specs/replay.md).
@@ -1224,6 +1229,9 @@ void NodeAgentImpl::ForgetJob(uint64_t id) {
   std::error_code ec;
   std::filesystem::remove_all(j.dir, ec);
   if (!j.restored_dir.empty()) std::filesystem::remove_all(j.restored_dir, ec);
+  for (const Rank& r : j.ranks) {
+    if (!r.exe_dir.empty()) std::filesystem::remove_all(r.exe_dir, ec);
+  }
   jobs_.erase(jt);
   {
     std::lock_guard<std::mutex> wl(work_mu_);
@@ -1463,14 +1471,19 @@ void NodeAgentImpl::StartCheckpoints() {
       }
       bcs_->Hold(id, true);
     }
+    std::map<uint32_t, std::string> exe_dirs;
+    for (const Rank& r : j.ranks) {
+      if (!r.exe_dir.empty()) exe_dirs[r.rank] = r.exe_dir;
+    }
     j.ckpt_cancel = std::make_shared<CkptCancel>();
     StartWorker([this, id, epoch, base = j.ckpt_base, slot = j.slot, level = j.ckpt_level,
                  cancel = j.ckpt_cancel, ranks = std::move(ranks), cgroup = j.cgroup->path(),
                  dir = j.restored_dir.empty() ? j.dir : j.restored_dir, program = j.program,
-                 matcher = std::move(matcher), channels = std::move(channels)]() mutable {
+                 matcher = std::move(matcher), channels = std::move(channels),
+                 exe_dirs = std::move(exe_dirs)]() mutable {
       CheckpointWorker(id, epoch, base, slot, level, std::move(ranks), std::move(cgroup),
                        std::move(dir), std::move(program), std::move(matcher), std::move(channels),
-                       std::move(cancel));
+                       std::move(exe_dirs), std::move(cancel));
     });
   }
 }
@@ -1497,6 +1510,7 @@ void NodeAgentImpl::CheckpointWorker(uint64_t job, uint64_t epoch, uint64_t base
                                      int level, std::vector<std::pair<uint32_t, pid_t>> ranks,
                                      std::string cgroup, std::string job_dir, std::string program,
                                      std::string matcher, std::map<uint32_t, std::string> channels,
+                                     std::map<uint32_t, std::string> exe_dirs,
                                      std::shared_ptr<CkptCancel> cancel) {
   const auto t0 = SteadyClock::now();
   const int64_t mark = EpochMark(job, epoch);
@@ -1568,17 +1582,18 @@ void NodeAgentImpl::CheckpointWorker(uint64_t job, uint64_t epoch, uint64_t base
       st = dumped.status().WithContext("rank " + std::to_string(rank));
       break;
     }
+    const std::string& rank_dir = exe_dirs.count(rank) ? exe_dirs[rank] : job_dir;
     std::string meta =
-        "job_dir=" + job_dir + "\nprogram=" + program + "\nrank=" + std::to_string(rank) + "\n";
+        "job_dir=" + rank_dir + "\nprogram=" + program + "\nrank=" + std::to_string(rank) + "\n";
     st = WriteWholeFile(dir + "/gos-rank", meta, 0600);
     if (st.ok() && !program.empty()) {
       // The executable is not in CRIU's images: it goes with them (deduplicated by content).
-      if (::link((job_dir + "/" + program).c_str(), (dir + "/job/" + program).c_str()) != 0) {
+      if (::link((rank_dir + "/" + program).c_str(), (dir + "/job/" + program).c_str()) != 0) {
         // Another file system (the scratch dir on a tmpfs): a copy, with the mode CRIU checks.
         struct stat exe {};
         const mode_t mode =
-            ::stat((job_dir + "/" + program).c_str(), &exe) == 0 ? exe.st_mode & 07777 : 0700;
-        st = CopyFile(job_dir + "/" + program, dir + "/job/" + program, mode);
+            ::stat((rank_dir + "/" + program).c_str(), &exe) == 0 ? exe.st_mode & 07777 : 0700;
+        st = CopyFile(rank_dir + "/" + program, dir + "/job/" + program, mode);
       }
     }
     if (st.ok() && channels.count(rank)) {
@@ -2003,6 +2018,7 @@ void NodeAgentImpl::RestoreWorker(uint64_t job, uint64_t epoch, uint32_t slot,
     const uint32_t rank = ranks[i];
     const std::string dir = RestoreDir(job, epoch, rank);
     Status st;
+    std::string rank_dir;  // where this rank's executable goes
     // The executable must be where the dumped process had it.
     auto meta_text = ReadWholeFile(dir + "/gos-rank");
     if (!meta_text.ok()) {
@@ -2024,6 +2040,7 @@ void NodeAgentImpl::RestoreWorker(uint64_t job, uint64_t epoch, uint32_t slot,
           ::chown(exe.c_str(), uid, gid);
         }
         restored_dir = job_dir;
+        rank_dir = job_dir;
         restored_program = program;
       }
     }
@@ -2044,6 +2061,7 @@ void NodeAgentImpl::RestoreWorker(uint64_t job, uint64_t epoch, uint32_t slot,
           }
         }
         restored.push_back(StartedRank(rank, *p));
+        restored.back().exe_dir = rank_dir;
         continue;
       }
       st = p.status();
