@@ -629,8 +629,8 @@ TEST(ReplayRestartTest, JobRestartedTwiceReplaysTheRunThatCompleted) {
   const std::string kept = epochs[0], lost = epochs[1];
 
   // The second restart, from the older epoch, on host 1 alone: it completes.
-  ck::Result second = ck::Execute(
-      {GosBin("gos-restart"), "--checkpoint=1s", "--epoch", kept, job}, c.Env(), 180s);
+  ck::Result second =
+      ck::Execute({GosBin("gos-restart"), "--checkpoint=1s", "--epoch", kept, job}, c.Env(), 180s);
   ASSERT_EQ(second.code, 0) << second.Describe() << c.Logs();
   const std::string output = RankLines(second.output);
   ASSERT_NE(output.find("master_worker: 150 tasks on 4 ranks, sum 1113925, expected 1113925: ok"),
@@ -656,7 +656,8 @@ TEST(ReplayRestartTest, JobRestartedTwiceReplaysTheRunThatCompleted) {
   EXPECT_NE(refused.code, 0) << refused.Describe();
   EXPECT_NE(refused.output.find("epoch " + lost + " of job " + job +
                                 " was taken by a run that a restart replaced: the job was "
-                                "restarted from epoch " + kept),
+                                "restarted from epoch " +
+                                kept),
             std::string::npos)
       << refused.Describe();
   EXPECT_EQ(RankLines(refused.output), "") << refused.Describe();
@@ -669,8 +670,7 @@ TEST(ReplayRestartTest, JobRestartedTwiceReplaysTheRunThatCompleted) {
   ASSERT_FALSE(listed.empty());
   if (listed.back() > std::stoi(lost)) froms.push_back(std::to_string(listed.back()));
   for (const std::string& from : froms) {
-    ck::Result tail =
-        ck::Execute({GosBin("gos-replay"), "--from-epoch", from, job}, c.Env(), 180s);
+    ck::Result tail = ck::Execute({GosBin("gos-replay"), "--from-epoch", from, job}, c.Env(), 180s);
     EXPECT_EQ(tail.code, 0) << tail.Describe() << c.Logs();
     EXPECT_NE(tail.output.find("restored from epoch " + from), std::string::npos)
         << tail.Describe();
@@ -680,7 +680,9 @@ TEST(ReplayRestartTest, JobRestartedTwiceReplaysTheRunThatCompleted) {
 
 // A run restored by gos-run --restart-on-failure calls MPI_Abort (the killed first run never
 // got that far): the log ends with the restored run's abort, and `gos-replay` replays the
-// whole history to that MPI_Abort and stops there, with the output the job gave.
+// whole history to that MPI_Abort and stops there, with the output the job gave. The node dies
+// in the middle of the checkpoint after the first one, once every node has shipped its log up
+// to that checkpoint's mark: the restart from the first epoch must cut the steps in between.
 TEST(ReplayRestartTest, RestoredRunAbortsAndTheReplayStopsAtTheAbort) {
   if (std::string why = ck::Unsupported(false); !why.empty()) GTEST_SKIP() << why;
   char tmpl[] = "/tmp/gos-replay-giveup-XXXXXX";
@@ -728,12 +730,14 @@ int main(int argc, char** argv) {
 
   ck::TestCluster c(3, /*netns=*/false);
   ASSERT_EQ(c.Start(), "");
-  auto run = ck::Subprocess::Start({GosBin("gos-run"), "-n", "4", "-N", "3", "--checkpoint=1s",
-                                    "--restart-on-failure", bin},
-                                   c.Env());
+  auto run = ck::Subprocess::Start(
+      {GosBin("gos-run"), "-n", "4", "-N", "3", "--checkpoint=1s", "--restart-on-failure", bin},
+      c.Env());
   ASSERT_TRUE(run.ok()) << run.status().ToString();
   const std::string job = ck::FirstCommittedJob(*run);
   ASSERT_NE(job, "") << run->output() << c.Logs();
+  ASSERT_TRUE(WaitUntil([&] { return !ck::CriuDumpChildren(c.AgentPid(2)).empty(); }, 30s))
+      << run->output() << c.Logs();
   c.KillHost(2);
   auto st = run->Wait(std::chrono::steady_clock::now() + 180s);
   ASSERT_TRUE(st.has_value()) << run->output() << c.Logs();
@@ -741,8 +745,11 @@ int main(int argc, char** argv) {
   ASSERT_TRUE(WIFEXITED(*st) && WEXITSTATUS(*st) == 7)
       << gos::testing::DescribeWaitStatus(*st) << "\n"
       << out << c.Logs();
-  ASSERT_NE(ck::Find(out, "job " + job + ": (restarting from epoch \\d+)"), "") << out;
-  EXPECT_NE(out.find("its replay log goes on from epoch"), std::string::npos) << out;
+  ASSERT_NE(ck::Find(out, "job " + job + ": (restarting from epoch 1) "), "") << out;
+  // The steps between epoch 1 and the checkpoint the node died in were in the log.
+  EXPECT_NE(ck::Find(out, "its replay log goes on from epoch 1 \\(step \\d+\\); the (\\d+) steps"),
+            "")
+      << out;
   const std::string output = RankLines(out);
   ASSERT_NE(output.find("giving up after 100 tasks"), std::string::npos) << out;
   ASSERT_NE(output.find("task 0 done by rank"), std::string::npos) << out;
