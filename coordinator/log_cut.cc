@@ -21,8 +21,8 @@ struct Dumped {
 // From the first bytes of the rank's stored `gos-channel` file (a rank without one is not a
 // communicating rank: nothing of it is recorded).
 StatusOr<std::optional<Dumped>> DumpedChannel(storage::CheckpointStore* store,
-                                                          const storage::EpochManifest& m,
-                                                          const storage::EpochRank& r) {
+                                              const storage::EpochManifest& m,
+                                              const storage::EpochRank& r) {
   const std::string what = "job " + std::to_string(m.job) + " epoch " + std::to_string(m.epoch) +
                            " rank " + std::to_string(r.rank) + ": gos-channel";
   auto f = std::find_if(r.files.begin(), r.files.end(),
@@ -93,8 +93,7 @@ StatusOr<replay::RestartMark> CutLogForRestart(storage::CheckpointStore* store,
     const std::string rank_where = where + ": rank " + std::to_string(rank);
     const uint32_t decisions = replay::RankStream(rank);
     GOS_ASSIGN_OR_RETURN(std::vector<std::string> segs, logs->Read(m.job, decisions));
-    StatusOr<replay::StreamCut> c =
-        replay::CutBytesStream(segs, rec_bytes[rank], kLogCutZstdLevel);
+    StatusOr<replay::StreamCut> c = replay::CutBytesStream(segs, rec_bytes[rank], kLogCutZstdLevel);
     if (!c.ok()) return c.status().WithContext(rank_where + "'s decision stream");
     if (c->keep != segs.size() || !c->tail.empty()) {
       cuts.push_back({decisions, c->keep, std::move(c->tail)});
