@@ -681,8 +681,8 @@ TEST(ReplayRestartTest, JobRestartedTwiceReplaysTheRunThatCompleted) {
 // A run restored by gos-run --restart-on-failure calls MPI_Abort (the killed first run never
 // got that far): the log ends with the restored run's abort, and `gos-replay` replays the
 // whole history to that MPI_Abort and stops there, with the output the job gave. The node dies
-// in the middle of the checkpoint after the first one, once every node has shipped its log up
-// to that checkpoint's mark: the restart from the first epoch must cut the steps in between.
+// in the middle of a checkpoint after the first, once every node has shipped its log up to
+// that checkpoint's mark: the restart from the epoch before must cut the steps in between.
 TEST(ReplayRestartTest, RestoredRunAbortsAndTheReplayStopsAtTheAbort) {
   if (std::string why = ck::Unsupported(false); !why.empty()) GTEST_SKIP() << why;
   char tmpl[] = "/tmp/gos-replay-giveup-XXXXXX";
@@ -745,9 +745,12 @@ int main(int argc, char** argv) {
   ASSERT_TRUE(WIFEXITED(*st) && WEXITSTATUS(*st) == 7)
       << gos::testing::DescribeWaitStatus(*st) << "\n"
       << out << c.Logs();
-  ASSERT_NE(ck::Find(out, "job " + job + ": (restarting from epoch 1) "), "") << out;
-  // The steps between epoch 1 and the checkpoint the node died in were in the log.
-  EXPECT_NE(ck::Find(out, "its replay log goes on from epoch 1 \\(step \\d+\\); the (\\d+) steps"),
+  // From the newest epoch committed before the node died (the checkpoint it died in aborts).
+  const std::string epoch = ck::Find(out, "job " + job + ": restarting from epoch (\\d+) ");
+  ASSERT_NE(epoch, "") << out;
+  // The steps between that epoch and the checkpoint the node died in were in the log.
+  EXPECT_NE(ck::Find(out, "its replay log goes on from epoch " + epoch +
+                              " \\(step \\d+\\); the (\\d+) steps"),
             "")
       << out;
   const std::string output = RankLines(out);
