@@ -2626,8 +2626,9 @@ uint64_t CoordinatorImpl::ContinueLog(uint64_t id) {
     // did not ship it at checkpoints) would replay a run that did not produce the job's
     // outcome: it goes, and the restored run is not recorded.
     logs->DeleteJob(id).IgnoreError();
-    notice = "job " + std::to_string(id) + ": the restored run is not recorded: " +
-             mark.status().message() + "; what was left of its replay log was removed";
+    notice = "job " + std::to_string(id) +
+             ": the restored run is not recorded: " + mark.status().message() +
+             "; what was left of its replay log was removed";
     std::lock_guard<std::mutex> lock(mu_);
     if (auto jt = jobs_.find(id); jt != jobs_.end()) jt->second.record = false;
   }
@@ -2653,7 +2654,8 @@ Status CoordinatorImpl::CheckReplayEpoch(uint64_t id) {
     epoch = jt->second.restore_epoch;
   }
   const std::string name = "job " + std::to_string(of);
-  GOS_ASSIGN_OR_RETURN(std::vector<std::string> segs, tables_->replay()->Read(of, replay::kJobStream));
+  GOS_ASSIGN_OR_RETURN(std::vector<std::string> segs,
+                       tables_->replay()->Read(of, replay::kJobStream));
   StatusOr<replay::JobLog> log = replay::DecodeJobLog(segs);
   if (!log.ok()) return log.status().WithContext("the replay log of " + name);
   std::string marked;
@@ -2667,18 +2669,17 @@ Status CoordinatorImpl::CheckReplayEpoch(uint64_t id) {
   for (const replay::RestartMark& r : log->restarts) {
     if (r.epoch < epoch) lost = &r;
   }
-  const std::string can = marked.empty() ? "none" : marked;
+  const std::string can =
+      " (epochs it can replay from: " + (marked.empty() ? "none" : marked) + ")";
   if (lost != nullptr) {
     return FailedPreconditionError(
         "epoch " + std::to_string(epoch) + " of " + name +
         " was taken by a run that a restart replaced: the job was restarted from epoch " +
         std::to_string(lost->epoch) + " at strobe " + std::to_string(lost->strobe) +
-        ", and its log holds the run that produced its outcome, not that one (epochs it can "
-        "replay from: " + can + ")");
+        ", and its log holds the run that produced its outcome, not that one" + can);
   }
   return FailedPreconditionError("the replay log of " + name + " has no mark of epoch " +
-                                 std::to_string(epoch) + " (epochs it can replay from: " + can +
-                                 ")");
+                                 std::to_string(epoch) + can);
 }
 
 // ---- Staging thread ------------------------------------------------------------------
@@ -2748,7 +2749,8 @@ void CoordinatorImpl::StagingLoop() {
         cmd.type = restoring ? os::CommandType::kRestore : os::CommandType::kLaunch;
         cmd.job = id;
         cmd.epoch = j.restore_epoch;
-        if (restoring) cmd.base = record_base;  // steps of the log before the epoch
+        // A recorded restart: the steps its log holds before the epoch's mark.
+        if (restoring) cmd.base = record_base;
         j.restore.reset();  // shipped: the chunk lists are no longer needed
         j.held = restoring;
         os::LaunchCommand& l = cmd.launch;

@@ -113,16 +113,15 @@ StatusOr<Header> ParseHeader(std::string_view seg) {
   const uint64_t version = GetLe(seg, 4, 2);
   if (version < kMinSegmentVersion || version > kSegmentVersion) {
     return DataLossError("segment format version " + std::to_string(version) +
-                         " is not supported (this gos reads " +
-                         std::to_string(kMinSegmentVersion) + " to " +
-                         std::to_string(kSegmentVersion) + ")");
+                         " is not supported (this gos reads " + std::to_string(kMinSegmentVersion) +
+                         " to " + std::to_string(kSegmentVersion) + ")");
   }
   const uint64_t kind = GetLe(seg, 6, 1);
   if (kind < 1 || kind > 3) return DataLossError("unknown segment kind " + std::to_string(kind));
   if (GetLe(seg, 7, 1) != 0) return DataLossError("segment header: reserved byte is not 0");
   Header h{static_cast<uint16_t>(version), static_cast<SegmentKind>(kind),
-           static_cast<uint32_t>(GetLe(seg, 8, 4)),
-           static_cast<uint32_t>(GetLe(seg, 12, 4)), static_cast<uint32_t>(GetLe(seg, 16, 4))};
+           static_cast<uint32_t>(GetLe(seg, 8, 4)), static_cast<uint32_t>(GetLe(seg, 12, 4)),
+           static_cast<uint32_t>(GetLe(seg, 16, 4))};
   if (h.raw_len > kMaxSegmentRaw) {
     return DataLossError("segment claims " + std::to_string(h.raw_len) +
                          " raw bytes, over the limit of " + std::to_string(kMaxSegmentRaw));
@@ -875,8 +874,8 @@ StatusOr<StreamCut> CutTimelineStream(std::span<const std::string> segments, uin
   }
   out.keep = segments.size();
   if (entries - before > kMaxSegmentRaw) {
-    return DataLossError("the timeline holds " + std::to_string(before) + " entries, the cut is at " +
-                         std::to_string(entries));
+    return DataLossError("the timeline holds " + std::to_string(before) +
+                         " entries, the cut is at " + std::to_string(entries));
   }
   if (before < entries) {
     // Lost entries (their node died before it shipped them) count as never blocked.
