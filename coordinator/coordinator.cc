@@ -346,7 +346,7 @@ class CoordinatorImpl final : public Coordinator {
   uint64_t strobe_ = 0;
   uint64_t stage_seq_ = 0;
   // The incarnation (launch_strobe) of recently ended jobs, for the replay segments their
-  // nodeagents may still ship: only the last incarnation's are the log's.
+  // nodeagents may still ship: only the last incarnation's are the log's (under mu_).
   std::map<uint64_t, uint64_t> ended_launch_;
   bool ever_had_job_ = false;
   // Submissions and restarts that arrived before the cluster formed; handled once it has.
@@ -1369,11 +1369,10 @@ void CoordinatorImpl::Finalize(Job& j, JobState state, After& after) {
     after.push_back([ch, bytes] { ch->Send(Frame::kExit, bytes).IgnoreError(); });
   }
   uint64_t id = j.rec.id;
-  if (j.record) {
-    ended_launch_[id] = j.launch_strobe;
-    // Bounded: segments come within seconds of the end (a node that dies ships nothing).
-    if (ended_launch_.size() > 4096) ended_launch_.erase(ended_launch_.begin());
-  }
+  // Also for a job not recorded (any more): a run of it that a restart replaced may have been.
+  ended_launch_[id] = j.launch_strobe;
+  // Bounded: segments come within seconds of the end (a node that dies ships nothing).
+  if (ended_launch_.size() > 4096) ended_launch_.erase(ended_launch_.begin());
   jobs_.erase(id);
   Schedule(after);
 }
