@@ -701,6 +701,10 @@ TEST(ReplayRestartTest, RestoredRunAbortsAndTheReplayStopsAtTheAbort) {
   char tmpl[] = "/tmp/gos-replay-giveup-XXXXXX";
   ASSERT_NE(mkdtemp(tmpl), nullptr);
   const std::string dir = tmpl;
+  struct RemoveDir {
+    std::string dir;
+    ~RemoveDir() { std::filesystem::remove_all(dir); }
+  } remove_dir{dir};
   const std::string src = dir + "/giveup.c", bin = dir + "/giveup";
   // master_worker's shape, but the master gives up (MPI_Abort) after 80 results, and a task
   // takes up to 1.5 s: about 20 s to the abort. The master polls for each result with
@@ -803,7 +807,6 @@ int main(int argc, char** argv) {
   EXPECT_EQ(StoppedRanks(replayed).size(), 4u) << replayed;
   s.EndInput();
   EXPECT_EQ(ExitCode(s.Wait(60s)), 0) << s.output();
-  std::filesystem::remove_all(dir);
 }
 
 }  // namespace
