@@ -31,6 +31,7 @@
 #include <thread>
 
 #include "coordinator/gang.h"
+#include "coordinator/log_cut.h"
 #include "coordinator/ps.h"
 #include "coordinator/store_ops.h"
 #include "gos/eventfd.h"
@@ -280,6 +281,15 @@ class CoordinatorImpl final : public Coordinator {
                         const std::function<Status(Job&)>& done);
   // Replay: sends the recorded log to the job's nodes and waits until each has decoded it.
   Status ShipReplayLog(uint64_t id);
+  // Restart of a recorded job: cuts its replay log back to the epoch it restarts from
+  // (CutLogForRestart) so that the restored run's log goes on from there; returns the steps
+  // before that epoch (the restored nodes count from there). A log that cannot go on is
+  // removed and the restored run not recorded (the user is told why): a restart never fails
+  // for its log.
+  uint64_t ContinueLog(uint64_t id);
+  // gos-replay --from-epoch E: refuses (before any image is shipped) an epoch the log has no
+  // mark of, saying which restart lost the run that took it.
+  Status CheckReplayEpoch(uint64_t id);
   storage::CheckpointStore* store() { return tables_->checkpoints(); }
 
   // Under mu_.
@@ -342,6 +352,9 @@ class CoordinatorImpl final : public Coordinator {
   uint32_t row_ = 0;
   uint64_t strobe_ = 0;
   uint64_t stage_seq_ = 0;
+  // The incarnation (launch_strobe) of recently ended jobs, for the replay segments their
+  // nodeagents may still ship: only the last incarnation's are the log's (under mu_).
+  std::map<uint64_t, uint64_t> ended_launch_;
   bool ever_had_job_ = false;
   // Submissions and restarts that arrived before the cluster formed; handled once it has.
   std::vector<std::pair<std::shared_ptr<Client>, os::FrameIn>> deferred_;
@@ -1184,6 +1197,24 @@ void CoordinatorImpl::OnAgentFrame(const std::shared_ptr<Agent>& a, os::FrameIn&
     case Frame::kReplaySegment: {
       auto m = os::DecodeReplaySegment(f.payload);
       if (!m.ok()) return;
+      // Only the current incarnation's segments belong to the log: a run lost to a restart
+      // (its survivors ship what they have when they forget it, maybe after the log was cut
+      // back for the restored run) is not the job's history any more.
+      uint64_t current = 0;
+      if (auto jt = jobs_.find(m->job); jt != jobs_.end()) {
+        current = jt->second.launch_strobe;
+      } else if (auto et = ended_launch_.find(m->job); et != ended_launch_.end()) {
+        current = et->second;
+      } else {
+        current = m->launch;  // ended before this coordinator started: nothing to compare
+      }
+      if (m->launch != current) {
+        GOS_LOG(kInfo, "coordinator")
+            << "job " << m->job << ": dropped a replay segment of stream " << m->stream
+            << " from node " << a->node << ": it was recorded by the run launched at strobe "
+            << m->launch << ", which a restart replaced";
+        return;
+      }
       auto* rs = tables_->replay();
       const auto* b = reinterpret_cast<const uint8_t*>(m->bytes.data());
       if (Status st = rs->Append(m->job, m->stream, {b, m->bytes.size()}); !st.ok()) {
@@ -1323,6 +1354,10 @@ void CoordinatorImpl::Finalize(Job& j, JobState state, After& after) {
     after.push_back([ch, bytes] { ch->Send(Frame::kExit, bytes).IgnoreError(); });
   }
   uint64_t id = j.rec.id;
+  // Also for a job not recorded (any more): a run of it that a restart replaced may have been.
+  ended_launch_[id] = j.launch_strobe;
+  // Bounded: segments come within seconds of the end (a node that dies ships nothing).
+  if (ended_launch_.size() > 4096) ended_launch_.erase(ended_launch_.begin());
   jobs_.erase(id);
   Schedule(after);
 }
@@ -2112,6 +2147,8 @@ void CoordinatorImpl::Restart(const std::shared_ptr<Client>& c, const os::Restar
   j.ckpt_interval_ms = req.checkpoint_ms;
   j.keep = o_.keep;
   j.restore_from_store = req.from_store;
+  // A recorded job goes on recording (its log is cut back to the epoch when it is restored).
+  j.record = j.rec.recorded && j.rec.replay_of == 0;
   SetRestore(j, std::move(**m), epochs->back().epoch);
   c->job = id;
   ever_had_job_ = true;
@@ -2176,6 +2213,8 @@ bool CoordinatorImpl::RequeueForRestart(Job& j, After& after) {
   if (matrix_.Has(id)) matrix_.Remove(id);
   --j.restarts_left;
   j.phase = Phase::kQueued;
+  // No incarnation runs until the RESTORE goes out: what the lost run still ships is dropped.
+  j.launch_strobe = 0;
   j.rec.state = JobState::kQueued;
   j.rec.row = -1;
   j.rec.rank_nodes.clear();
@@ -2462,6 +2501,13 @@ void CoordinatorImpl::ReplayInfo(const std::shared_ptr<Client>& c, uint64_t id, 
   req.ntasks = r.ntasks;
   req.nodes = r.nnodes;
   req.ranks_per_node = r.ranks_per_node;
+  // A job restarted on fewer nodes (one of them died) ended on those: as for gos-restart, its
+  // -N and ranks-per-node count are not kept, or the replay would wait for nodes that are gone.
+  std::set<uint32_t> used(r.rank_nodes.begin(), r.rank_nodes.end());
+  if (!used.empty() && used.size() < r.nnodes) {
+    req.nodes = static_cast<uint32_t>(used.size());
+    req.ranks_per_node = 0;
+  }
   req.paths = r.paths;
   req.cpu_bind = r.cpu_bind;  // the replay runs its ranks as the recorded run did
   auto bytes = os::Encode(req);
@@ -2587,6 +2633,89 @@ Status CoordinatorImpl::ShipReplayLog(uint64_t id) {
                         });
 }
 
+uint64_t CoordinatorImpl::ContinueLog(uint64_t id) {
+  storage::EpochManifest m;
+  uint64_t strobe = 0;
+  std::shared_ptr<Channel> client;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto jt = jobs_.find(id);
+    if (jt == jobs_.end() || !jt->second.record || !jt->second.restore) return 0;
+    m = *jt->second.restore;
+    strobe = strobe_;
+    if (jt->second.client) client = jt->second.client->ch;
+  }
+  const int64_t now_us = UnixMs() * 1000;
+  auto* logs = tables_->replay();
+  StatusOr<replay::RestartMark> mark = CutLogForRestart(store(), logs, m, strobe, now_us);
+  std::string notice;
+  if (mark.ok()) {
+    notice = "job " + std::to_string(id) + ": its replay log goes on from epoch " +
+             std::to_string(m.epoch) + " (step " + std::to_string(mark->steps) + ")" +
+             (mark->dropped_steps > 0 ? "; the " + std::to_string(mark->dropped_steps) +
+                                            " steps the lost run took after it are dropped"
+                                      : "");
+  } else {
+    // A log that does not reach the epoch (never recorded, pruned, or recorded by a gos that
+    // did not ship it at checkpoints) would replay a run that did not produce the job's
+    // outcome: it goes, and the restored run is not recorded.
+    logs->DeleteJob(id).IgnoreError();
+    notice = "job " + std::to_string(id) +
+             ": the restored run is not recorded: " + mark.status().message() +
+             "; what was left of its replay log was removed";
+    std::lock_guard<std::mutex> lock(mu_);
+    if (auto jt = jobs_.find(id); jt != jobs_.end()) jt->second.record = false;
+  }
+  GOS_LOG(kInfo, "coordinator") << notice;
+  // A job that does not communicate through gos (its ranks were dumped without a BCS channel)
+  // never had a log: not worth a word to the user.
+  const bool bcs = std::any_of(m.ranks.begin(), m.ranks.end(), [](const storage::EpochRank& r) {
+    return std::any_of(r.files.begin(), r.files.end(),
+                       [](const storage::FileEntry& f) { return f.name == "gos-channel"; });
+  });
+  const bool quiet = !mark.ok() && mark.status().code() == StatusCode::kNotFound && !bcs;
+  if (client && !quiet) client->Send(Frame::kNotice, os::EncodeText(notice)).IgnoreError();
+  return mark.ok() ? mark->steps : 0;
+}
+
+Status CoordinatorImpl::CheckReplayEpoch(uint64_t id) {
+  uint64_t of = 0, epoch = 0;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto jt = jobs_.find(id);
+    if (jt == jobs_.end()) return CancelledError("job gone");
+    of = jt->second.replay_of;
+    epoch = jt->second.restore_epoch;
+  }
+  const std::string name = "job " + std::to_string(of);
+  GOS_ASSIGN_OR_RETURN(std::vector<std::string> segs,
+                       tables_->replay()->Read(of, replay::kJobStream));
+  StatusOr<replay::JobLog> log = replay::DecodeJobLog(segs);
+  if (!log.ok()) return log.status().WithContext("the replay log of " + name);
+  std::string marked;
+  for (const replay::CheckpointMark& c : log->checkpoints) {
+    if (c.epoch == epoch) return OkStatus();
+    marked += (marked.empty() ? "" : ", ") + std::to_string(c.epoch);
+  }
+  // Epochs are numbered upwards across restarts: the run that took `epoch` was lost at the
+  // last restart from an older epoch.
+  const replay::RestartMark* lost = nullptr;
+  for (const replay::RestartMark& r : log->restarts) {
+    if (r.epoch < epoch) lost = &r;
+  }
+  const std::string can =
+      " (epochs it can replay from: " + (marked.empty() ? "none" : marked) + ")";
+  if (lost != nullptr) {
+    return FailedPreconditionError(
+        "epoch " + std::to_string(epoch) + " of " + name +
+        " was taken by a run that a restart replaced: the job was restarted from epoch " +
+        std::to_string(lost->epoch) + " at strobe " + std::to_string(lost->strobe) +
+        ", and its log holds the run that produced its outcome, not that one" + can);
+  }
+  return FailedPreconditionError("the replay log of " + name + " has no mark of epoch " +
+                                 std::to_string(epoch) + can);
+}
+
 // ---- Staging thread ------------------------------------------------------------------
 
 void CoordinatorImpl::StagingLoop() {
@@ -2606,13 +2735,16 @@ void CoordinatorImpl::StagingLoop() {
       auto jt = jobs_.find(id);
       restoring = jt != jobs_.end() && jt->second.restore_epoch != 0;
     }
-    Status s = restoring ? ShipImages(id) : Stage(id, &bcs);
     bool replaying = false;
     {
       std::lock_guard<std::mutex> lock(mu_);
       auto jt = jobs_.find(id);
       replaying = jt != jobs_.end() && jt->second.replay_of != 0;
     }
+    Status s = restoring && replaying ? CheckReplayEpoch(id) : OkStatus();
+    if (s.ok()) s = restoring ? ShipImages(id) : Stage(id, &bcs);
+    // The images are in place: the restart will be tried, so the log goes on from its epoch.
+    const uint64_t record_base = s.ok() && restoring && !replaying ? ContinueLog(id) : 0;
     if (s.ok() && replaying) {
       s = bcs || restoring
               ? ShipReplayLog(id)
@@ -2651,6 +2783,8 @@ void CoordinatorImpl::StagingLoop() {
         cmd.type = restoring ? os::CommandType::kRestore : os::CommandType::kLaunch;
         cmd.job = id;
         cmd.epoch = j.restore_epoch;
+        // A recorded restart: the steps its log holds before the epoch's mark.
+        if (restoring) cmd.base = record_base;
         j.restore.reset();  // shipped: the chunk lists are no longer needed
         j.held = restoring;
         os::LaunchCommand& l = cmd.launch;
@@ -2662,7 +2796,8 @@ void CoordinatorImpl::StagingLoop() {
         l.ntasks = j.rec.ntasks;
         j.bcs = bcs;
         if (bcs) l.flags |= os::kLaunchBcs;
-        if (bcs && j.record && !restoring) l.flags |= os::kLaunchRecord;
+        // A restored job is a communicating one if its nodes find BCS state in its images.
+        if ((bcs || restoring) && j.record) l.flags |= os::kLaunchRecord;
         if ((bcs || restoring) && j.replay_of != 0) l.flags |= os::kLaunchReplay;
         if (!j.rec.cpu_bind) l.flags |= os::kLaunchNoBind;
         for (uint32_t r = 0; r < j.rec.rank_nodes.size(); ++r) {

@@ -68,6 +68,10 @@ struct Rank {
   bool exited = false;
   int wait_status = 0;
   std::string init_dir;  // gos-rank-init's working directory, removed with the rank
+  // A restored rank: the directory its executable is mapped from (where it was when the rank
+  // was dumped, recreated by the restore). Ranks restored together on one node may come from
+  // different nodes, hence different directories. Empty: the job's own dir.
+  std::string exe_dir;
 };
 
 // A checkpoint worker's job was killed or forgotten: it stops storing the epoch, and says
@@ -216,6 +220,7 @@ class NodeAgentImpl final : public NodeAgent {
                         std::vector<std::pair<uint32_t, pid_t>> ranks, std::string cgroup,
                         std::string job_dir, std::string program, std::string matcher,
                         std::map<uint32_t, std::string> channels,
+                        std::map<uint32_t, std::string> exe_dirs,
                         std::shared_ptr<CkptCancel> cancel);
   void Restore(const os::StrobeCommand& c);
   // Record and replay (docs/specs/replay.md).
@@ -1228,6 +1233,9 @@ void NodeAgentImpl::ForgetJob(uint64_t id) {
   std::error_code ec;
   std::filesystem::remove_all(j.dir, ec);
   if (!j.restored_dir.empty()) std::filesystem::remove_all(j.restored_dir, ec);
+  for (const Rank& r : j.ranks) {
+    if (!r.exe_dir.empty()) std::filesystem::remove_all(r.exe_dir, ec);
+  }
   jobs_.erase(jt);
   {
     std::lock_guard<std::mutex> wl(work_mu_);
@@ -1247,7 +1255,7 @@ void NodeAgentImpl::ShipRecord(LocalJob& j, bool final) {
   }
   j.record_shipped = now;
   for (RecordSegment& seg : bcs_->TakeRecord(j.id)) {
-    os::ReplaySegment m{j.id, seg.stream, std::move(seg.bytes)};
+    os::ReplaySegment m{j.id, seg.stream, std::move(seg.bytes), j.launch};
     if (ch_) ch_->Send(Frame::kReplaySegment, os::Encode(m)).IgnoreError();
   }
 }
@@ -1427,7 +1435,15 @@ void NodeAgentImpl::StartCheckpoints() {
     if (!st.ok()) GOS_LOG(kWarn, "nodeagent") << "freeze job " << id << ": " << st.ToString();
     j.frozen = true;
     j.hold = true;
-    if (j.record && bcs_) bcs_->MarkCheckpoint(id, epoch);
+    if (j.record && bcs_) {
+      bcs_->MarkCheckpoint(id, epoch);
+      // Everything recorded up to the mark goes to the coordinator now, ahead of the epoch's
+      // rank manifests on this channel: once the epoch commits, the log holds the run up to
+      // it on every node, so a restart from it can cut the log there and go on
+      // (docs/specs/replay.md, "Restarted jobs"). The ranks are frozen: their record rings
+      // hold all they wrote before the dump.
+      ShipRecord(j, true);
+    }
     // Output written before the freeze reaches the user now, not after a restore.
     for (const Rank& r : j.ranks) {
       for (int fd : {r.out_fd, r.err_fd}) {
@@ -1459,14 +1475,19 @@ void NodeAgentImpl::StartCheckpoints() {
       }
       bcs_->Hold(id, true);
     }
+    std::map<uint32_t, std::string> exe_dirs;
+    for (const Rank& r : j.ranks) {
+      if (!r.exe_dir.empty()) exe_dirs[r.rank] = r.exe_dir;
+    }
     j.ckpt_cancel = std::make_shared<CkptCancel>();
     StartWorker([this, id, epoch, base = j.ckpt_base, slot = j.slot, level = j.ckpt_level,
                  cancel = j.ckpt_cancel, ranks = std::move(ranks), cgroup = j.cgroup->path(),
                  dir = j.restored_dir.empty() ? j.dir : j.restored_dir, program = j.program,
-                 matcher = std::move(matcher), channels = std::move(channels)]() mutable {
+                 matcher = std::move(matcher), channels = std::move(channels),
+                 exe_dirs = std::move(exe_dirs)]() mutable {
       CheckpointWorker(id, epoch, base, slot, level, std::move(ranks), std::move(cgroup),
                        std::move(dir), std::move(program), std::move(matcher), std::move(channels),
-                       std::move(cancel));
+                       std::move(exe_dirs), std::move(cancel));
     });
   }
 }
@@ -1493,6 +1514,7 @@ void NodeAgentImpl::CheckpointWorker(uint64_t job, uint64_t epoch, uint64_t base
                                      int level, std::vector<std::pair<uint32_t, pid_t>> ranks,
                                      std::string cgroup, std::string job_dir, std::string program,
                                      std::string matcher, std::map<uint32_t, std::string> channels,
+                                     std::map<uint32_t, std::string> exe_dirs,
                                      std::shared_ptr<CkptCancel> cancel) {
   const auto t0 = SteadyClock::now();
   const int64_t mark = EpochMark(job, epoch);
@@ -1564,17 +1586,18 @@ void NodeAgentImpl::CheckpointWorker(uint64_t job, uint64_t epoch, uint64_t base
       st = dumped.status().WithContext("rank " + std::to_string(rank));
       break;
     }
+    const std::string& rank_dir = exe_dirs.count(rank) ? exe_dirs[rank] : job_dir;
     std::string meta =
-        "job_dir=" + job_dir + "\nprogram=" + program + "\nrank=" + std::to_string(rank) + "\n";
+        "job_dir=" + rank_dir + "\nprogram=" + program + "\nrank=" + std::to_string(rank) + "\n";
     st = WriteWholeFile(dir + "/gos-rank", meta, 0600);
     if (st.ok() && !program.empty()) {
       // The executable is not in CRIU's images: it goes with them (deduplicated by content).
-      if (::link((job_dir + "/" + program).c_str(), (dir + "/job/" + program).c_str()) != 0) {
+      if (::link((rank_dir + "/" + program).c_str(), (dir + "/job/" + program).c_str()) != 0) {
         // Another file system (the scratch dir on a tmpfs): a copy, with the mode CRIU checks.
         struct stat exe {};
         const mode_t mode =
-            ::stat((job_dir + "/" + program).c_str(), &exe) == 0 ? exe.st_mode & 07777 : 0700;
-        st = CopyFile(job_dir + "/" + program, dir + "/job/" + program, mode);
+            ::stat((rank_dir + "/" + program).c_str(), &exe) == 0 ? exe.st_mode & 07777 : 0700;
+        st = CopyFile(rank_dir + "/" + program, dir + "/job/" + program, mode);
       }
     }
     if (st.ok() && channels.count(rank)) {
@@ -1943,6 +1966,9 @@ void NodeAgentImpl::Restore(const os::StrobeCommand& c) {
       if (ch.ok()) restore.channels[rank] = std::move(*ch);
     }
     BcsJob bj = BcsJobOf(l, mine);
+    // A recorded job restarted goes on recording: its log was cut back to this epoch's mark,
+    // `base` steps into the run (RESTORE's base, docs/specs/os-protocol.md).
+    if (bj.record) bj.first_step = c.base;
     if (l.flags & os::kLaunchReplay) {
       std::lock_guard<std::mutex> rl(replay_mu_);
       auto pt = replay_plans_.find(l.job);
@@ -1959,6 +1985,8 @@ void NodeAgentImpl::Restore(const os::StrobeCommand& c) {
                            FailedPreconditionError("the log to replay did not arrive"));
     if (paths.ok()) {
       j.bcs = true;
+      j.record = bj.record;
+      j.record_shipped = std::chrono::steady_clock::now();
     } else {
       failure = "restoring the BCS state: " + paths.status().ToString();
     }
@@ -1991,6 +2019,7 @@ void NodeAgentImpl::RestoreWorker(uint64_t job, uint64_t epoch, uint32_t slot,
     const uint32_t rank = ranks[i];
     const std::string dir = RestoreDir(job, epoch, rank);
     Status st;
+    std::string rank_dir;  // where this rank's executable goes
     // The executable must be where the dumped process had it.
     auto meta_text = ReadWholeFile(dir + "/gos-rank");
     if (!meta_text.ok()) {
@@ -2012,6 +2041,7 @@ void NodeAgentImpl::RestoreWorker(uint64_t job, uint64_t epoch, uint32_t slot,
           ::chown(exe.c_str(), uid, gid);
         }
         restored_dir = job_dir;
+        rank_dir = job_dir;
         restored_program = program;
       }
     }
@@ -2032,6 +2062,7 @@ void NodeAgentImpl::RestoreWorker(uint64_t job, uint64_t epoch, uint32_t slot,
           }
         }
         restored.push_back(StartedRank(rank, *p));
+        restored.back().exe_dir = rank_dir;
         continue;
       }
       st = p.status();

@@ -148,6 +148,7 @@ struct BcsEngine::Job {
   std::vector<std::vector<replay::DescKey>> keys;  // per rank: recorded descriptors, seq order
   std::vector<uint64_t> taken;                     // per rank: descriptors given to the matcher
   std::vector<std::deque<Posted>> got;             // per rank: exchanged, not yet given
+  uint64_t matcher_strobe = 0;                     // the last strobe given to the matcher
   std::atomic<bool> stopped{false};
 
   explicit Job(const BcsJob& s)
@@ -268,9 +269,12 @@ StatusOr<std::map<uint32_t, std::string>> BcsEngine::AddJob(const BcsJob& spec,
     j->held = true;
   }
 
-  if (spec.record && j->position == 0) {
-    j->writer =
-        std::make_unique<replay::JobLogWriter>(static_cast<uint32_t>(spec.rank_node.size()));
+  if (spec.record) {
+    j->steps = spec.first_step;
+    if (j->position == 0) {
+      j->writer =
+          std::make_unique<replay::JobLogWriter>(static_cast<uint32_t>(spec.rank_node.size()));
+    }
   }
   if (spec.replay) {
     const ReplayPlan& p = *spec.replay;
@@ -693,7 +697,12 @@ void BcsEngine::ReplaySteps(Job& j, std::vector<Posted>& all) {
       }
       j.taken[r] += st.counts[r];
     }
-    StepResult step = j.matcher.Step(st.strobe, batch);
+    // The matcher needs increasing strobes. A log that spans a restart after a coordinator
+    // restart may count strobes from 1 again; only the order of the steps matters to matching
+    // (a restored matcher's queued descriptors sort before any later strobe).
+    const uint64_t strobe = std::max(st.strobe, j.matcher_strobe + 1);
+    j.matcher_strobe = strobe;
+    StepResult step = j.matcher.Step(strobe, batch);
     for (const RankCompletion& c : step.completions) {
       if (j.by_rank.count(c.rank)) j.pending[c.rank].push_back(c.c);
     }

@@ -92,10 +92,13 @@ struct BcsJob {
   uint64_t job = 0;
   uint32_t row = 0;
   uint32_t uid = 0, gid = 0;
-  std::vector<uint32_t> rank_node;           // node of each world rank
-  std::vector<uint32_t> local;               // this node's world ranks, ascending
-  uint64_t channel_job = 0;                  // job id in the channel file names (0 = job)
-  bool record = false;                       // record the job's decisions (TakeRecord)
+  std::vector<uint32_t> rank_node;  // node of each world rank
+  std::vector<uint32_t> local;      // this node's world ranks, ascending
+  uint64_t channel_job = 0;         // job id in the channel file names (0 = job)
+  bool record = false;              // record the job's decisions (TakeRecord)
+  // Recording a restored job: the steps its log already holds before the checkpoint it was
+  // restored from, so that its checkpoint marks count steps from the start of the run.
+  uint64_t first_step = 0;
   std::shared_ptr<const ReplayPlan> replay;  // impose a recorded run
 };
 

@@ -17,7 +17,10 @@ enum class SegmentKind : uint8_t { kJob = 1, kBytes = 2, kTimeline = 3 };
 const char* SegmentKindName(SegmentKind k);
 
 inline constexpr uint32_t kSegmentMagic = 0x314c5247;  // "GRL1" little-endian
-inline constexpr uint16_t kSegmentVersion = 2;
+// The version written. Version 3 added the restart mark (a kJobStream mark of type 3); a
+// reader takes versions kMinSegmentVersion..kSegmentVersion.
+inline constexpr uint16_t kSegmentVersion = 3;
+inline constexpr uint16_t kMinSegmentVersion = 2;
 // u32 magic | u16 version | u8 kind | u8 0 | u32 raw_len | u32 frame_len | u32 count |
 // u32 crc32c (of bytes [0, 20) and of the frame).
 inline constexpr size_t kSegmentHeaderBytes = 24;
@@ -29,6 +32,7 @@ uint32_t Crc32c(uint32_t crc, const void* data, size_t n);
 std::string MakeSegment(SegmentKind kind, uint32_t count, std::string_view payload, int level);
 
 struct OpenedSegment {
+  uint16_t version = 0;
   uint32_t count = 0;
   std::string payload;  // decompressed
 };

@@ -9,6 +9,7 @@
 #include <limits>
 #include <map>
 #include <memory>
+#include <optional>
 
 #include "gos/log.h"
 #include "replay/codec.h"
@@ -98,6 +99,7 @@ std::string MakeSegment(SegmentKind kind, uint32_t count, std::string_view paylo
 namespace {
 
 struct Header {
+  uint16_t version;
   SegmentKind kind;
   uint32_t raw_len, frame_len, count;
 };
@@ -109,16 +111,17 @@ StatusOr<Header> ParseHeader(std::string_view seg) {
   }
   if (GetLe(seg, 0, 4) != kSegmentMagic) return DataLossError("not a replay segment (bad magic)");
   const uint64_t version = GetLe(seg, 4, 2);
-  if (version != kSegmentVersion) {
+  if (version < kMinSegmentVersion || version > kSegmentVersion) {
     return DataLossError("segment format version " + std::to_string(version) +
-                         " is not supported (this gos reads " + std::to_string(kSegmentVersion) +
-                         ")");
+                         " is not supported (this gos reads " + std::to_string(kMinSegmentVersion) +
+                         " to " + std::to_string(kSegmentVersion) + ")");
   }
   const uint64_t kind = GetLe(seg, 6, 1);
   if (kind < 1 || kind > 3) return DataLossError("unknown segment kind " + std::to_string(kind));
   if (GetLe(seg, 7, 1) != 0) return DataLossError("segment header: reserved byte is not 0");
-  Header h{static_cast<SegmentKind>(kind), static_cast<uint32_t>(GetLe(seg, 8, 4)),
-           static_cast<uint32_t>(GetLe(seg, 12, 4)), static_cast<uint32_t>(GetLe(seg, 16, 4))};
+  Header h{static_cast<uint16_t>(version), static_cast<SegmentKind>(kind),
+           static_cast<uint32_t>(GetLe(seg, 8, 4)), static_cast<uint32_t>(GetLe(seg, 12, 4)),
+           static_cast<uint32_t>(GetLe(seg, 16, 4))};
   if (h.raw_len > kMaxSegmentRaw) {
     return DataLossError("segment claims " + std::to_string(h.raw_len) +
                          " raw bytes, over the limit of " + std::to_string(kMaxSegmentRaw));
@@ -154,6 +157,7 @@ StatusOr<OpenedSegment> OpenSegment(std::string_view seg, SegmentKind want) {
     return DataLossError("segment's zstd frame is truncated or followed by other bytes");
   }
   OpenedSegment out;
+  out.version = h.version;
   out.count = h.count;
   out.payload.resize(h.raw_len);
   thread_local std::unique_ptr<ZSTD_DCtx, size_t (*)(ZSTD_DCtx*)> dctx(ZSTD_createDCtx(),
@@ -236,7 +240,7 @@ const char* const kColumnNames[kNumColumns] = {"strobe", "time",       "row",  "
                                                "op",     "peer",       "tag",  "context", "len",
                                                "flags",  "group_size", "marks"};
 
-enum MarkType : uint8_t { kMarkCheckpoint = 1, kMarkEnd = 2 };
+enum MarkType : uint8_t { kMarkCheckpoint = 1, kMarkEnd = 2, kMarkRestart = 3 };
 
 // Peer relative to the posting rank (neighbours are small numbers whatever the rank);
 // kAnySource is 0.
@@ -337,6 +341,19 @@ void JobLogWriter::AddCheckpoint(const CheckpointMark& mark) {
   c.Var(mark.epoch);
   c.Var(mark.steps);
   c.Var(mark.strobe);
+  c.Signed(mark.time_us);
+  ++m.nmarks;
+}
+
+void JobLogWriter::AddRestart(const RestartMark& mark) {
+  Impl& m = *impl_;
+  m.MarkGap();
+  ColumnWriter& c = m.marks;
+  c.U8(kMarkRestart);
+  c.Var(mark.epoch);
+  c.Var(mark.steps);
+  c.Var(mark.strobe);
+  c.Var(mark.dropped_steps);
   c.Signed(mark.time_us);
   ++m.nmarks;
 }
@@ -444,8 +461,17 @@ bool FitsI32(int64_t v) {
   return v >= std::numeric_limits<int32_t>::min() && v <= std::numeric_limits<int32_t>::max();
 }
 
-// One segment's payload, appended to log.
-Status DecodeJobPayload(std::string_view payload, uint32_t count, bool first, JobLog& log) {
+// Where a mark of a segment sits among its steps: `at` steps of the segment come before it;
+// `index` is its place in the log's checkpoints or restarts (an end has none).
+struct MarkAt {
+  uint64_t at;
+  MarkType type;
+  size_t index;
+};
+
+// One segment's payload, appended to log; with `order`, each mark's place is appended to it.
+Status DecodeJobPayload(std::string_view payload, uint16_t version, uint32_t count, bool first,
+                        JobLog& log, std::vector<MarkAt>* order = nullptr) {
   ColumnReader in(payload);
   uint64_t world, steps, descs, marks;
   if (!in.Var(&world) || !in.Var(&steps) || !in.Var(&descs) || !in.Var(&marks)) {
@@ -593,7 +619,16 @@ Status DecodeJobPayload(std::string_view payload, uint32_t count, bool first, Jo
       if (!c.Var(&m.epoch) || !c.Var(&m.steps) || !c.Var(&m.strobe) || !c.Signed(&m.time_us)) {
         return Bad("marks", "truncated checkpoint");
       }
+      if (order != nullptr) order->push_back({at, kMarkCheckpoint, log.checkpoints.size()});
       log.checkpoints.push_back(m);
+    } else if (type == kMarkRestart && version >= 3) {
+      RestartMark m;
+      if (!c.Var(&m.epoch) || !c.Var(&m.steps) || !c.Var(&m.strobe) || !c.Var(&m.dropped_steps) ||
+          !c.Signed(&m.time_us)) {
+        return Bad("marks", "truncated restart");
+      }
+      if (order != nullptr) order->push_back({at, kMarkRestart, log.restarts.size()});
+      log.restarts.push_back(m);
     } else if (type == kMarkEnd) {
       End e;
       uint8_t kind;
@@ -614,6 +649,7 @@ Status DecodeJobPayload(std::string_view payload, uint32_t count, bool first, Jo
       e.exit_code = static_cast<int32_t>(code);
       e.rank = static_cast<int32_t>(rank);
       e.message.assign(msg);
+      if (order != nullptr) order->push_back({at, kMarkEnd, 0});
       log.end = std::move(e);
     } else {
       return Bad("marks", "unknown record type " + std::to_string(type));
@@ -634,8 +670,8 @@ StatusOr<JobLog> DecodeJobLog(std::span<const std::string> segments) {
   for (size_t i = 0; i < segments.size(); ++i) {
     StatusOr<internal::OpenedSegment> seg = internal::OpenSegment(segments[i], SegmentKind::kJob);
     if (!seg.ok()) return seg.status().WithContext(SegmentWhere(i));
-    GOS_RETURN_IF_ERROR(
-        DecodeJobPayload(seg->payload, seg->count, i == 0, log).WithContext(SegmentWhere(i)));
+    GOS_RETURN_IF_ERROR(DecodeJobPayload(seg->payload, seg->version, seg->count, i == 0, log)
+                            .WithContext(SegmentWhere(i)));
   }
   return log;
 }
@@ -709,6 +745,142 @@ StatusOr<std::vector<std::string>> DecodeStdinPieces(std::span<const std::string
       return DataLossError("stdin stream: piece " + std::to_string(out.size()) + " truncated");
     }
     out.emplace_back(piece);
+  }
+  return out;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Cutting a log back to a checkpoint, for a restart.
+
+StatusOr<StreamCut> CutJobStream(std::span<const std::string> segments, RestartMark* restart,
+                                 int zstd_level) {
+  // Every segment decodes on its own: find the last one holding a mark of the epoch, counting
+  // the steps before each, without keeping more than one segment's records at a time.
+  uint64_t steps_before = 0, total_steps = 0;
+  std::optional<size_t> found;
+  uint32_t world = 0;
+  for (size_t i = 0; i < segments.size(); ++i) {
+    StatusOr<internal::OpenedSegment> seg = internal::OpenSegment(segments[i], SegmentKind::kJob);
+    if (!seg.ok()) return seg.status().WithContext(SegmentWhere(i));
+    JobLog one;
+    GOS_RETURN_IF_ERROR(DecodeJobPayload(seg->payload, seg->version, seg->count, true, one)
+                            .WithContext(SegmentWhere(i)));
+    if (i > 0 && one.world_size != world) {
+      return DataLossError(SegmentWhere(i) + ": world size " + std::to_string(one.world_size) +
+                           ", earlier segments " + std::to_string(world));
+    }
+    world = one.world_size;
+    for (const CheckpointMark& m : one.checkpoints) {
+      if (m.epoch != restart->epoch) continue;
+      found = i;
+      steps_before = total_steps;
+    }
+    total_steps += one.steps.size();
+  }
+  if (!found) {
+    return NotFoundError("the log has no mark of checkpoint " + std::to_string(restart->epoch));
+  }
+  // Re-encode that segment up to the epoch's last mark in it, then the restart mark.
+  StatusOr<internal::OpenedSegment> seg =
+      internal::OpenSegment(segments[*found], SegmentKind::kJob);
+  if (!seg.ok()) return seg.status().WithContext(SegmentWhere(*found));
+  JobLog one;
+  std::vector<MarkAt> order;
+  GOS_RETURN_IF_ERROR(DecodeJobPayload(seg->payload, seg->version, seg->count, true, one, &order)
+                          .WithContext(SegmentWhere(*found)));
+  size_t last = 0;  // the epoch's last mark in `order`
+  for (size_t k = 0; k < order.size(); ++k) {
+    if (order[k].type == kMarkCheckpoint && one.checkpoints[order[k].index].epoch == restart->epoch)
+      last = k;
+  }
+  const CheckpointMark& mark = one.checkpoints[order[last].index];
+  if (steps_before + order[last].at != mark.steps) {
+    return DataLossError("checkpoint " + std::to_string(mark.epoch) + "'s mark says " +
+                         std::to_string(mark.steps) + " steps came before it; the log has " +
+                         std::to_string(steps_before + order[last].at));
+  }
+  JobLogWriter w(world);
+  uint64_t s = 0;
+  for (size_t k = 0; k <= last; ++k) {
+    for (; s < order[k].at; ++s) w.AddStep(one.steps[s]);
+    switch (order[k].type) {
+      case kMarkCheckpoint:
+        w.AddCheckpoint(one.checkpoints[order[k].index]);
+        break;
+      case kMarkRestart:
+        w.AddRestart(one.restarts[order[k].index]);
+        break;
+      case kMarkEnd:
+        w.AddEnd(*one.end);
+        break;
+    }
+  }
+  restart->steps = mark.steps;
+  restart->dropped_steps = total_steps - mark.steps;
+  w.AddRestart(*restart);
+  StreamCut out;
+  out.keep = *found;
+  out.tail.push_back(w.Flush(zstd_level));
+  return out;
+}
+
+StatusOr<StreamCut> CutBytesStream(std::span<const std::string> segments, uint64_t bytes,
+                                   int zstd_level) {
+  StreamCut out;
+  uint64_t before = 0;
+  for (size_t i = 0; i < segments.size(); ++i) {
+    if (before == bytes) {
+      out.keep = i;
+      return out;
+    }
+    StatusOr<SegmentSize> size = SizeOfSegment(segments[i]);
+    if (!size.ok()) return size.status().WithContext(SegmentWhere(i));
+    if (before + size->raw > bytes) {
+      StatusOr<std::string> head = DecodeBytesSegments(segments.subspan(i, 1));
+      if (!head.ok()) return head.status().WithContext(SegmentWhere(i));
+      out.keep = i;
+      out.tail.push_back(EncodeBytesSegment(
+          std::string_view(*head).substr(0, static_cast<size_t>(bytes - before)), zstd_level));
+      return out;
+    }
+    before += size->raw;
+  }
+  if (before < bytes) {
+    return DataLossError("the stream holds " + std::to_string(before) + " bytes, the cut is at " +
+                         std::to_string(bytes));
+  }
+  out.keep = segments.size();
+  return out;
+}
+
+StatusOr<StreamCut> CutTimelineStream(std::span<const std::string> segments, uint64_t entries,
+                                      int zstd_level) {
+  StreamCut out;
+  uint64_t before = 0;
+  for (size_t i = 0; i < segments.size(); ++i) {
+    if (before == entries) {
+      out.keep = i;
+      return out;
+    }
+    StatusOr<std::vector<uint32_t>> one = DecodeTimelineSegments(segments.subspan(i, 1));
+    if (!one.ok()) return one.status().WithContext(SegmentWhere(i));
+    if (before + one->size() > entries) {
+      one->resize(static_cast<size_t>(entries - before));
+      out.keep = i;
+      out.tail.push_back(EncodeTimelineSegment(*one, zstd_level));
+      return out;
+    }
+    before += one->size();
+  }
+  out.keep = segments.size();
+  if (entries - before > kMaxSegmentRaw) {
+    return DataLossError("the timeline holds " + std::to_string(before) +
+                         " entries, the cut is at " + std::to_string(entries));
+  }
+  if (before < entries) {
+    // Lost entries (their node died before it shipped them) count as never blocked.
+    const std::vector<uint32_t> zeros(static_cast<size_t>(entries - before), 0);
+    out.tail.push_back(EncodeTimelineSegment(zeros, zstd_level));
   }
   return out;
 }

@@ -281,6 +281,18 @@ StatusOr<std::string> ExportTrace(const TraceInput& in) {
                          {"strobe", static_cast<int64_t>(c.strobe)}}));
     ev.End();
   }
+  for (const RestartMark& r : log.restarts) {
+    // At the restored run's first step (its time is the cut's if it took none).
+    const int64_t t = r.steps < steps.size() ? steps[r.steps].time_us : r.time_us;
+    ev.Begin("i", 0, "restarted from checkpoint " + std::to_string(r.epoch));
+    ev.Str("s", "g");
+    ev.Num("ts", ts(t));
+    ev.Raw("args", Args({{"epoch", static_cast<int64_t>(r.epoch)},
+                         {"steps", static_cast<int64_t>(r.steps)},
+                         {"strobe", static_cast<int64_t>(r.strobe)},
+                         {"dropped_steps", static_cast<int64_t>(r.dropped_steps)}}));
+    ev.End();
+  }
   if (log.end) {
     const End& e = *log.end;
     const bool failed = e.kind == EndKind::kFailed;

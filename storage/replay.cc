@@ -4,6 +4,7 @@
 #include <rocksdb/db.h>
 #include <rocksdb/iterator.h>
 #include <rocksdb/options.h>
+#include <rocksdb/write_batch.h>
 
 #include <algorithm>
 #include <limits>
@@ -48,6 +49,11 @@ std::string SegmentKey(uint64_t job, uint32_t stream, uint64_t seq) {
 
 // Past every key of the job (keys are 20 bytes; this is 21, all 0xff after the job).
 std::string JobEnd(uint64_t job) { return JobPrefix(job) + std::string(13, '\xff'); }
+
+// Past every key of the stream (21 bytes, all 0xff after the stream).
+std::string StreamEnd(uint64_t job, uint32_t stream) {
+  return StreamPrefix(job, stream) + std::string(9, '\xff');
+}
 
 struct Key {
   uint64_t job;
@@ -164,6 +170,32 @@ class RocksReplayStore final : public ReplayStore {
                                   Where(job) + ": deleting"));
     next_seq_.erase(next_seq_.lower_bound({job, 0}),
                     next_seq_.upper_bound({job, std::numeric_limits<uint32_t>::max()}));
+    return OkStatus();
+  }
+
+  Status Cut(uint64_t job, std::span<const ReplayStreamCut> cuts) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    rocksdb::WriteBatch batch;
+    for (const ReplayStreamCut& c : cuts) {
+      const std::string where =
+          Where(job, c.stream) + ": cutting at segment " + std::to_string(c.keep);
+      // A cut past the stream's end would leave a hole in its seq numbers.
+      GOS_ASSIGN_OR_RETURN(uint64_t have, FindNextSeq(job, c.stream));
+      if (c.keep > have) {
+        return InvalidArgumentError(where + ": the stream has only " + std::to_string(have) +
+                                    " segments");
+      }
+      GOS_RETURN_IF_ERROR(FromRocks(
+          batch.DeleteRange(cf_, SegmentKey(job, c.stream, c.keep), StreamEnd(job, c.stream)),
+          where));
+      for (size_t i = 0; i < c.tail.size(); ++i) {
+        GOS_RETURN_IF_ERROR(
+            FromRocks(batch.Put(cf_, SegmentKey(job, c.stream, c.keep + i), c.tail[i]), where));
+      }
+    }
+    GOS_RETURN_IF_ERROR(
+        FromRocks(db_->Write(SyncedWrite(), &batch), Where(job) + ": cutting the log"));
+    for (const ReplayStreamCut& c : cuts) next_seq_[{job, c.stream}] = c.keep + c.tail.size();
     return OkStatus();
   }
 

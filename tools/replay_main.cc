@@ -36,7 +36,8 @@ recorded run's.
 Every call is checked against the recording: at the first difference every rank is stopped
 and gos-replay names the strobe, the rank and the call (expected versus what happened) and
 exits with 3. A run that failed (MPI_Abort, a crash, a lost node) replays up to the failure
-and stops there. A stopped job stays stopped (SIGSTOP) for inspection: gos-replay prints each
+and stops there. A job restarted from a checkpoint (gos-restart, --restart-on-failure) replays
+as the run that produced its outcome: up to that checkpoint, then the restored run. A stopped job stays stopped (SIGSTOP) for inspection: gos-replay prints each
 rank's node and pid and the gdb command to attach, and ends the session (killing the job) at
 Enter, end of input or Ctrl-C.
 
@@ -46,6 +47,7 @@ options:
       --export-trace FILE   write the recorded run as Chrome trace-event JSON (Perfetto)
       --info                print what the recording holds and its size, and exit
       --from-epoch E        restore checkpoint E of the recorded run and replay from there
+                            (not an epoch of a run that a restart replaced)
   -N, --nodes K             nodes of the local cluster gos-replay starts when none runs (4)
   -l, --label               prefix every output line with its rank ("3: ...")
   -o, --output PATTERN      ranks' stdout to files (%t = rank, %j = job id), as with gos-run
@@ -132,6 +134,13 @@ int PrintInfo(os::Channel* ch, uint64_t job) {
               log->steps.empty() ? 0ull : (unsigned long long)log->steps.front().strobe,
               log->steps.empty() ? 0ull : (unsigned long long)log->steps.back().strobe,
               log->checkpoints.size());
+  for (const replay::RestartMark& r : log->restarts) {
+    std::printf(
+        "restarted from epoch %llu at strobe %llu: the log goes on from step %llu (the %llu "
+        "steps the lost run took after that epoch are not in it)\n",
+        (unsigned long long)r.epoch, (unsigned long long)r.strobe, (unsigned long long)r.steps,
+        (unsigned long long)r.dropped_steps);
+  }
   std::printf("descriptors %llu, of which sends (messages) %llu\n", (unsigned long long)descs,
               (unsigned long long)sends);
   std::printf("early strobes: %llu of the %zu steps\n", (unsigned long long)early,

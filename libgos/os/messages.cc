@@ -431,13 +431,15 @@ std::vector<uint8_t> Encode(const ReplaySegment& m) {
   w.U64(m.job);
   w.U32(m.stream);
   w.Str(m.bytes);
+  w.U64(m.launch);
   return out;
 }
 
 StatusOr<ReplaySegment> DecodeReplaySegment(std::span<const uint8_t> b) {
   Reader r(b);
   ReplaySegment m;
-  if (!r.U64(&m.job) || !r.U32(&m.stream) || !r.Str(&m.bytes, 64u << 20) || r.remaining() != 0) {
+  if (!r.U64(&m.job) || !r.U32(&m.stream) || !r.Str(&m.bytes, 64u << 20) || !r.U64(&m.launch) ||
+      r.remaining() != 0) {
     return Bad("replay segment");
   }
   return m;

@@ -122,6 +122,8 @@ class TestCluster {
   std::vector<std::string> agent_args;
   // The coordinator's strobe quantum (set before Start).
   std::string timeslice = "5ms";
+  // Epochs the coordinator keeps per job (set before Start).
+  std::string keep = "3";
 
   // "" when ready, else what went wrong.
   std::string Start() {
@@ -145,7 +147,7 @@ class TestCluster {
   std::string StartCoordinator() {
     std::vector<std::string> argv = {
         Bin("gos-coordinator"), "--data-dir", state_,   "--nodes", std::to_string(nodes_),
-        "--timeslice",          timeslice,    "--keep", "3"};
+        "--timeslice",          timeslice,    "--keep", keep};
     if (netns_) {
       argv.push_back("--listen");
       argv.push_back(hosts_->bridge_ip() + ":0");

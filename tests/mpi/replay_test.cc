@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "gtest/gtest.h"
+#include "tests/checkpoint/cluster_helpers.h"
 #include "tests/support/cluster_files.h"
 #include "tests/support/subprocess.h"
 
@@ -553,6 +554,259 @@ TEST_F(ReplayTest, OnlyTheOwnerMayReplay) {
   // A refused replay is not announced as under way.
   EXPECT_EQ(refused.output.find("replaying job"), std::string::npos) << refused.output;
   EXPECT_EQ(other.output.find("replaying job"), std::string::npos) << other.output;
+}
+
+// ---- Restarted jobs (docs/specs/replay.md, "Restarted jobs") ----------------------------------
+//
+// A cluster of their own (a coordinator and 3 nodeagents, tests/checkpoint/cluster_helpers.h),
+// since nodeagents are killed with kill -9. The programs print to a pipe, so their stdout is
+// fully buffered and, being under 4 KiB, printed only at exit (or MPI_Abort): a killed run
+// prints nothing, and a restored run prints the whole output from its restored buffer. So the
+// final run's output is the whole output of the job, which a replay must reproduce.
+
+namespace ck = gos::checkpoint::testing;
+
+// The ranks' lines of a tool's merged output (its own "gos-...:" notices and gos-replay's
+// table of stopped ranks left out).
+std::string RankLines(const std::string& out) {
+  std::string lines;
+  std::istringstream in(out);
+  for (std::string line; std::getline(in, line);) {
+    if (line.rfind("gos-", 0) != 0 && line.rfind("gos:", 0) != 0 && line.rfind("  rank ", 0) != 0)
+      lines += line + "\n";
+  }
+  return lines;
+}
+
+// Waits for a gos-run/gos-restart that lost a node: it must end with a failure.
+void ExpectLostNode(ck::Subprocess& run, const ck::TestCluster& c) {
+  auto st = run.Wait(std::chrono::steady_clock::now() + 90s);
+  ASSERT_TRUE(st.has_value()) << run.output() << c.Logs();
+  EXPECT_FALSE(WIFEXITED(*st) && WEXITSTATUS(*st) == 0) << run.output();
+  EXPECT_EQ(RankLines(run.output()).find("sum"), std::string::npos)
+      << "the job ended before its node was killed:\n"
+      << run.output();
+}
+
+// master_worker, recorded: its completion order depends on the workers' random times, so a
+// replay that followed the wrong log would diverge or print another order. Killed after its
+// first checkpoint, restarted, killed again after two checkpoints of the restored run,
+// restarted from the older of those two. The log is the first run's up to its epoch, then the
+// second run's up to the older epoch, then the third run's: `gos-replay` reproduces the job's
+// output exactly; `--from-epoch` works for an epoch of any of those runs, and refuses the
+// second run's newer epoch, which the last restart replaced.
+TEST(ReplayRestartTest, JobRestartedTwiceReplaysTheRunThatCompleted) {
+  if (std::string why = ck::Unsupported(false); !why.empty()) GTEST_SKIP() << why;
+  ck::TestCluster c(3, /*netns=*/false);
+  c.keep = "20";  // every epoch of every run stays, the lost run's too
+  ASSERT_EQ(c.Start(), "");
+  // 150 tasks of up to 300 ms on 3 workers: about 7.5 s, with under 4 KiB of output.
+  auto run = ck::Subprocess::Start({GosBin("gos-run"), "-n", "4", "-N", "3", "--checkpoint=1s",
+                                    GosExample("master_worker"), "150", "300000"},
+                                   c.Env());
+  ASSERT_TRUE(run.ok()) << run.status().ToString();
+  const std::string job = ck::FirstCommittedJob(*run);
+  ASSERT_NE(job, "") << run->output() << c.Logs();
+  c.KillHost(2);
+  ExpectLostNode(*run, c);
+
+  // The first restart, on hosts 1 and 2, checkpointing; after two epochs of its own, host 2
+  // dies too.
+  auto first = ck::Subprocess::Start({GosBin("gos-restart"), "--checkpoint=1s", job}, c.Env());
+  ASSERT_TRUE(first.ok()) << first.status().ToString();
+  std::vector<std::string> epochs;
+  ASSERT_TRUE(WaitUntil(
+      [&] {
+        epochs = ck::FindAll(first->output(), "checkpoint: job " + job + " epoch (\\d+) committed");
+        return epochs.size() >= 2;
+      },
+      60s))
+      << first->output() << c.Logs();
+  EXPECT_NE(first->output().find("its replay log goes on from epoch"), std::string::npos)
+      << first->output();
+  c.KillHost(1);
+  ExpectLostNode(*first, c);
+  const std::string kept = epochs[0], lost = epochs[1];
+  const std::string first_epoch =
+      ck::Find(first->output(), "job " + job + " restored from epoch (\\d+) ");
+  ASSERT_NE(first_epoch, "") << first->output();
+
+  // The second restart, from the older epoch, on host 1 alone: it completes.
+  ck::Result second =
+      ck::Execute({GosBin("gos-restart"), "--checkpoint=1s", "--epoch", kept, job}, c.Env(), 180s);
+  ASSERT_EQ(second.code, 0) << second.Describe() << c.Logs();
+  const std::string output = RankLines(second.output);
+  ASSERT_NE(output.find("master_worker: 150 tasks on 4 ranks, sum 1113925, expected 1113925: ok"),
+            std::string::npos)
+      << second.Describe();
+  ASSERT_NE(output.find("task 0 done by rank"), std::string::npos) << output;
+
+  // From the start: the whole history, exactly the output the job gave, no divergence.
+  ck::Result info = ck::Execute({GosBin("gos-replay"), "--info", job}, c.Env(), 60s);
+  ASSERT_EQ(info.code, 0) << info.Describe();
+  EXPECT_EQ(ck::FindAll(info.output, "(restarted from epoch \\d+ at strobe \\d+)").size(), 2u)
+      << info.output;
+  EXPECT_NE(info.output.find("restarted from epoch " + kept + " at strobe"), std::string::npos)
+      << info.output;
+  ck::Result replay = ck::Execute({GosBin("gos-replay"), job}, c.Env(), 180s);
+  EXPECT_EQ(replay.code, 0) << replay.Describe() << c.Logs();
+  EXPECT_EQ(RankLines(replay.output), output) << replay.Describe();
+  EXPECT_EQ(replay.output.find("diverge"), std::string::npos) << replay.Describe();
+
+  // The lost run's newer epoch is refused, naming the restart that replaced it.
+  ck::Result refused =
+      ck::Execute({GosBin("gos-replay"), "--from-epoch", lost, job}, c.Env(), 120s);
+  EXPECT_NE(refused.code, 0) << refused.Describe();
+  EXPECT_NE(refused.output.find("epoch " + lost + " of job " + job +
+                                " was taken by a run that a restart replaced: the job was "
+                                "restarted from epoch " +
+                                kept),
+            std::string::npos)
+      << refused.Describe();
+  EXPECT_EQ(RankLines(refused.output), "") << refused.Describe();
+
+  // From an epoch the log has: the first run's that the job was first restarted from, the
+  // second run's that it was restarted from next, and the third run's last. Restored with its
+  // stdout buffer, the run prints the whole output again.
+  std::vector<std::string> froms = {first_epoch, kept};
+  // The third run checkpointed too (it ran for seconds at one epoch a second): its epochs are
+  // marked in the log with the steps counted from the job's start.
+  const std::vector<std::string> third =
+      ck::FindAll(second.output, "checkpoint: job " + job + " epoch (\\d+) committed");
+  EXPECT_FALSE(third.empty()) << second.output;
+  if (!third.empty()) froms.push_back(third.back());
+  for (const std::string& from : froms) {
+    ck::Result tail = ck::Execute({GosBin("gos-replay"), "--from-epoch", from, job}, c.Env(), 180s);
+    EXPECT_EQ(tail.code, 0) << tail.Describe() << c.Logs();
+    EXPECT_NE(tail.output.find("restored from epoch " + from), std::string::npos)
+        << tail.Describe();
+    EXPECT_EQ(RankLines(tail.output), output) << tail.Describe();
+  }
+}
+
+// The number of steps `gos-replay --info` says job's log holds (-1 if it cannot say).
+int64_t LoggedSteps(const ck::TestCluster& c, const std::string& job) {
+  ck::Result info = ck::Execute({GosBin("gos-replay"), "--info", job}, c.Env(), 30s);
+  const std::string n = ck::Find(info.output, "job " + job + ": \\d+ ranks, (\\d+) steps");
+  return info.code == 0 && !n.empty() ? std::stoll(n) : -1;
+}
+
+// A run restored by gos-run --restart-on-failure calls MPI_Abort (the killed first run never
+// got that far): the log ends with the restored run's abort, and `gos-replay` replays the
+// whole history to that MPI_Abort and stops there, with the output the job gave. The node dies
+// once the first run's nodes have shipped steps recorded after its checkpoint (they ship every
+// 10 s): the restart must cut them.
+TEST(ReplayRestartTest, RestoredRunAbortsAndTheReplayStopsAtTheAbort) {
+  if (std::string why = ck::Unsupported(false); !why.empty()) GTEST_SKIP() << why;
+  char tmpl[] = "/tmp/gos-replay-giveup-XXXXXX";
+  ASSERT_NE(mkdtemp(tmpl), nullptr);
+  const std::string dir = tmpl;
+  struct RemoveDir {
+    std::string dir;
+    ~RemoveDir() { std::filesystem::remove_all(dir); }
+  } remove_dir{dir};
+  const std::string src = dir + "/giveup.c", bin = dir + "/giveup";
+  // master_worker's shape, but the master gives up (MPI_Abort) after 80 results, and a task
+  // takes up to 1.5 s: about 20 s to the abort. The master polls for each result with
+  // MPI_Test and prints how many polls it took: every poll is a decision the rank records
+  // (docs/specs/rank-decisions.md), so a decision stream cut in the wrong place shows.
+  std::ofstream(src) << R"(#include <mpi.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <time.h>
+#include <unistd.h>
+int main(int argc, char** argv) {
+  MPI_Init(&argc, &argv);
+  int rank, size, next = 0, got = 0;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  MPI_Comm_size(MPI_COMM_WORLD, &size);
+  srand((unsigned)rank * 7919u + (unsigned)time(NULL));
+  if (rank == 0) {
+    for (int w = 1; w < size; ++w, ++next) MPI_Send(&next, 1, MPI_INT, w, 1, MPI_COMM_WORLD);
+    for (;;) {
+      int reply[2], flag = 0, polls = 0;
+      MPI_Status st;
+      MPI_Request req;
+      MPI_Irecv(reply, 2, MPI_INT, MPI_ANY_SOURCE, 2, MPI_COMM_WORLD, &req);
+      while (!flag) {
+        MPI_Test(&req, &flag, &st);
+        if (!flag) {
+          ++polls;
+          usleep(2000);
+        }
+      }
+      printf("task %d done by rank %d after %d polls\n", reply[0], st.MPI_SOURCE, polls);
+      if (++got == 80) {
+        printf("giving up after %d tasks\n", got);
+        MPI_Abort(MPI_COMM_WORLD, 7);
+      }
+      MPI_Send(&next, 1, MPI_INT, st.MPI_SOURCE, 1, MPI_COMM_WORLD);
+      ++next;
+    }
+  }
+  for (;;) {
+    int t;
+    MPI_Recv(&t, 1, MPI_INT, 0, 1, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+    usleep((useconds_t)(rand() % 1500000));
+    int reply[2] = {t, t % 7};
+    MPI_Send(reply, 2, MPI_INT, 0, 2, MPI_COMM_WORLD);
+  }
+}
+)";
+  RunResult cc = gos::testing::Run({GosBin("gos-cc"), "-o", bin, src}, {}, 120s);
+  ASSERT_EQ(cc.code, 0) << cc.Describe();
+
+  ck::TestCluster c(3, /*netns=*/false);
+  ASSERT_EQ(c.Start(), "");
+  auto run = ck::Subprocess::Start(
+      {GosBin("gos-run"), "-n", "4", "-N", "3", "--checkpoint=60s", "--restart-on-failure", bin},
+      c.Env());
+  ASSERT_TRUE(run.ok()) << run.status().ToString();
+  const std::string job = "1";
+  // One checkpoint, taken at once (the periodic ones would come after the job's end), once the
+  // job runs. A node killed in the middle of a dump could kill a rank that criu is tracing
+  // first, which fails the job instead of restarting it: the node dies between checkpoints.
+  ck::Result ckpt;
+  ASSERT_TRUE(WaitUntil(
+      [&] {
+        ckpt = ck::Execute({GosBin("gos-ckpt"), job}, c.Env(), 60s);
+        return ckpt.code == 0;
+      },
+      60s))
+      << ckpt.Describe() << c.Logs();
+  ASSERT_NE(ckpt.output.find("epoch 1 committed"), std::string::npos) << ckpt.Describe();
+  const int64_t at_checkpoint = LoggedSteps(c, job);
+  ASSERT_GT(at_checkpoint, 0);
+  ASSERT_TRUE(WaitUntil([&] { return LoggedSteps(c, job) > at_checkpoint; }, 30s))
+      << run->output() << c.Logs();
+  c.KillHost(2);
+  auto st = run->Wait(std::chrono::steady_clock::now() + 180s);
+  ASSERT_TRUE(st.has_value()) << run->output() << c.Logs();
+  const std::string out = run->output();
+  ASSERT_TRUE(WIFEXITED(*st) && WEXITSTATUS(*st) == 7)
+      << gos::testing::DescribeWaitStatus(*st) << "\n"
+      << out << c.Logs();
+  ASSERT_NE(out.find("job " + job + ": restarting from epoch 1 "), std::string::npos) << out;
+  // The steps the first run shipped after its checkpoint are cut.
+  EXPECT_NE(ck::Find(out, "its replay log goes on from epoch 1 \\(step " +
+                              std::to_string(at_checkpoint) + "\\); the (\\d+) steps"),
+            "")
+      << out;
+  const std::string output = RankLines(out);
+  ASSERT_NE(output.find("giving up after 80 tasks"), std::string::npos) << out;
+  ASSERT_NE(output.find("task 0 done by rank"), std::string::npos) << out;
+
+  Session s({GosBin("gos-replay"), job}, c.Env());
+  ASSERT_TRUE(WaitUntil([&] { return s.output().find("press Enter") != std::string::npos; }, 180s))
+      << s.output() << c.Logs();
+  const std::string replayed = s.output();
+  EXPECT_NE(replayed.find("rank 0 called MPI_Abort with error code 7"), std::string::npos)
+      << replayed;
+  EXPECT_EQ(replayed.find("diverge"), std::string::npos) << replayed;
+  EXPECT_EQ(RankLines(replayed), output) << replayed;
+  EXPECT_EQ(StoppedRanks(replayed).size(), 4u) << replayed;
+  s.EndInput();
+  EXPECT_EQ(ExitCode(s.Wait(60s)), 0) << s.output();
 }
 
 }  // namespace

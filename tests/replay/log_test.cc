@@ -378,5 +378,249 @@ TEST(JobLog, JacobiSizes) {
   EXPECT_LE(per_stored, 1.0);
 }
 
+// ---- Cutting a log back to a checkpoint (a restart) ------------------------------------------
+
+// Step k of a synthetic 2-rank run: rank k % 2 sends to the other, which receives.
+Step RunStep(uint64_t k) {
+  Step s;
+  s.strobe = 1000 + 3 * k;
+  s.time_us = 1700000000000000 + static_cast<int64_t>(k) * 5000;
+  s.row = static_cast<uint32_t>(k % 2);
+  s.early = k % 3 == 0;
+  const int32_t from = static_cast<int32_t>(k % 2), to = 1 - from;
+  s.counts = {1, 1};
+  s.descs = from == 0 ? std::vector<DescKey>{Send(to, 7, k), Recv(from, 7, k)}
+                      : std::vector<DescKey>{Recv(from, 7, k), Send(to, 7, k)};
+  return s;
+}
+
+// The job stream of steps [from, to) with checkpoint marks (epoch, at step) where they fall,
+// cut into segments of `per` steps (a mark right at a segment's end goes into the next one).
+std::vector<std::string> RunSegments(uint64_t from, uint64_t to, size_t per,
+                                     const std::vector<std::pair<uint64_t, uint64_t>>& marks) {
+  JobLogWriter w(2);
+  std::vector<std::string> segs;
+  for (uint64_t k = from; k <= to; ++k) {
+    for (const auto& [epoch, at] : marks) {
+      if (at == k) w.AddCheckpoint({epoch, at, 1000 + 3 * at, 1700000000000000 + int64_t(at)});
+    }
+    if (k == to) break;
+    w.AddStep(RunStep(k));
+    if ((k - from + 1) % per == 0) segs.push_back(w.Flush());
+  }
+  std::string last = w.Flush();
+  if (!last.empty()) segs.push_back(last);
+  return segs;
+}
+
+// The stream once `cut` is applied to it, as the store would leave it.
+std::vector<std::string> Apply(const std::vector<std::string>& segs, const StreamCut& cut) {
+  std::vector<std::string> out(segs.begin(), segs.begin() + static_cast<ptrdiff_t>(cut.keep));
+  out.insert(out.end(), cut.tail.begin(), cut.tail.end());
+  return out;
+}
+
+TEST(CutJobStream, KeepsTheRunUpToTheMarkAndAppendsTheRestart) {
+  // 20 steps; epochs 1 and 2 at steps 6 and 13 (inside segments of 4 steps, and at the
+  // boundary of segments of 13), epoch 3 at step 18 (the lost run's).
+  for (size_t per : {1, 4, 13, 100}) {
+    SCOPED_TRACE("steps per segment " + std::to_string(per));
+    const auto segs = RunSegments(0, 20, per, {{1, 6}, {2, 13}, {3, 18}});
+    RestartMark r;
+    r.epoch = 2;
+    r.strobe = 5000;
+    r.time_us = 1700000000999000;
+    StatusOr<StreamCut> cut = CutJobStream(segs, &r);
+    ASSERT_TRUE(cut.ok()) << cut.status().ToString();
+    EXPECT_EQ(r.steps, 13u);
+    EXPECT_EQ(r.dropped_steps, 7u);
+    ASSERT_EQ(cut->tail.size(), 1u);
+    EXPECT_LE(cut->keep, segs.size() - 1);
+    // The segments kept are untouched, the cut one re-encoded.
+    std::vector<std::string> log = Apply(segs, *cut);
+    StatusOr<JobLog> back = DecodeJobLog(log);
+    ASSERT_TRUE(back.ok()) << back.status().ToString();
+    ASSERT_EQ(back->steps.size(), 13u);
+    for (uint64_t k = 0; k < 13; ++k) {
+      EXPECT_EQ(back->steps[k].strobe, RunStep(k).strobe);
+      EXPECT_EQ(back->steps[k].descs, RunStep(k).descs);
+      EXPECT_EQ(back->steps[k].early, RunStep(k).early);
+    }
+    ASSERT_EQ(back->checkpoints.size(), 2u);
+    EXPECT_EQ(back->checkpoints[1].epoch, 2u);
+    EXPECT_EQ(back->checkpoints[1].steps, 13u);
+    ASSERT_EQ(back->restarts.size(), 1u);
+    EXPECT_EQ(back->restarts[0].epoch, 2u);
+    EXPECT_EQ(back->restarts[0].steps, 13u);
+    EXPECT_EQ(back->restarts[0].strobe, 5000u);
+    EXPECT_EQ(back->restarts[0].dropped_steps, 7u);
+    EXPECT_EQ(back->restarts[0].time_us, 1700000000999000);
+
+    // The restored run appends its own steps (strobes of the coordinator's later count) and
+    // marks its epoch 4 with the absolute step count: one consistent log.
+    JobLogWriter w(2);
+    for (uint64_t k = 13; k < 17; ++k) {
+      Step s = RunStep(k);
+      s.strobe += 9000;
+      if (k == 15) w.AddCheckpoint({4, 15, s.strobe - 1, 0});
+      w.AddStep(s);
+    }
+    log.push_back(w.Flush());
+    back = DecodeJobLog(log);
+    ASSERT_TRUE(back.ok()) << back.status().ToString();
+    EXPECT_EQ(back->steps.size(), 17u);
+    ASSERT_EQ(back->checkpoints.size(), 3u);
+    EXPECT_EQ(back->checkpoints[2].epoch, 4u);
+    EXPECT_EQ(back->checkpoints[2].steps, 15u);
+
+    // Restarted again, from epoch 4: the first restart stays, the second follows it.
+    RestartMark r2;
+    r2.epoch = 4;
+    r2.strobe = 20000;
+    cut = CutJobStream(log, &r2);
+    ASSERT_TRUE(cut.ok()) << cut.status().ToString();
+    EXPECT_EQ(r2.steps, 15u);
+    EXPECT_EQ(r2.dropped_steps, 2u);
+    back = DecodeJobLog(Apply(log, *cut));
+    ASSERT_TRUE(back.ok()) << back.status().ToString();
+    EXPECT_EQ(back->steps.size(), 15u);
+    ASSERT_EQ(back->restarts.size(), 2u);
+    EXPECT_EQ(back->restarts[0].epoch, 2u);
+    EXPECT_EQ(back->restarts[1].epoch, 4u);
+    EXPECT_EQ(back->restarts[1].steps, 15u);
+  }
+}
+
+TEST(CutJobStream, AMarkAtTheVeryEndAndARepeatedEpoch) {
+  // The mark is the last record of the stream: nothing is dropped.
+  auto segs = RunSegments(0, 5, 2, {{1, 5}});
+  RestartMark r;
+  r.epoch = 1;
+  StatusOr<StreamCut> cut = CutJobStream(segs, &r);
+  ASSERT_TRUE(cut.ok()) << cut.status().ToString();
+  EXPECT_EQ(r.steps, 5u);
+  EXPECT_EQ(r.dropped_steps, 0u);
+  StatusOr<JobLog> back = DecodeJobLog(Apply(segs, *cut));
+  ASSERT_TRUE(back.ok()) << back.status().ToString();
+  EXPECT_EQ(back->steps.size(), 5u);
+  EXPECT_EQ(back->restarts.size(), 1u);
+
+  // An epoch whose mark appears twice (an aborted epoch's number taken again): the last one.
+  segs = RunSegments(0, 10, 3, {{1, 2}, {1, 7}});
+  r = RestartMark{};
+  r.epoch = 1;
+  cut = CutJobStream(segs, &r);
+  ASSERT_TRUE(cut.ok()) << cut.status().ToString();
+  EXPECT_EQ(r.steps, 7u);
+  EXPECT_EQ(r.dropped_steps, 3u);
+}
+
+TEST(CutJobStream, NoMarkOrInconsistentStepsAreRefused) {
+  const auto segs = RunSegments(0, 12, 4, {{1, 6}});
+  RestartMark r;
+  r.epoch = 2;
+  StatusOr<StreamCut> cut = CutJobStream(segs, &r);
+  EXPECT_EQ(cut.status().code(), StatusCode::kNotFound) << cut.status().ToString();
+  EXPECT_NE(cut.status().message().find("no mark of checkpoint 2"), std::string::npos);
+  EXPECT_EQ(CutJobStream({}, &r).status().code(), StatusCode::kNotFound);
+  // A segment before the mark is missing: the mark's step count no longer holds.
+  std::vector<std::string> holed = {segs[1], segs[2]};
+  r.epoch = 1;
+  cut = CutJobStream(holed, &r);
+  EXPECT_EQ(cut.status().code(), StatusCode::kDataLoss) << cut.status().ToString();
+  EXPECT_NE(cut.status().message().find("says 6 steps came before it; the log has 2"),
+            std::string::npos)
+      << cut.status().message();
+  // A damaged segment anywhere is named.
+  std::vector<std::string> bad = segs;
+  bad[2][30] ^= 1;
+  cut = CutJobStream(bad, &r);
+  EXPECT_EQ(cut.status().code(), StatusCode::kDataLoss);
+  EXPECT_NE(cut.status().message().find("segment 2"), std::string::npos);
+}
+
+// The segment with version `v` in its header (and a checksum that matches again).
+std::string WithVersion(std::string seg, uint16_t v) {
+  seg[4] = static_cast<char>(v & 0xff);
+  seg[5] = static_cast<char>(v >> 8);
+  uint32_t crc = internal::Crc32c(0, seg.data(), 20);
+  crc = internal::Crc32c(crc, seg.data() + internal::kSegmentHeaderBytes,
+                         seg.size() - internal::kSegmentHeaderBytes);
+  for (int i = 0; i < 4; ++i) seg[20 + i] = static_cast<char>(crc >> (8 * i));
+  return seg;
+}
+
+TEST(JobLog, Version2SegmentsStillDecodeButHoldNoRestart) {
+  const auto segs = RunSegments(0, 6, 100, {{1, 3}});
+  ASSERT_EQ(segs.size(), 1u);
+  StatusOr<JobLog> back = DecodeJobLog(std::vector<std::string>{WithVersion(segs[0], 2)});
+  ASSERT_TRUE(back.ok()) << back.status().ToString();
+  EXPECT_EQ(back->steps.size(), 6u);
+  // A restart mark is version 3's.
+  JobLogWriter w(2);
+  w.AddRestart({1, 0, 5, 0, 0});
+  const std::string v3 = w.Flush();
+  EXPECT_TRUE(DecodeJobLog(std::vector<std::string>{v3}).ok());
+  back = DecodeJobLog(std::vector<std::string>{WithVersion(v3, 2)});
+  EXPECT_EQ(back.status().code(), StatusCode::kDataLoss);
+  EXPECT_NE(back.status().message().find("unknown record type 3"), std::string::npos)
+      << back.status().message();
+  for (uint16_t v : {1, 4}) {
+    back = DecodeJobLog(std::vector<std::string>{WithVersion(segs[0], v)});
+    EXPECT_NE(back.status().message().find("version " + std::to_string(v) + " is not supported"),
+              std::string::npos)
+        << back.status().message();
+  }
+}
+
+TEST(CutBytesStream, KeepsExactlyThePrefix) {
+  const std::vector<std::string> parts = {"0123456789", "", "abcdef", "XYZ"};
+  std::vector<std::string> segs;
+  std::string all;
+  for (const auto& p : parts) {
+    segs.push_back(EncodeBytesSegment(p));
+    all += p;
+  }
+  for (uint64_t n = 0; n <= all.size(); ++n) {
+    SCOPED_TRACE("cut at " + std::to_string(n));
+    StatusOr<StreamCut> cut = CutBytesStream(segs, n);
+    ASSERT_TRUE(cut.ok()) << cut.status().ToString();
+    EXPECT_LE(cut->tail.size(), 1u);
+    std::vector<std::string> log = Apply(segs, *cut);
+    StatusOr<std::string> bytes = DecodeBytesSegments(log);
+    ASSERT_TRUE(bytes.ok()) << bytes.status().ToString();
+    EXPECT_EQ(*bytes, all.substr(0, n));
+    // The restored run's bytes follow seamlessly.
+    log.push_back(EncodeBytesSegment("++"));
+    EXPECT_EQ(*DecodeBytesSegments(log), all.substr(0, n) + "++");
+  }
+  StatusOr<StreamCut> cut = CutBytesStream(segs, 10);
+  ASSERT_TRUE(cut.ok());
+  EXPECT_EQ(cut->keep, 1u);  // at a segment's end: nothing re-encoded
+  EXPECT_TRUE(cut->tail.empty());
+  cut = CutBytesStream(segs, all.size() + 1);
+  EXPECT_EQ(cut.status().code(), StatusCode::kDataLoss);
+  EXPECT_NE(cut.status().message().find("holds 19 bytes, the cut is at 20"), std::string::npos)
+      << cut.status().message();
+  EXPECT_TRUE(CutBytesStream({}, 0).ok());
+  EXPECT_EQ(CutBytesStream({}, 1).status().code(), StatusCode::kDataLoss);
+}
+
+TEST(CutTimelineStream, KeepsThePrefixAndPadsWhatWasLost) {
+  const std::vector<uint32_t> a = {1000, 2000, 3000}, b = {4000, 5000};
+  const std::vector<std::string> segs = {EncodeTimelineSegment(a), EncodeTimelineSegment(b)};
+  const std::vector<uint32_t> all = {1000, 2000, 3000, 4000, 5000};
+  for (uint64_t n = 0; n <= 8; ++n) {
+    SCOPED_TRACE("cut at " + std::to_string(n));
+    StatusOr<StreamCut> cut = CutTimelineStream(segs, n);
+    ASSERT_TRUE(cut.ok()) << cut.status().ToString();
+    StatusOr<std::vector<uint32_t>> back = DecodeTimelineSegments(Apply(segs, *cut));
+    ASSERT_TRUE(back.ok()) << back.status().ToString();
+    std::vector<uint32_t> want(all.begin(), all.begin() + std::min<uint64_t>(n, all.size()));
+    want.resize(n, 0);  // entries the stream never got count as not blocked
+    EXPECT_EQ(*back, want);
+  }
+}
+
 }  // namespace
 }  // namespace gos::replay

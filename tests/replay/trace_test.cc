@@ -220,6 +220,23 @@ TEST(ExportTrace, RefusesAnInconsistentLog) {
   EXPECT_FALSE(ExportTrace(in).ok());
 }
 
+// A restarted job: the restored run's first step gets an instant naming the checkpoint.
+TEST(ExportTrace, RestartsAreInstantsWhereTheRestoredRunStarts) {
+  JobLog log = RingLog();
+  log.end.reset();
+  // Restarted from checkpoint 1 (2 steps before it): steps 2 and 3 are the restored run's.
+  log.restarts = {{1, 2, 900, 5, 1700000000003000}};
+  TraceInput in;
+  in.job = 42;
+  in.log = &log;
+  StatusOr<std::string> json = ExportTrace(in);
+  ASSERT_TRUE(json.ok()) << json.status().ToString();
+  Summary s = Summarize(*json);
+  ASSERT_EQ(s.instants.size(), 2u);
+  EXPECT_EQ(s.instants[0], "0 g 1500 \"checkpoint 1\"");
+  EXPECT_EQ(s.instants[1], "0 g 4000 \"restarted from checkpoint 1\"");
+}
+
 TEST(ExportTrace, EmptyLogIsAValidTrace) {
   JobLog log;
   log.world_size = 2;

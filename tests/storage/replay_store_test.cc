@@ -177,5 +177,67 @@ TEST(ReplayStore, ReopenContinuesAfterTheLastSegment) {
   EXPECT_TRUE(list->empty());
 }
 
+// A restart cuts several streams at once: each keeps its head, loses its tail and gets the new
+// tail; other streams and jobs are untouched, and appends go on after the new tail.
+TEST(ReplayStore, CutReplacesStreamTailsAtOnce) {
+  TempDir dir;
+  std::unique_ptr<Tables> t = OpenTables(dir);
+  ASSERT_NE(t, nullptr);
+  ReplayStore* s = t->replay();
+  for (const char* seg : {"a0", "a1", "a2", "a3"}) ASSERT_TRUE(s->Append(6, 0, B(seg)).ok());
+  for (const char* seg : {"b0", "b1"}) ASSERT_TRUE(s->Append(6, 1, B(seg)).ok());
+  for (const char* seg : {"c0", "c1"}) ASSERT_TRUE(s->Append(6, 2, B(seg)).ok());
+  ASSERT_TRUE(s->Append(6, 0x20000000, B("stdin")).ok());
+  ASSERT_TRUE(s->Append(7, 0, B("other job")).ok());
+  // The last stream id: its end key must not spill into the next job.
+  ASSERT_TRUE(s->Append(6, ~0u, B("z0")).ok());
+  ASSERT_TRUE(s->Append(7, ~0u, B("z7")).ok());
+
+  const std::vector<ReplayStreamCut> cuts = {
+      {0, 1, {"A1 cut"}},  // inside: keeps a0, replaces a1.. with one segment
+      {1, 2, {}},          // at its end: nothing changes
+      {2, 0, {}},          // everything goes
+      {3, 0, {"d0"}},      // a stream that had no segment gets one
+      {~0u, 0, {}},
+  };
+  ASSERT_TRUE(s->Cut(6, cuts).ok());
+  EXPECT_EQ(ReadOrDie(s, 6, 0), (std::vector<std::string>{"a0", "A1 cut"}));
+  EXPECT_EQ(ReadOrDie(s, 6, 1), (std::vector<std::string>{"b0", "b1"}));
+  EXPECT_TRUE(ReadOrDie(s, 6, 2).empty());
+  EXPECT_EQ(ReadOrDie(s, 6, 3), (std::vector<std::string>{"d0"}));
+  EXPECT_TRUE(ReadOrDie(s, 6, ~0u).empty());
+  EXPECT_EQ(ReadOrDie(s, 6, 0x20000000), (std::vector<std::string>{"stdin"}));
+  EXPECT_EQ(ReadOrDie(s, 7, 0), (std::vector<std::string>{"other job"}));
+  EXPECT_EQ(ReadOrDie(s, 7, ~0u), (std::vector<std::string>{"z7"}));
+  // The restored run's segments come after the cut.
+  ASSERT_TRUE(s->Append(6, 0, B("a-new")).ok());
+  ASSERT_TRUE(s->Append(6, 2, B("c-new")).ok());
+  EXPECT_EQ(ReadOrDie(s, 6, 0), (std::vector<std::string>{"a0", "A1 cut", "a-new"}));
+  EXPECT_EQ(ReadOrDie(s, 6, 2), (std::vector<std::string>{"c-new"}));
+
+  // Past a stream's end would leave a hole: refused, and nothing of the batch is applied.
+  const std::vector<ReplayStreamCut> bad = {{0, 0, {"x"}}, {1, 3, {}}};
+  Status st = s->Cut(6, bad);
+  EXPECT_EQ(st.code(), StatusCode::kInvalidArgument) << st.ToString();
+  EXPECT_EQ(ReadOrDie(s, 6, 0), (std::vector<std::string>{"a0", "A1 cut", "a-new"}));
+}
+
+// The cut is one synced write: after a reopen the log is the cut one.
+TEST(ReplayStore, CutSurvivesAReopen) {
+  TempDir dir;
+  {
+    std::unique_ptr<Tables> t = OpenTables(dir);
+    ASSERT_NE(t, nullptr);
+    for (const char* seg : {"s0", "s1", "s2"}) ASSERT_TRUE(t->replay()->Append(2, 0, B(seg)).ok());
+    const std::vector<ReplayStreamCut> cuts = {{0, 1, {"S1"}}};
+    ASSERT_TRUE(t->replay()->Cut(2, cuts).ok());
+  }
+  std::unique_ptr<Tables> t = OpenTables(dir);
+  ASSERT_NE(t, nullptr);
+  EXPECT_EQ(ReadOrDie(t->replay(), 2, 0), (std::vector<std::string>{"s0", "S1"}));
+  ASSERT_TRUE(t->replay()->Append(2, 0, B("s2'")).ok());
+  EXPECT_EQ(ReadOrDie(t->replay(), 2, 0), (std::vector<std::string>{"s0", "S1", "s2'"}));
+}
+
 }  // namespace
 }  // namespace gos::storage

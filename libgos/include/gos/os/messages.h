@@ -227,6 +227,10 @@ struct ReplaySegment {
   uint64_t job = 0;
   uint32_t stream = 0;
   std::string bytes;
+  // From a nodeagent: the incarnation of the job that recorded it (the origin of its LAUNCH or
+  // RESTORE), so that the coordinator can drop what a run lost to a restart still ships.
+  // 0 elsewhere.
+  uint64_t launch = 0;
 };
 
 struct ReplayDataEnd {

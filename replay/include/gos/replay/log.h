@@ -91,10 +91,22 @@ struct End {
   std::string message;
 };
 
+// The job was restarted from a checkpoint (gos-restart, gos-run --restart-on-failure) and its
+// log cut back to that checkpoint's mark (CutJobStream): the steps after this mark are the
+// restored run's. Written by the coordinator, after the checkpoint's mark.
+struct RestartMark {
+  uint64_t epoch = 0;          // the checkpoint the job was restarted from
+  uint64_t steps = 0;          // steps before it: the restored run's first step is step `steps`
+  uint64_t strobe = 0;         // the coordinator's strobe when it cut the log for the restart
+  uint64_t dropped_steps = 0;  // steps of the lost run after the checkpoint, removed by the cut
+  int64_t time_us = 0;         // unix microseconds of the cut
+};
+
 struct JobLog {
   uint32_t world_size = 0;
   std::vector<Step> steps;
   std::vector<CheckpointMark> checkpoints;
+  std::vector<RestartMark> restarts;  // in log order (a job restarted twice has two)
   std::optional<End> end;
 };
 
@@ -119,6 +131,7 @@ class JobLogWriter {
   // aborts).
   void AddStep(const Step& step);
   void AddCheckpoint(const CheckpointMark& mark);
+  void AddRestart(const RestartMark& mark);
   void AddEnd(const End& end);
   // Raw (uncompressed) bytes added since the last Flush.
   size_t pending_bytes() const;
@@ -146,6 +159,32 @@ StatusOr<std::string> DecodeBytesSegments(std::span<const std::string> segments)
 // millisecond (decoded values are multiples of 1000).
 std::string EncodeTimelineSegment(std::span<const uint32_t> blocked_us, int zstd_level = 3);
 StatusOr<std::vector<uint32_t>> DecodeTimelineSegments(std::span<const std::string> segments);
+
+// ---- Cutting a log back to a checkpoint, for a restart (docs/specs/replay.md, "Restarted
+// jobs"). Each function reads a stream's segments and says how to cut it: the stream keeps its
+// first `keep` segments unchanged, and `tail` (re-encoded segments, possibly none) replaces all
+// the later ones. The caller stores every stream's cut at once (storage::ReplayStore::Cut).
+struct StreamCut {
+  size_t keep = 0;
+  std::vector<std::string> tail;
+};
+
+// kJobStream: keeps every step and mark up to and including the last checkpoint mark of
+// restart->epoch, drops the rest (the lost run's), and writes `*restart` after the mark.
+// Fills restart->steps (the mark's) and restart->dropped_steps; the caller sets epoch, strobe
+// and time. NOT_FOUND if no segment has a mark of that epoch; DATA_LOSS if a segment does not
+// decode or the steps before the mark are not as many as the mark says.
+StatusOr<StreamCut> CutJobStream(std::span<const std::string> segments, RestartMark* restart,
+                                 int zstd_level = 3);
+// A RankStream (or any bytes stream): keeps its first `bytes` bytes (a cut inside a segment
+// re-encodes that segment's head). DATA_LOSS if the stream holds fewer bytes.
+StatusOr<StreamCut> CutBytesStream(std::span<const std::string> segments, uint64_t bytes,
+                                   int zstd_level = 3);
+// A TimelineStream: keeps its first `entries` entries. A stream that holds fewer (a node died
+// before shipping them) is padded with zero entries up to `entries`, so that later entries
+// stay aligned with their steps.
+StatusOr<StreamCut> CutTimelineStream(std::span<const std::string> segments, uint64_t entries,
+                                      int zstd_level = 3);
 
 // Raw and stored size of a segment (for benchmarks and gos-store stats); DATA_LOSS if it is
 // not a segment.

@@ -22,6 +22,15 @@ struct ReplayStreamStats {
   uint64_t bytes = 0;  // stored bytes (segments as given)
 };
 
+// One stream's new end (a restart cuts a log back to a checkpoint: replay/log.h, CutJobStream
+// and its siblings): the stream keeps its first `keep` segments, loses the later ones, and
+// gets `tail` after them, as segments keep, keep + 1, ...
+struct ReplayStreamCut {
+  uint32_t stream = 0;
+  uint64_t keep = 0;
+  std::vector<std::string> tail;
+};
+
 class ReplayStore {
  public:
   virtual ~ReplayStore() = default;
@@ -41,6 +50,10 @@ class ReplayStore {
   virtual StatusOr<std::vector<uint64_t>> JobIds() = 0;
   // Removes the job's whole log (synced).
   virtual Status DeleteJob(uint64_t job) = 0;
+  // Applies every cut to the job's streams in one synced WriteBatch: after a crash the log is
+  // wholly as before or wholly cut, never torn. Streams without a cut are left alone; a cut of
+  // a stream that has no segments adds its tail. Appends to a cut stream go after its tail.
+  virtual Status Cut(uint64_t job, std::span<const ReplayStreamCut> cuts) = 0;
 };
 
 struct PrunedLogs {
