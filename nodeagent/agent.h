@@ -11,6 +11,7 @@
 #include <memory>
 #include <string>
 
+#include "gos/os/auth.h"
 #include "gos/status.h"
 
 namespace gos::nodeagent {
@@ -35,7 +36,7 @@ struct AgentOptions {
   // Working directories of the ranks' gos-rank-init (one each, for CRIU's dumps; see
   // launcher.h): <init_root>/<cluster tag>/j<job>-r<rank>, removed with the rank (a nodeagent
   // killed with its ranks leaves its empty directories behind). Default: /run/gos/init.
-  std::string init_root = "/run/gos/init";
+  std::string init_root = os::kDefaultInitRoot;
   // gos-rank-init. Default: next to this executable.
   std::string init_path;
   // Cores to report. Default: 0 = online CPUs.

@@ -232,6 +232,7 @@ StatusOr<std::unique_ptr<LocalCluster>> LocalCluster::Start(const LocalClusterOp
   std::error_code ec;
   std::filesystem::create_directories(state + "/log", ec);
   auto c = std::unique_ptr<LocalCluster>(new LocalCluster());
+  c->state_ = state;
   c->socket_ = state + "/coordinator.sock";
   // A stale address file would send the nodeagents to a dead coordinator.
   ::unlink((state + "/coordinator.addr").c_str());
@@ -326,7 +327,10 @@ bool LocalCluster::WaitExit(std::chrono::milliseconds timeout) {
     }
     if (!pids_.empty()) std::this_thread::sleep_for(std::chrono::milliseconds(1));
   }
-  if (pids_.empty()) return true;
+  if (pids_.empty()) {
+    RemoveClusterFiles(state_);
+    return true;
+  }
   Kill();
   return false;
 }
@@ -347,6 +351,12 @@ void LocalCluster::Kill() {
     }
   }
   pids_.clear();
+  RemoveClusterFiles(state_);
+}
+
+void RemoveClusterFiles(const std::string& state) {
+  auto key = os::LoadClusterKey(state + "/cluster.key");
+  if (key.ok()) os::RemoveClusterFiles(*key);  // else no cluster ever formed there
 }
 
 StatusOr<os::PsReply> QueryPs(const std::string& address,

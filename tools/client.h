@@ -81,9 +81,15 @@ class LocalCluster {
 
  private:
   std::vector<pid_t> pids_;
+  std::string state_;
   std::string socket_;
   std::string provider_;
 };
+
+// Removes the files the local cluster in `state` leaves outside it (os::RemoveClusterFiles:
+// BCS channel files, rank-init dirs), once none of its daemons runs: a nodeagent that was
+// killed could not remove those of its ranks.
+void RemoveClusterFiles(const std::string& state);
 
 // The log of node `node`'s nodeagent of the local cluster in `state`.
 std::string NodeAgentLog(const std::string& state, uint32_t node);

@@ -201,6 +201,7 @@ int Main(int argc, char** argv) {
     // Wait until the socket stops answering, then remove the namespaces (--netns).
     for (int i = 0; i < 500 && !FindCoordinator().empty(); ++i) usleep(10000);
     RemoveNetnsHosts(state);
+    RemoveClusterFiles(state);
     std::printf("gos-cluster: stopped\n");
     return 0;
   }

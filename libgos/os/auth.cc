@@ -11,6 +11,7 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
+#include <filesystem>
 
 namespace gos::os {
 namespace {
@@ -32,6 +33,16 @@ std::string ClusterTag(std::span<const uint8_t> key) {
   char buf[17];
   std::snprintf(buf, sizeof buf, "%08llx", static_cast<unsigned long long>(h >> 32));
   return buf;
+}
+
+void RemoveClusterFiles(std::span<const uint8_t> key, const std::string& init_root) {
+  const std::string tag = ClusterTag(key);
+  std::error_code ec;
+  std::filesystem::remove_all(init_root + "/" + tag, ec);
+  const std::string prefix = "gos-" + tag + "-";
+  for (const auto& e : std::filesystem::directory_iterator("/dev/shm", ec)) {
+    if (e.path().filename().string().rfind(prefix, 0) == 0) ::unlink(e.path().c_str());
+  }
 }
 
 StatusOr<std::vector<uint8_t>> LoadClusterKey(const std::string& path) {

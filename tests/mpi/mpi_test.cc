@@ -531,6 +531,52 @@ TEST(MpiStall, StalledPeerFailsTheJobInsteadOfHanging) {
   std::filesystem::remove_all(state, ec);
 }
 
+// A nodeagent killed with its job's ranks cannot remove their channel files (/dev/shm) and
+// init dirs; gos-run removes them when its embedded cluster is over.
+TEST(MpiKilledAgent, EmbeddedClusterLeavesNoChannelFiles) {
+  if (geteuid() != 0) GTEST_SKIP() << "needs root: nodeagents make PID namespaces and cgroups";
+  char tmpl[] = "/tmp/gos-mpi-killed-XXXXXX";
+  ASSERT_NE(mkdtemp(tmpl), nullptr);
+  const std::string state = tmpl;
+  ::chmod(state.c_str(), 0755);
+  const std::vector<std::string> env = {"GOS_STATE_DIR=" + state};
+  auto job = Subprocess::Start(
+      {Bin("gos-run"), "-n", "4", "-N", "1", Example("jacobi"), "256", "100000000", "10"}, env);
+  ASSERT_TRUE(job.ok()) << job.status().ToString();
+  pid_t agent = -1;
+  ASSERT_TRUE(WaitUntil(
+      [&] {
+        for (const auto& [pid, what] : FindProcesses(state + "/nodes/n1 ")) {
+          if (what.find("gos-nodeagent") != std::string::npos) agent = pid;
+        }
+        return agent > 0 && FindProcesses("jacobi").size() >= 4;
+      },
+      30s));
+  const std::string prefix = gos::testing::ChannelFilePrefix(state);
+  auto channel_files = [&] {
+    std::vector<std::string> found;
+    std::error_code ec;
+    for (const auto& e : std::filesystem::directory_iterator("/dev/shm", ec)) {
+      if (e.path().string().rfind(prefix, 0) == 0) found.push_back(e.path().string());
+    }
+    return found;
+  };
+  ASSERT_TRUE(WaitUntil([&] { return channel_files().size() >= 4; }, 10s)) << prefix;
+  ::kill(agent, SIGKILL);
+  auto status = job->Wait(SteadyClock::now() + 60s);
+  ASSERT_TRUE(status.has_value()) << job->output();
+  EXPECT_TRUE(WIFEXITED(*status) && WEXITSTATUS(*status) == 255)
+      << gos::testing::DescribeWaitStatus(*status) << "\n"
+      << job->output();
+  EXPECT_EQ(channel_files(), std::vector<std::string>{});
+  const std::string init_dir = "/run/gos/init/" + gos::testing::ClusterTag(state + "/cluster.key");
+  EXPECT_FALSE(std::filesystem::exists(init_dir)) << init_dir;
+  EXPECT_TRUE(FindProcesses(state).empty());
+  gos::testing::RemoveClusterFiles(state);
+  std::error_code ec;
+  std::filesystem::remove_all(state, ec);
+}
+
 TEST_F(MpiTest, ZzClusterStillRunsJobsAfterFailures) {
   Result r = cluster().GosRun(4, 2, Example("ring"), {"2"});
   EXPECT_EQ(r.code, 0) << r.Describe() << cluster().Logs();

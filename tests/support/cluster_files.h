@@ -4,9 +4,6 @@
 #ifndef GOS_TESTS_SUPPORT_CLUSTER_FILES_H_
 #define GOS_TESTS_SUPPORT_CLUSTER_FILES_H_
 
-#include <unistd.h>
-
-#include <filesystem>
 #include <string>
 
 #include "gos/os/auth.h"
@@ -25,14 +22,11 @@ inline std::string ChannelFilePrefix(const std::string& state_dir) {
   return "/dev/shm/gos-" + ClusterTag(state_dir + "/cluster.key") + "-j";
 }
 
-// Removes those files of the cluster whose state dir is state_dir.
+// Removes those files of the cluster whose state dir is state_dir (as gos-run and gos-cluster
+// down do for their local clusters).
 inline void RemoveClusterFiles(const std::string& state_dir) {
-  std::error_code ec;
-  std::filesystem::remove_all("/run/gos/init/" + ClusterTag(state_dir + "/cluster.key"), ec);
-  const std::string prefix = ChannelFilePrefix(state_dir);
-  for (const auto& e : std::filesystem::directory_iterator("/dev/shm", ec)) {
-    if (e.path().string().rfind(prefix, 0) == 0) ::unlink(e.path().c_str());
-  }
+  auto key = os::LoadClusterKey(state_dir + "/cluster.key");
+  if (key.ok()) os::RemoveClusterFiles(*key);
 }
 
 }  // namespace gos::testing

@@ -29,6 +29,14 @@ StatusOr<std::vector<uint8_t>> LoadOrCreateClusterKey(const std::string& path);
 // and differ between clusters: BCS channel files, the ranks' init working directories.
 std::string ClusterTag(std::span<const uint8_t> key);
 
+// Where nodeagents put their ranks' init working dirs (gos-nodeagent --init-root's default).
+inline constexpr char kDefaultInitRoot[] = "/run/gos/init";
+// Removes what the nodeagents of the cluster with this key leave on this machine when they
+// are killed: BCS channel files (/dev/shm/gos-<tag>-...) and the ranks' init working dirs
+// (<init_root>/<tag>/). Only for a cluster none of whose nodeagents runs here any more.
+void RemoveClusterFiles(std::span<const uint8_t> key,
+                        const std::string& init_root = kDefaultInitRoot);
+
 // HMAC-SHA256 over the concatenation of parts.
 Mac Hmac(std::span<const uint8_t> key, std::initializer_list<std::span<const uint8_t>> parts);
 // Constant-time comparison.
