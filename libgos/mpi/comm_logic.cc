@@ -117,6 +117,21 @@ std::vector<int> CartNeighbors(const Cart& cart, int rank) {
   return out;
 }
 
+CartSubResult CartSub(const Cart& cart, int rank, std::span<const int> remain) {
+  CartSubResult out;
+  const std::vector<int> coords = CartCoords(cart, rank);
+  for (size_t d = 0; d < cart.dims.size(); ++d) {
+    if (remain[d] != 0) {
+      out.key = out.key * cart.dims[d] + coords[d];
+      out.sub.dims.push_back(cart.dims[d]);
+      out.sub.periods.push_back(cart.periods[d]);
+    } else {
+      out.color = out.color * cart.dims[d] + coords[d];
+    }
+  }
+  return out;
+}
+
 uint64_t DeriveContext(uint64_t parent, uint64_t serial, uint64_t salt) {
   uint64_t h = Mix64(parent ^ 0x9e3779b97f4a7c15ULL);
   h = Mix64(h ^ serial);

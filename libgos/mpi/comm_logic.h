@@ -54,6 +54,18 @@ std::pair<int, int> CartShift(const Cart& cart, int rank, int direction, int dis
 // dimension d, CartShift(cart, rank, d, 1)'s source then its destination (-1 for none).
 std::vector<int> CartNeighbors(const Cart& cart, int rank);
 
+// MPI_Cart_sub for `rank` of `cart`: the grid splits into one sub-grid per combination of
+// the dropped dimensions' coordinates (`remain[d]` != 0 keeps dimension d). `color` numbers
+// rank's sub-grid (row-major over the dropped coordinates), `key` is its rank in it
+// (row-major over the kept ones), `sub` the sub-grid's topology (the kept dimensions, in
+// order; none kept gives a 0-dimensional grid of one rank). remain.size() == dims.size().
+struct CartSubResult {
+  int color = 0;
+  int key = 0;
+  Cart sub;
+};
+CartSubResult CartSub(const Cart& cart, int rank, std::span<const int> remain);
+
 }  // namespace gos::mpi
 
 #endif  // GOS_LIBGOS_MPI_COMM_LOGIC_H_

@@ -49,6 +49,24 @@ constexpr MPI_Request kFirstPersistent = 1 << 24;
 // from the tags gos.h's reductions use internally.
 constexpr int kCollTagBase = 0x40000000;
 constexpr int kCollTagMask = 0x3fffffff;
+// MPI_Comm_create_keyval's handles: kFirstKeyval + index (above the predefined MPI_TAG_UB ...).
+constexpr int kFirstKeyval = 64;
+
+// A distributed graph topology (MPI_Dist_graph_create_adjacent): this rank's in- and
+// out-neighbours (comm ranks, in the order given) and, when weighted, their weights.
+struct DistGraph {
+  std::vector<int> sources, source_weights;
+  std::vector<int> destinations, dest_weights;
+  bool weighted = false;
+};
+
+// A user keyval (MPI_Comm_create_keyval); null callbacks do nothing (no copy, no delete).
+struct Keyval {
+  MPI_Comm_copy_attr_function* copy = nullptr;
+  MPI_Comm_delete_attr_function* del = nullptr;
+  void* extra = nullptr;
+  bool freed = false;  // MPI_Comm_free_keyval'd: no new attributes, the stored ones live on
+};
 
 struct Comm {
   gos_comm_t g{};
@@ -57,7 +75,9 @@ struct Comm {
   uint64_t children = 0;           // dup/split calls on this communicator, for DeriveContext
   uint32_t coll_seq = 0;           // collectives done by this library on it
   MPI_Errhandler errhandler = MPI_ERRORS_ARE_FATAL;
-  std::optional<gos::mpi::Cart> cart;  // MPI_Cart_create's topology (kept by MPI_Comm_dup)
+  std::optional<gos::mpi::Cart> cart;        // MPI_Cart_create's topology (kept by MPI_Comm_dup)
+  std::optional<DistGraph> graph;            // MPI_Dist_graph_create_adjacent's (kept by dup)
+  std::vector<std::pair<int, void*>> attrs;  // user attributes (keyval, value), in set order
 
   int WorldRank(int r) const { return g.world != nullptr ? g.world[r] : r; }
   gos_comm_t Collective() const {
@@ -126,6 +146,7 @@ struct State {
   // order they were first set (MPI_Info_get_nthkey).
   std::vector<std::optional<std::vector<std::pair<std::string, std::string>>>> infos;
   std::thread::id main_thread;  // the thread that called MPI_Init
+  std::vector<Keyval> keyvals;  // index = keyval - kFirstKeyval; never reused
 };
 
 State& S() {
@@ -172,11 +193,13 @@ const char* ErrorText(int code) {
     case MPI_ERR_REQUEST:
       return "invalid request";
     case MPI_ERR_TOPOLOGY:
-      return "invalid topology (not a Cartesian communicator)";
+      return "invalid topology (the communicator lacks the one the call needs)";
     case MPI_ERR_DIMS:
       return "invalid dimensions";
     case MPI_ERR_NO_MEM:
       return "out of memory";
+    case MPI_ERR_KEYVAL:
+      return "invalid keyval";
     default:
       return nullptr;
   }
@@ -959,6 +982,63 @@ int StartExchange(const char* fn, Comm* c, MPI_Comm comm, const void* sbuf,
   return MPI_SUCCESS;
 }
 
+// ---- Attribute caching.
+
+// A user keyval, freed ones included (their stored attributes outlive them), or nullptr.
+Keyval* FindKeyval(int keyval) {
+  State& s = S();
+  if (keyval < kFirstKeyval || static_cast<size_t>(keyval - kFirstKeyval) >= s.keyvals.size()) {
+    return nullptr;
+  }
+  return &s.keyvals[static_cast<size_t>(keyval - kFirstKeyval)];
+}
+
+bool IsPredefinedKeyval(int keyval) { return keyval >= MPI_TAG_UB && keyval <= MPI_APPNUM; }
+
+std::vector<std::pair<int, void*>>::iterator FindAttr(Comm* c, int keyval) {
+  return std::find_if(c->attrs.begin(), c->attrs.end(),
+                      [keyval](const auto& a) { return a.first == keyval; });
+}
+
+// Deletes attribute `keyval` of comm (nothing when it is not set): its delete callback runs
+// first, and an error from it leaves the attribute in place and is returned. The callback
+// may call MPI, so the attribute is looked up again after it.
+int DeleteAttr(MPI_Comm comm, Comm* c, int keyval) {
+  auto it = FindAttr(c, keyval);
+  if (it == c->attrs.end()) return MPI_SUCCESS;
+  const Keyval* kv = FindKeyval(keyval);
+  if (kv != nullptr && kv->del != nullptr) {
+    if (int e = kv->del(comm, keyval, it->second, kv->extra)) return e;
+  }
+  it = FindAttr(c, keyval);
+  if (it != c->attrs.end()) c->attrs.erase(it);
+  return MPI_SUCCESS;
+}
+
+// Deletes every attribute of comm, the last set first (MPI_Comm_free, and MPI_COMM_SELF's at
+// MPI_Finalize); stops at a delete callback's error.
+int DeleteAllAttrs(MPI_Comm comm, Comm* c) {
+  while (!c->attrs.empty()) {
+    if (int e = DeleteAttr(comm, c, c->attrs.back().first)) return e;
+  }
+  return MPI_SUCCESS;
+}
+
+// MPI_Comm_dup's copying: each attribute of comm whose copy callback sets its flag is stored
+// on newcomm with the value the callback gave; stops at a callback's error.
+int CopyAttrs(MPI_Comm comm, const Comm& from, Comm* to) {
+  const std::vector<std::pair<int, void*>> attrs = from.attrs;
+  for (const auto& [keyval, value] : attrs) {
+    const Keyval* kv = FindKeyval(keyval);
+    if (kv == nullptr || kv->copy == nullptr) continue;
+    void* out = nullptr;
+    int flag = 0;
+    if (int e = kv->copy(comm, keyval, kv->extra, value, &out, &flag)) return e;
+    if (flag != 0) to->attrs.emplace_back(keyval, out);
+  }
+  return MPI_SUCCESS;
+}
+
 }  // namespace
 
 extern "C" {
@@ -986,6 +1066,10 @@ int MPI_Init_thread(int* argc, char*** argv, int required, int* provided) {
 }
 
 int MPI_Finalize(void) {
+  // As if MPI_COMM_SELF were freed first (MPI-3.1 8.7.1): programs hook cleanup there.
+  if (Comm* self = FindComm(MPI_COMM_SELF)) {
+    GOS_MPI_CHECK(MPI_COMM_SELF, "MPI_Finalize", DeleteAllAttrs(MPI_COMM_SELF, self));
+  }
   SweepDetached(/*block=*/true);
   GOS_MPI_CHECK(MPI_COMM_WORLD, "MPI_Finalize", FromGos(gos_finalize()));
   return MPI_SUCCESS;
@@ -1024,9 +1108,20 @@ int MPI_Comm_dup(MPI_Comm comm, MPI_Comm* newcomm) {
   // context needs no communication.
   std::vector<int> members(static_cast<size_t>(c->g.size));
   for (int i = 0; i < c->g.size; ++i) members[static_cast<size_t>(i)] = i;
-  *newcomm = MakeChild(*c, members, gos::mpi::kDupSalt);
-  if (Comm* n = FindComm(*newcomm)) n->cart = c->cart;
+  const MPI_Comm dup = MakeChild(*c, members, gos::mpi::kDupSalt);
+  Comm* n = FindComm(dup);
+  if (n == nullptr) return Fail(comm, "MPI_Comm_dup", MPI_ERR_INTERN);
+  n->cart = c->cart;
+  n->graph = c->graph;
   ++c->children;
+  if (int e = CopyAttrs(comm, *c, n)) {
+    // A copy callback failed: the attributes copied so far are deleted with the new one.
+    (void)DeleteAllAttrs(dup, n);
+    S().comms[static_cast<size_t>(dup)].reset();
+    *newcomm = MPI_COMM_NULL;
+    return Fail(comm, "MPI_Comm_dup", e);
+  }
+  *newcomm = dup;
   return MPI_SUCCESS;
 }
 
@@ -1112,10 +1207,18 @@ int MPI_Comm_create(MPI_Comm comm, MPI_Group group, MPI_Comm* newcomm) {
 }
 
 int MPI_Comm_get_attr(MPI_Comm comm, int comm_keyval, void* attribute_val, int* flag) {
+  static const char* const kFn = "MPI_Comm_get_attr";
   static int tag_ub = 0x7fffffff, host = MPI_PROC_NULL, io = MPI_ANY_SOURCE, wtime_global = 0,
              universe = 0;
-  GOS_MPI_COMM(c, comm, "MPI_Comm_get_attr");
-  (void)c;
+  GOS_MPI_COMM(c, comm, kFn);
+  if (attribute_val == nullptr || flag == nullptr) return Fail(comm, kFn, MPI_ERR_ARG);
+  if (!IsPredefinedKeyval(comm_keyval)) {
+    if (FindKeyval(comm_keyval) == nullptr) return Fail(comm, kFn, MPI_ERR_KEYVAL);
+    auto it = FindAttr(c, comm_keyval);
+    *flag = it != c->attrs.end() ? 1 : 0;
+    if (*flag != 0) *static_cast<void**>(attribute_val) = it->second;
+    return MPI_SUCCESS;
+  }
   int* value = nullptr;
   switch (comm_keyval) {
     case MPI_TAG_UB:
@@ -1145,6 +1248,76 @@ int MPI_Comm_get_attr(MPI_Comm comm, int comm_keyval, void* attribute_val, int* 
 int MPI_Attr_get(MPI_Comm comm, int keyval, void* attribute_val, int* flag) {
   return MPI_Comm_get_attr(comm, keyval, attribute_val, flag);
 }
+
+int gos_mpi_comm_null_copy_fn(MPI_Comm /*oldcomm*/, int /*comm_keyval*/, void* /*extra_state*/,
+                              void* /*attribute_val_in*/, void* /*attribute_val_out*/, int* flag) {
+  *flag = 0;
+  return MPI_SUCCESS;
+}
+
+int gos_mpi_comm_null_delete_fn(MPI_Comm /*comm*/, int /*comm_keyval*/, void* /*attribute_val*/,
+                                void* /*extra_state*/) {
+  return MPI_SUCCESS;
+}
+
+int gos_mpi_comm_dup_fn(MPI_Comm /*oldcomm*/, int /*comm_keyval*/, void* /*extra_state*/,
+                        void* attribute_val_in, void* attribute_val_out, int* flag) {
+  *static_cast<void**>(attribute_val_out) = attribute_val_in;
+  *flag = 1;
+  return MPI_SUCCESS;
+}
+
+int MPI_Comm_create_keyval(MPI_Comm_copy_attr_function* comm_copy_attr_fn,
+                           MPI_Comm_delete_attr_function* comm_delete_attr_fn, int* comm_keyval,
+                           void* extra_state) {
+  if (comm_keyval == nullptr) return Fail(MPI_COMM_WORLD, "MPI_Comm_create_keyval", MPI_ERR_ARG);
+  State& s = S();
+  s.keyvals.push_back({comm_copy_attr_fn, comm_delete_attr_fn, extra_state, false});
+  *comm_keyval = kFirstKeyval + static_cast<int>(s.keyvals.size() - 1);
+  return MPI_SUCCESS;
+}
+
+int MPI_Comm_free_keyval(int* comm_keyval) {
+  Keyval* kv = comm_keyval != nullptr ? FindKeyval(*comm_keyval) : nullptr;
+  if (kv == nullptr || kv->freed) {
+    return Fail(MPI_COMM_WORLD, "MPI_Comm_free_keyval", MPI_ERR_KEYVAL);
+  }
+  kv->freed = true;
+  *comm_keyval = MPI_KEYVAL_INVALID;
+  return MPI_SUCCESS;
+}
+
+int MPI_Comm_set_attr(MPI_Comm comm, int comm_keyval, void* attribute_val) {
+  static const char* const kFn = "MPI_Comm_set_attr";
+  GOS_MPI_COMM(c, comm, kFn);
+  const Keyval* kv = FindKeyval(comm_keyval);
+  if (kv == nullptr || kv->freed) return Fail(comm, kFn, MPI_ERR_KEYVAL);
+  // A value already there is deleted first, as by MPI_Comm_delete_attr (its callback runs).
+  if (int e = DeleteAttr(comm, c, comm_keyval)) return Fail(comm, kFn, e);
+  c->attrs.emplace_back(comm_keyval, attribute_val);
+  return MPI_SUCCESS;
+}
+
+int MPI_Comm_delete_attr(MPI_Comm comm, int comm_keyval) {
+  static const char* const kFn = "MPI_Comm_delete_attr";
+  GOS_MPI_COMM(c, comm, kFn);
+  if (FindKeyval(comm_keyval) == nullptr) return Fail(comm, kFn, MPI_ERR_KEYVAL);
+  GOS_MPI_CHECK(comm, kFn, DeleteAttr(comm, c, comm_keyval));
+  return MPI_SUCCESS;
+}
+
+int MPI_Keyval_create(MPI_Copy_function* copy_fn, MPI_Delete_function* delete_fn, int* keyval,
+                      void* extra_state) {
+  return MPI_Comm_create_keyval(copy_fn, delete_fn, keyval, extra_state);
+}
+
+int MPI_Keyval_free(int* keyval) { return MPI_Comm_free_keyval(keyval); }
+
+int MPI_Attr_put(MPI_Comm comm, int keyval, void* attribute_val) {
+  return MPI_Comm_set_attr(comm, keyval, attribute_val);
+}
+
+int MPI_Attr_delete(MPI_Comm comm, int keyval) { return MPI_Comm_delete_attr(comm, keyval); }
 
 int MPI_Group_size(MPI_Group group, int* size) {
   const std::vector<int>* g = FindGroup(group);
@@ -1282,10 +1455,12 @@ int MPI_Group_free(MPI_Group* group) {
 }
 
 int MPI_Comm_free(MPI_Comm* comm) {
-  if (comm == nullptr || *comm == MPI_COMM_WORLD || *comm == MPI_COMM_SELF ||
-      FindComm(*comm) == nullptr) {
+  Comm* c = comm != nullptr ? FindComm(*comm) : nullptr;
+  if (c == nullptr || *comm == MPI_COMM_WORLD || *comm == MPI_COMM_SELF) {
     return Fail(comm != nullptr ? *comm : MPI_COMM_WORLD, "MPI_Comm_free", MPI_ERR_COMM);
   }
+  // The attributes' delete callbacks run first; one's error leaves the communicator as it is.
+  GOS_MPI_CHECK(*comm, "MPI_Comm_free", DeleteAllAttrs(*comm, c));
   S().comms[static_cast<size_t>(*comm)].reset();
   S().comm_names.erase(*comm);
   *comm = MPI_COMM_NULL;
@@ -1308,6 +1483,14 @@ int MPI_Comm_get_errhandler(MPI_Comm comm, MPI_Errhandler* errhandler) {
   GOS_MPI_COMM(c, comm, "MPI_Comm_get_errhandler");
   *errhandler = c->errhandler;
   return MPI_SUCCESS;
+}
+
+int MPI_Errhandler_set(MPI_Comm comm, MPI_Errhandler errhandler) {
+  return MPI_Comm_set_errhandler(comm, errhandler);
+}
+
+int MPI_Errhandler_get(MPI_Comm comm, MPI_Errhandler* errhandler) {
+  return MPI_Comm_get_errhandler(comm, errhandler);
 }
 
 int MPI_Errhandler_free(MPI_Errhandler* errhandler) {
@@ -2084,9 +2267,42 @@ int MPI_Cart_create(MPI_Comm comm_old, int ndims, const int dims[], const int pe
   return MPI_SUCCESS;
 }
 
+int MPI_Cart_sub(MPI_Comm comm, const int remain_dims[], MPI_Comm* newcomm) {
+  static const char* const kFn = "MPI_Cart_sub";
+  int err = MPI_SUCCESS;
+  Comm* cc = CartComm(comm, kFn, &err);
+  if (cc == nullptr) return err;
+  const size_t ndims = cc->cart->dims.size();
+  if ((ndims > 0 && remain_dims == nullptr) || newcomm == nullptr) {
+    return Fail(comm, kFn, MPI_ERR_ARG);
+  }
+  gos::mpi::CartSubResult sub =
+      gos::mpi::CartSub(*cc->cart, cc->g.rank, std::span<const int>(remain_dims, ndims));
+  // One split on every member: the color names the sub-grid, the key orders it row-major.
+  if (int e = MPI_Comm_split(comm, sub.color, sub.key, newcomm)) return e;
+  if (Comm* n = FindComm(*newcomm)) n->cart = std::move(sub.sub);
+  return MPI_SUCCESS;
+}
+
+int MPI_Cart_map(MPI_Comm comm, int ndims, const int dims[], const int /*periods*/[],
+                 int* newrank) {
+  static const char* const kFn = "MPI_Cart_map";
+  GOS_MPI_COMM(c, comm, kFn);
+  if (ndims < 1 || dims == nullptr || newrank == nullptr) return Fail(comm, kFn, MPI_ERR_ARG);
+  int64_t product = 1;
+  for (int i = 0; i < ndims; ++i) {
+    if (dims[i] <= 0) return Fail(comm, kFn, MPI_ERR_DIMS);
+    product *= dims[i];
+    if (product > c->g.size) return Fail(comm, kFn, MPI_ERR_DIMS);
+  }
+  *newrank = c->g.rank < product ? c->g.rank : MPI_UNDEFINED;
+  return MPI_SUCCESS;
+}
+
 int MPI_Topo_test(MPI_Comm comm, int* status) {
   GOS_MPI_COMM(c, comm, "MPI_Topo_test");
-  *status = c->cart ? MPI_CART : MPI_UNDEFINED;
+  if (status == nullptr) return Fail(comm, "MPI_Topo_test", MPI_ERR_ARG);
+  *status = c->cart ? MPI_CART : c->graph ? MPI_DIST_GRAPH : MPI_UNDEFINED;
   return MPI_SUCCESS;
 }
 
@@ -2157,56 +2373,76 @@ int MPI_Cart_shift(MPI_Comm comm, int direction, int disp, int* rank_source, int
 
 namespace {
 
-// ---- Neighbourhood collectives on a Cartesian communicator: point-to-point on the
-// collective context, like the other collectives, with the neighbours in MPI's order (for
-// each dimension, the source then the destination of MPI_Cart_shift(comm, d, 1)).
+// ---- Neighbourhood collectives on a Cartesian or distributed graph communicator:
+// point-to-point on the collective context, like the other collectives. On a Cartesian one
+// the neighbours are, in MPI's order, for each dimension the source then the destination of
+// MPI_Cart_shift(comm, d, 1), both ways; on a graph, the sources (receive blocks) and the
+// destinations (send blocks) as given.
 
-// Blocks of a neighbourhood collective on comm: two per dimension (0 when comm is not
-// Cartesian, which NeighborExchange then reports).
-size_t NeighborCount(MPI_Comm comm) {
+// The receive and send blocks of a neighbourhood collective on comm ({0, 0} when comm has
+// no such topology, which NeighborExchange then reports).
+std::pair<size_t, size_t> NeighborDegrees(MPI_Comm comm) {
   Comm* c = FindComm(comm);
-  return c != nullptr && c->cart ? 2 * c->cart->dims.size() : 0;
+  if (c != nullptr && c->cart) return {2 * c->cart->dims.size(), 2 * c->cart->dims.size()};
+  if (c != nullptr && c->graph) return {c->graph->sources.size(), c->graph->destinations.size()};
+  return {0, 0};
 }
 
-// The engine: block k of the send side (scounts[k] x stype at sdispls[k]) goes to neighbour
-// k, block k of the receive side comes from it; MPI_PROC_NULL neighbours move nothing.
-// Each direction along a dimension has a tag of its own: what a rank sends to its
+// The engine: receive block k (rcounts[k] x rtype at rdispls[k]) comes from in-neighbour k,
+// send block k (scounts[k] x stype at sdispls[k]) goes to out-neighbour k; MPI_PROC_NULL
+// neighbours move nothing.
+// Cartesian: each direction along a dimension has a tag of its own: what a rank sends to its
 // destination (block 2d + 1) its destination receives from its source (block 2d), and the
 // other way round (k ^ 1), so each block lands in its place even when both neighbours are
 // one rank (a periodic dimension of 1 or 2).
+// Graph: one tag per call; several edges between two ranks pair up in the order each side
+// lists them, as MPI's non-overtaking order matches them.
 int NeighborExchange(const char* fn, MPI_Comm comm, const void* sendbuf, const int* scounts,
                      const int* sdispls, MPI_Datatype sendtype, void* recvbuf, const int* rcounts,
                      const int* rdispls, MPI_Datatype recvtype) {
-  int err = MPI_SUCCESS;
-  Comm* c = CartComm(comm, fn, &err);
-  if (c == nullptr) return err;
+  Comm* c = FindComm(comm);
+  if (c == nullptr) return Fail(comm, fn, MPI_ERR_COMM);
+  if (!c->cart && !c->graph) return Fail(comm, fn, MPI_ERR_TOPOLOGY);
   if (sendbuf == MPI_IN_PLACE || recvbuf == MPI_IN_PLACE) return Fail(comm, fn, MPI_ERR_BUFFER);
   TypePtr st = FindType(sendtype);
   TypePtr rt = FindType(recvtype);
   if (st == nullptr || rt == nullptr) return Fail(comm, fn, MPI_ERR_TYPE);
-  const std::vector<int> nbrs = gos::mpi::CartNeighbors(*c->cart, c->g.rank);
-  const size_t n = nbrs.size();
-  if (n > 0 &&
-      (scounts == nullptr || sdispls == nullptr || rcounts == nullptr || rdispls == nullptr)) {
+  std::vector<int> in, out, in_tags, out_tags;
+  if (c->cart) {
+    in = out = gos::mpi::CartNeighbors(*c->cart, c->g.rank);
+    out_tags.resize(out.size());
+    for (int& tag : out_tags) tag = c->NextCollTag();
+    for (size_t k = 0; k < in.size(); ++k) in_tags.push_back(out_tags[k ^ 1]);
+  } else {
+    in = c->graph->sources;
+    out = c->graph->destinations;
+    const int tag = c->NextCollTag();
+    in_tags.assign(in.size(), tag);
+    out_tags.assign(out.size(), tag);
+  }
+  if ((!in.empty() && (rcounts == nullptr || rdispls == nullptr)) ||
+      (!out.empty() && (scounts == nullptr || sdispls == nullptr))) {
     return Fail(comm, fn, MPI_ERR_ARG);
   }
-  for (size_t k = 0; k < n; ++k) {
-    if (scounts[k] < 0 || rcounts[k] < 0) return Fail(comm, fn, MPI_ERR_COUNT);
+  for (size_t k = 0; k < in.size(); ++k) {
+    if (rcounts[k] < 0) return Fail(comm, fn, MPI_ERR_COUNT);
+  }
+  for (size_t k = 0; k < out.size(); ++k) {
+    if (scounts[k] < 0) return Fail(comm, fn, MPI_ERR_COUNT);
   }
   const gos_comm_t gc = c->Collective();
-  std::vector<int> tags(n);
-  for (int& tag : tags) tag = c->NextCollTag();
+  int err = MPI_SUCCESS;
   std::vector<MPI_Request> reqs;
-  for (size_t k = 0; k < n && err == MPI_SUCCESS; ++k) {
+  for (size_t k = 0; k < in.size() && err == MPI_SUCCESS; ++k) {
     MPI_Request r;
     err = StartRecv(At(recvbuf, rdispls[k], *rt), rcounts[k], recvtype,
-                    nbrs[k] < 0 ? MPI_PROC_NULL : nbrs[k], tags[k ^ 1], comm, gc, &r);
+                    in[k] < 0 ? MPI_PROC_NULL : in[k], in_tags[k], comm, gc, &r);
     if (err == MPI_SUCCESS) reqs.push_back(r);
   }
-  for (size_t k = 0; k < n && err == MPI_SUCCESS; ++k) {
+  for (size_t k = 0; k < out.size() && err == MPI_SUCCESS; ++k) {
     MPI_Request r;
     err = StartSend(At(sendbuf, sdispls[k], *st), scounts[k], sendtype,
-                    nbrs[k] < 0 ? MPI_PROC_NULL : nbrs[k], tags[k], comm, gc, 0, &r);
+                    out[k] < 0 ? MPI_PROC_NULL : out[k], out_tags[k], comm, gc, 0, &r);
     if (err == MPI_SUCCESS) reqs.push_back(r);
   }
   return WaitCollective(fn, comm, err, reqs);
@@ -2217,12 +2453,13 @@ int NeighborExchange(const char* fn, MPI_Comm comm, const void* sendbuf, const i
 int NeighborBlocks(const char* fn, const void* sendbuf, int sendcount, MPI_Datatype sendtype,
                    void* recvbuf, int recvcount, MPI_Datatype recvtype, MPI_Comm comm,
                    bool block_per_neighbor) {
-  const size_t n = NeighborCount(comm);
-  std::vector<int> scounts(n, sendcount), sdispls(n, 0), rcounts(n, recvcount), rdispls(n);
-  for (size_t k = 0; k < n; ++k) {
+  const auto [nin, nout] = NeighborDegrees(comm);
+  std::vector<int> scounts(nout, sendcount), sdispls(nout, 0), rcounts(nin, recvcount),
+      rdispls(nin);
+  for (size_t k = 0; k < nout; ++k) {
     if (block_per_neighbor) sdispls[k] = static_cast<int>(k) * sendcount;
-    rdispls[k] = static_cast<int>(k) * recvcount;
   }
+  for (size_t k = 0; k < nin; ++k) rdispls[k] = static_cast<int>(k) * recvcount;
   return NeighborExchange(fn, comm, sendbuf, scounts.data(), sdispls.data(), sendtype, recvbuf,
                           rcounts.data(), rdispls.data(), recvtype);
 }
@@ -2246,8 +2483,8 @@ int MPI_Neighbor_alltoall(const void* sendbuf, int sendcount, MPI_Datatype sendt
 int MPI_Neighbor_allgatherv(const void* sendbuf, int sendcount, MPI_Datatype sendtype,
                             void* recvbuf, const int recvcounts[], const int displs[],
                             MPI_Datatype recvtype, MPI_Comm comm) {
-  const size_t n = NeighborCount(comm);
-  const std::vector<int> scounts(n, sendcount), sdispls(n, 0);
+  const size_t nout = NeighborDegrees(comm).second;
+  const std::vector<int> scounts(nout, sendcount), sdispls(nout, 0);
   return NeighborExchange("MPI_Neighbor_allgatherv", comm, sendbuf, scounts.data(), sdispls.data(),
                           sendtype, recvbuf, recvcounts, displs, recvtype);
 }
@@ -2257,6 +2494,84 @@ int MPI_Neighbor_alltoallv(const void* sendbuf, const int sendcounts[], const in
                            const int rdispls[], MPI_Datatype recvtype, MPI_Comm comm) {
   return NeighborExchange("MPI_Neighbor_alltoallv", comm, sendbuf, sendcounts, sdispls, sendtype,
                           recvbuf, recvcounts, rdispls, recvtype);
+}
+
+int gos_mpi_unweighted[1];
+int gos_mpi_weights_empty[1];
+
+int MPI_Dist_graph_create_adjacent(MPI_Comm comm_old, int indegree, const int sources[],
+                                   const int sourceweights[], int outdegree,
+                                   const int destinations[], const int destweights[],
+                                   MPI_Info /*info*/, int /*reorder*/, MPI_Comm* comm_dist_graph) {
+  static const char* const kFn = "MPI_Dist_graph_create_adjacent";
+  GOS_MPI_COMM(c, comm_old, kFn);
+  if (indegree < 0 || outdegree < 0 || comm_dist_graph == nullptr ||
+      (indegree > 0 && sources == nullptr) || (outdegree > 0 && destinations == nullptr)) {
+    return Fail(comm_old, kFn, MPI_ERR_ARG);
+  }
+  DistGraph graph;
+  graph.weighted = sourceweights != MPI_UNWEIGHTED && destweights != MPI_UNWEIGHTED;
+  auto take = [&](int n, const int* ranks, const int* weights, std::vector<int>& to,
+                  std::vector<int>& to_weights) {
+    for (int i = 0; i < n; ++i) {
+      if (ranks[i] < 0 || ranks[i] >= c->g.size) return false;
+      to.push_back(ranks[i]);
+      if (graph.weighted) {
+        if (weights == nullptr || weights == MPI_WEIGHTS_EMPTY) return false;
+        to_weights.push_back(weights[i]);
+      }
+    }
+    return true;
+  };
+  if (!take(indegree, sources, sourceweights, graph.sources, graph.source_weights) ||
+      !take(outdegree, destinations, destweights, graph.destinations, graph.dest_weights)) {
+    return Fail(comm_old, kFn, MPI_ERR_ARG);
+  }
+  // Like MPI_Comm_dup (every member calls it, in the same order), without the attributes.
+  std::vector<int> members(static_cast<size_t>(c->g.size));
+  for (int i = 0; i < c->g.size; ++i) members[static_cast<size_t>(i)] = i;
+  *comm_dist_graph = MakeChild(*c, members, gos::mpi::kDupSalt);
+  ++c->children;
+  if (Comm* n = FindComm(*comm_dist_graph)) n->graph = std::move(graph);
+  return MPI_SUCCESS;
+}
+
+int MPI_Dist_graph_neighbors_count(MPI_Comm comm, int* indegree, int* outdegree, int* weighted) {
+  static const char* const kFn = "MPI_Dist_graph_neighbors_count";
+  GOS_MPI_COMM(c, comm, kFn);
+  if (!c->graph) return Fail(comm, kFn, MPI_ERR_TOPOLOGY);
+  if (indegree == nullptr || outdegree == nullptr || weighted == nullptr) {
+    return Fail(comm, kFn, MPI_ERR_ARG);
+  }
+  *indegree = static_cast<int>(c->graph->sources.size());
+  *outdegree = static_cast<int>(c->graph->destinations.size());
+  *weighted = c->graph->weighted ? 1 : 0;
+  return MPI_SUCCESS;
+}
+
+int MPI_Dist_graph_neighbors(MPI_Comm comm, int maxindegree, int sources[], int sourceweights[],
+                             int maxoutdegree, int destinations[], int destweights[]) {
+  static const char* const kFn = "MPI_Dist_graph_neighbors";
+  GOS_MPI_COMM(c, comm, kFn);
+  if (!c->graph) return Fail(comm, kFn, MPI_ERR_TOPOLOGY);
+  const DistGraph& g = *c->graph;
+  const size_t nin = std::min(static_cast<size_t>(std::max(maxindegree, 0)), g.sources.size());
+  const size_t nout =
+      std::min(static_cast<size_t>(std::max(maxoutdegree, 0)), g.destinations.size());
+  if ((nin > 0 && sources == nullptr) || (nout > 0 && destinations == nullptr)) {
+    return Fail(comm, kFn, MPI_ERR_ARG);
+  }
+  const bool in_w = g.weighted && sourceweights != nullptr && sourceweights != MPI_UNWEIGHTED;
+  const bool out_w = g.weighted && destweights != nullptr && destweights != MPI_UNWEIGHTED;
+  for (size_t k = 0; k < nin; ++k) {
+    sources[k] = g.sources[k];
+    if (in_w) sourceweights[k] = g.source_weights[k];
+  }
+  for (size_t k = 0; k < nout; ++k) {
+    destinations[k] = g.destinations[k];
+    if (out_w) destweights[k] = g.dest_weights[k];
+  }
+  return MPI_SUCCESS;
 }
 
 // ---- Nonblocking collectives: point-to-point exchanges on the collective context, started
@@ -2813,6 +3128,34 @@ int MPI_Address(void* location, MPI_Aint* address) { return MPI_Get_address(loca
 int MPI_Type_struct(int count, int blocklengths[], MPI_Aint displacements[], MPI_Datatype types[],
                     MPI_Datatype* newtype) {
   return MPI_Type_create_struct(count, blocklengths, displacements, types, newtype);
+}
+
+int MPI_Type_hvector(int count, int blocklength, MPI_Aint stride, MPI_Datatype oldtype,
+                     MPI_Datatype* newtype) {
+  return MPI_Type_create_hvector(count, blocklength, stride, oldtype, newtype);
+}
+
+int MPI_Type_hindexed(int count, int blocklengths[], MPI_Aint displacements[], MPI_Datatype oldtype,
+                      MPI_Datatype* newtype) {
+  return MPI_Type_create_hindexed(count, blocklengths, displacements, oldtype, newtype);
+}
+
+int MPI_Type_extent(MPI_Datatype datatype, MPI_Aint* extent) {
+  MPI_Aint lb = 0;
+  return TypeBounds("MPI_Type_extent", datatype, false, &lb, extent);
+}
+
+int MPI_Type_lb(MPI_Datatype datatype, MPI_Aint* displacement) {
+  MPI_Aint extent = 0;
+  return TypeBounds("MPI_Type_lb", datatype, false, displacement, &extent);
+}
+
+int MPI_Type_ub(MPI_Datatype datatype, MPI_Aint* displacement) {
+  MPI_Aint lb = 0, extent = 0;
+  if (int e = TypeBounds("MPI_Type_ub", datatype, false, &lb, &extent)) return e;
+  if (displacement == nullptr) return Fail(MPI_COMM_WORLD, "MPI_Type_ub", MPI_ERR_ARG);
+  *displacement = lb + extent;
+  return MPI_SUCCESS;
 }
 
 MPI_Aint MPI_Aint_add(MPI_Aint base, MPI_Aint disp) { return base + disp; }

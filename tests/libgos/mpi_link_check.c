@@ -35,6 +35,30 @@ int main(int argc, char** argv) {
   int len = 0;
   MPI_Get_processor_name(name, &len);
   printf("%d/%d on %s: %g %d %.3f\n", rank, size, name, sum, count, MPI_Wtime());
+  /* Sub-grids, attribute caching, MPI-1 names, distributed graphs. */
+  int dims[2] = {0, 0};
+  const int periods[2] = {0, 0}, keep[2] = {1, 0};
+  MPI_Dims_create(size, 2, dims);
+  MPI_Comm cart, rows, graph;
+  MPI_Cart_create(MPI_COMM_WORLD, 2, dims, periods, 0, &cart);
+  MPI_Cart_sub(cart, keep, &rows);
+  int keyval = MPI_KEYVAL_INVALID;
+  MPI_Comm_create_keyval(MPI_COMM_DUP_FN, MPI_COMM_NULL_DELETE_FN, &keyval, NULL);
+  MPI_Comm_set_attr(rows, keyval, &rank);
+  MPI_Attr_put(rows, keyval, &size);
+  MPI_Comm_delete_attr(rows, keyval);
+  MPI_Comm_free_keyval(&keyval);
+  MPI_Aint extent = 0;
+  MPI_Type_extent(MPI_DOUBLE, &extent);
+  MPI_Errhandler_set(rows, MPI_ERRORS_RETURN);
+  const int ring[1] = {(rank + 1) % size};
+  MPI_Dist_graph_create_adjacent(MPI_COMM_WORLD, 1, ring, MPI_UNWEIGHTED, 1, ring, MPI_UNWEIGHTED,
+                                 MPI_INFO_NULL, 0, &graph);
+  int got = -1;
+  MPI_Neighbor_allgather(&rank, 1, MPI_INT, &got, 1, MPI_INT, graph);
+  MPI_Comm_free(&graph);
+  MPI_Comm_free(&rows);
+  MPI_Comm_free(&cart);
   MPI_Comm_free(&half);
   MPI_Finalize();
   return 0;

@@ -371,6 +371,44 @@ TEST(MpiTopology, CartNeighborsAreSourceThenDestinationPerDimension) {
   EXPECT_EQ(CartNeighbors(line, 0), (std::vector<int>{-1, -1}));
 }
 
+TEST(MpiTopology, CartSubGroupsByDroppedCoordsAndRanksByKeptOnes) {
+  Cart c{{2, 3, 4}, {true, false, true}};  // rank = (x * 3 + y) * 4 + z
+  // Keep y: sub-grids are the (x, z) lines, 8 of them, each 3 ranks ordered by y.
+  const std::vector<int> keep_y = {0, 1, 0};
+  std::map<int, std::vector<int>> groups;  // color -> ranks by key
+  for (int r = 0; r < c.Size(); ++r) {
+    CartSubResult sub = CartSub(c, r, keep_y);
+    const std::vector<int> xyz = CartCoords(c, r);
+    EXPECT_EQ(sub.color, xyz[0] * 4 + xyz[2]) << r;
+    EXPECT_EQ(sub.key, xyz[1]) << r;
+    EXPECT_EQ(sub.sub.dims, (std::vector<int>{3}));
+    EXPECT_EQ(sub.sub.periods, (std::vector<bool>{false}));
+    auto& g = groups[sub.color];
+    if (g.size() <= static_cast<size_t>(sub.key)) g.resize(static_cast<size_t>(sub.key) + 1, -1);
+    g[static_cast<size_t>(sub.key)] = r;
+  }
+  EXPECT_EQ(groups.size(), 8u);
+  EXPECT_EQ(groups[1 * 4 + 2], (std::vector<int>{14, 18, 22}));  // x = 1, z = 2
+  // Keep x and z: 3 planes of 2 x 4; rank 17 = (1, 1, 1) is key 1 * 4 + 1 in plane y = 1.
+  CartSubResult xz = CartSub(c, 17, std::vector<int>{1, 0, 1});
+  EXPECT_EQ(xz.color, 1);
+  EXPECT_EQ(xz.key, 5);
+  EXPECT_EQ(xz.sub.dims, (std::vector<int>{2, 4}));
+  EXPECT_EQ(xz.sub.periods, (std::vector<bool>{true, true}));
+  EXPECT_EQ(CartCoords(xz.sub, xz.key), (std::vector<int>{1, 1}));
+  // Keep none: each rank alone, a 0-dimensional grid of size 1.
+  CartSubResult none = CartSub(c, 17, std::vector<int>{0, 0, 0});
+  EXPECT_EQ(none.color, 17);
+  EXPECT_EQ(none.key, 0);
+  EXPECT_TRUE(none.sub.dims.empty());
+  EXPECT_EQ(none.sub.Size(), 1);
+  // Keep all: one grid, the same ranks.
+  CartSubResult all = CartSub(c, 17, std::vector<int>{1, 1, 1});
+  EXPECT_EQ(all.color, 0);
+  EXPECT_EQ(all.key, 17);
+  EXPECT_EQ(all.sub.dims, c.dims);
+}
+
 TEST(MpiContext, DeterministicReservedFreeAndDistinct) {
   const uint64_t a = DeriveContext(GOS_CTX_WORLD, 0, kDupSalt);
   EXPECT_EQ(a, DeriveContext(GOS_CTX_WORLD, 0, kDupSalt));
@@ -932,6 +970,100 @@ TEST(MpiLoopback, CollectivesAndCommunicators) {
     return 0;
   });
   EXPECT_EQ(codes, (std::vector<int>{0, 0, 0, 0}));
+}
+
+// Attribute callbacks: counted per keyval in a log the rank checks.
+struct AttrLog {
+  int copies = 0, deletes = 0;
+  std::vector<long> deleted;  // values, in delete order
+};
+int CountingCopy(MPI_Comm, int, void* extra, void* in, void* out, int* flag) {
+  auto* log = static_cast<AttrLog*>(extra);
+  ++log->copies;
+  *static_cast<void**>(out) = reinterpret_cast<void*>(reinterpret_cast<long>(in) + 100);
+  *flag = 1;
+  return MPI_SUCCESS;
+}
+int CountingDelete(MPI_Comm, int, void* value, void* extra) {
+  auto* log = static_cast<AttrLog*>(extra);
+  ++log->deletes;
+  log->deleted.push_back(reinterpret_cast<long>(value));
+  return MPI_SUCCESS;
+}
+int FailingCopy(MPI_Comm, int, void*, void*, void*, int*) { return MPI_ERR_OTHER; }
+
+TEST(MpiLoopback, AttributeCallbacksOnDupFreeDeleteAndReplace) {
+  auto codes = RunRanks(1, [](int) {
+    MPI_Init(nullptr, nullptr);
+    MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
+    AttrLog log, plain_log;
+    int counted = MPI_KEYVAL_INVALID, plain = MPI_KEYVAL_INVALID, dup_fn = MPI_KEYVAL_INVALID;
+    RANK_CHECK(MPI_Comm_create_keyval(CountingCopy, CountingDelete, &counted, &log) == 0);
+    RANK_CHECK(MPI_Keyval_create(MPI_NULL_COPY_FN, CountingDelete, &plain, &plain_log) == 0);
+    RANK_CHECK(MPI_Comm_create_keyval(MPI_COMM_DUP_FN, MPI_COMM_NULL_DELETE_FN, &dup_fn, nullptr) ==
+               0);
+    RANK_CHECK(counted != plain && plain != dup_fn && counted != MPI_KEYVAL_INVALID);
+    MPI_Comm comm;
+    MPI_Comm_dup(MPI_COMM_WORLD, &comm);
+    MPI_Comm_set_errhandler(comm, MPI_ERRORS_RETURN);
+    void* got = nullptr;
+    int flag = -1;
+    RANK_CHECK(MPI_Comm_get_attr(comm, counted, &got, &flag) == 0 && flag == 0);
+    RANK_CHECK(MPI_Comm_set_attr(comm, counted, reinterpret_cast<void*>(1L)) == 0);
+    RANK_CHECK(MPI_Attr_put(comm, plain, reinterpret_cast<void*>(2L)) == 0);
+    RANK_CHECK(MPI_Comm_set_attr(comm, dup_fn, reinterpret_cast<void*>(3L)) == 0);
+    RANK_CHECK(MPI_Comm_get_attr(comm, counted, &got, &flag) == 0 && flag == 1 &&
+               got == reinterpret_cast<void*>(1L));
+    // Replacing runs the delete callback on the old value.
+    RANK_CHECK(MPI_Comm_set_attr(comm, counted, reinterpret_cast<void*>(4L)) == 0);
+    RANK_CHECK(log.deletes == 1 && log.deleted.back() == 1);
+    // Dup: the counted key is copied (+100), the null copy is not, MPI_COMM_DUP_FN as it is.
+    MPI_Comm dup;
+    RANK_CHECK(MPI_Comm_dup(comm, &dup) == 0);
+    RANK_CHECK(log.copies == 1);
+    RANK_CHECK(MPI_Comm_get_attr(dup, counted, &got, &flag) == 0 && flag == 1 &&
+               got == reinterpret_cast<void*>(104L));
+    RANK_CHECK(MPI_Attr_get(dup, plain, &got, &flag) == 0 && flag == 0);
+    RANK_CHECK(MPI_Comm_get_attr(dup, dup_fn, &got, &flag) == 0 && flag == 1 &&
+               got == reinterpret_cast<void*>(3L));
+    // Delete, then free: each remaining attribute's delete callback runs once.
+    RANK_CHECK(MPI_Attr_delete(comm, plain) == 0);
+    RANK_CHECK(plain_log.deletes == 1 && plain_log.deleted.back() == 2);
+    RANK_CHECK(MPI_Comm_get_attr(comm, plain, &got, &flag) == 0 && flag == 0);
+    RANK_CHECK(MPI_Comm_delete_attr(comm, plain) == 0);  // not set: nothing to do
+    RANK_CHECK(plain_log.deletes == 1);
+    RANK_CHECK(MPI_Comm_free(&comm) == 0);
+    RANK_CHECK(log.deletes == 2 && log.deleted.back() == 4);
+    // A freed keyval takes no new attributes but its stored ones live on.
+    const int counted_copy = counted;
+    RANK_CHECK(MPI_Comm_free_keyval(&counted) == 0 && counted == MPI_KEYVAL_INVALID);
+    RANK_CHECK(MPI_Comm_set_attr(dup, counted_copy, nullptr) == MPI_ERR_KEYVAL);
+    RANK_CHECK(MPI_Comm_get_attr(dup, counted_copy, &got, &flag) == 0 && flag == 1);
+    RANK_CHECK(MPI_Comm_free(&dup) == 0);
+    RANK_CHECK(log.deletes == 3 && log.deleted.back() == 104);
+    // Predefined and unknown keyvals.
+    RANK_CHECK(MPI_Comm_set_attr(MPI_COMM_WORLD, MPI_TAG_UB, nullptr) == MPI_ERR_KEYVAL);
+    RANK_CHECK(MPI_Comm_get_attr(MPI_COMM_WORLD, 12345, &got, &flag) == MPI_ERR_KEYVAL);
+    RANK_CHECK(MPI_Keyval_free(&plain) == 0 && MPI_Keyval_free(&plain) == MPI_ERR_KEYVAL);
+    // A failing copy callback fails the dup and leaves MPI_COMM_NULL.
+    int failing = MPI_KEYVAL_INVALID;
+    MPI_Comm_create_keyval(FailingCopy, nullptr, &failing, nullptr);
+    MPI_Comm_set_attr(MPI_COMM_WORLD, failing, nullptr);
+    MPI_Comm bad = MPI_COMM_WORLD;
+    RANK_CHECK(MPI_Comm_dup(MPI_COMM_WORLD, &bad) == MPI_ERR_OTHER && bad == MPI_COMM_NULL);
+    MPI_Comm_delete_attr(MPI_COMM_WORLD, failing);
+    // MPI_COMM_SELF's attributes are deleted at MPI_Finalize, the last set first.
+    AttrLog self_log;
+    int at_exit = MPI_KEYVAL_INVALID, at_exit2 = MPI_KEYVAL_INVALID;
+    MPI_Comm_create_keyval(MPI_COMM_NULL_COPY_FN, CountingDelete, &at_exit, &self_log);
+    MPI_Comm_create_keyval(MPI_COMM_NULL_COPY_FN, CountingDelete, &at_exit2, &self_log);
+    MPI_Comm_set_attr(MPI_COMM_SELF, at_exit2, reinterpret_cast<void*>(7L));
+    MPI_Comm_set_attr(MPI_COMM_SELF, at_exit, reinterpret_cast<void*>(8L));
+    MPI_Finalize();
+    RANK_CHECK((self_log.deleted == std::vector<long>{8, 7}));
+    return 0;
+  });
+  EXPECT_EQ(codes, (std::vector<int>{0}));
 }
 
 }  // namespace loopback

@@ -226,6 +226,17 @@ INSTANTIATE_TEST_SUITE_P(
              std::to_string(l.nodes) + "nodes";
     });
 
+// Newer programs, at 1 rank and at 4 and 6 over one and two nodes.
+INSTANTIATE_TEST_SUITE_P(MorePrograms, SemanticsTest,
+                         ::testing::Combine(::testing::Values("topo_attr"),
+                                            ::testing::Values(Layout{1, 1}, Layout{4, 1},
+                                                              Layout{4, 2}, Layout{6, 2})),
+                         [](const auto& param_info) {
+                           const Layout& l = std::get<1>(param_info.param);
+                           return std::get<0>(param_info.param) + "_" + std::to_string(l.ranks) +
+                                  "ranks_" + std::to_string(l.nodes) + "nodes";
+                         });
+
 // ---- Examples
 // -------------------------------------------------------------------------------
 

@@ -66,6 +66,7 @@ typedef struct MPI_Status {
 #define MPI_ERR_TOPOLOGY 10
 #define MPI_ERR_DIMS 11
 #define MPI_ERR_NO_MEM 34
+#define MPI_ERR_KEYVAL 48
 #define MPI_ERR_LASTCODE 0x3fffffff
 
 #define MPI_MAX_PROCESSOR_NAME 256
@@ -100,6 +101,8 @@ typedef struct MPI_Status {
 #define MPI_WTIME_IS_GLOBAL 4
 #define MPI_UNIVERSE_SIZE 5
 #define MPI_APPNUM 6
+/* No keyval: what MPI_Comm_free_keyval leaves in the handle. */
+#define MPI_KEYVAL_INVALID 0x24000000
 /* MPI_Topo_test. */
 #define MPI_GRAPH 1
 #define MPI_CART 2
@@ -204,6 +207,9 @@ int MPI_Comm_set_errhandler(MPI_Comm comm, MPI_Errhandler errhandler);
 int MPI_Comm_get_errhandler(MPI_Comm comm, MPI_Errhandler* errhandler);
 /* The handlers are predefined: freeing one only sets the handle to MPI_ERRHANDLER_NULL. */
 int MPI_Errhandler_free(MPI_Errhandler* errhandler);
+/* MPI-1 names of MPI_Comm_set_errhandler and MPI_Comm_get_errhandler. */
+int MPI_Errhandler_set(MPI_Comm comm, MPI_Errhandler errhandler);
+int MPI_Errhandler_get(MPI_Comm comm, MPI_Errhandler* errhandler);
 /* There are no intercommunicators: *flag is always false. */
 int MPI_Comm_test_inter(MPI_Comm comm, int* flag);
 /* Nodes are gos nodes: MPI_COMM_TYPE_SHARED groups the ranks that started on one node. */
@@ -214,6 +220,46 @@ int MPI_Comm_group(MPI_Comm comm, MPI_Group* group);
 /* The predefined attributes only: *(int**)attribute_val points at the value. */
 int MPI_Comm_get_attr(MPI_Comm comm, int comm_keyval, void* attribute_val, int* flag);
 int MPI_Attr_get(MPI_Comm comm, int keyval, void* attribute_val, int* flag);
+
+/* Attribute caching. A user attribute is a void* stored under a keyval; MPI_Comm_get_attr
+ * gives it back as *(void**)attribute_val. MPI_Comm_dup calls each attribute's copy function
+ * (the new communicator gets *attribute_val_out when it sets *flag); MPI_Comm_free,
+ * MPI_Comm_delete_attr and replacing a value call the delete function; a callback's error
+ * (anything but MPI_SUCCESS) fails the call. MPI_COMM_SELF's attributes are deleted at the
+ * start of MPI_Finalize, the last set first. A freed keyval stays valid for the attributes
+ * still stored under it. */
+typedef int MPI_Comm_copy_attr_function(MPI_Comm oldcomm, int comm_keyval, void* extra_state,
+                                        void* attribute_val_in, void* attribute_val_out, int* flag);
+typedef int MPI_Comm_delete_attr_function(MPI_Comm comm, int comm_keyval, void* attribute_val,
+                                          void* extra_state);
+/* The MPI-1 names of the same function types. */
+typedef MPI_Comm_copy_attr_function MPI_Copy_function;
+typedef MPI_Comm_delete_attr_function MPI_Delete_function;
+/* Predefined callbacks: copy nothing (*flag = 0), delete nothing, copy the pointer. */
+int gos_mpi_comm_null_copy_fn(MPI_Comm oldcomm, int comm_keyval, void* extra_state,
+                              void* attribute_val_in, void* attribute_val_out, int* flag);
+int gos_mpi_comm_null_delete_fn(MPI_Comm comm, int comm_keyval, void* attribute_val,
+                                void* extra_state);
+int gos_mpi_comm_dup_fn(MPI_Comm oldcomm, int comm_keyval, void* extra_state,
+                        void* attribute_val_in, void* attribute_val_out, int* flag);
+#define MPI_COMM_NULL_COPY_FN gos_mpi_comm_null_copy_fn
+#define MPI_COMM_NULL_DELETE_FN gos_mpi_comm_null_delete_fn
+#define MPI_COMM_DUP_FN gos_mpi_comm_dup_fn
+#define MPI_NULL_COPY_FN gos_mpi_comm_null_copy_fn
+#define MPI_NULL_DELETE_FN gos_mpi_comm_null_delete_fn
+#define MPI_DUP_FN gos_mpi_comm_dup_fn
+int MPI_Comm_create_keyval(MPI_Comm_copy_attr_function* comm_copy_attr_fn,
+                           MPI_Comm_delete_attr_function* comm_delete_attr_fn, int* comm_keyval,
+                           void* extra_state);
+int MPI_Comm_free_keyval(int* comm_keyval);
+int MPI_Comm_set_attr(MPI_Comm comm, int comm_keyval, void* attribute_val);
+int MPI_Comm_delete_attr(MPI_Comm comm, int comm_keyval);
+/* MPI-1 names (removed in MPI-3): the same as the four above. */
+int MPI_Keyval_create(MPI_Copy_function* copy_fn, MPI_Delete_function* delete_fn, int* keyval,
+                      void* extra_state);
+int MPI_Keyval_free(int* keyval);
+int MPI_Attr_put(MPI_Comm comm, int keyval, void* attribute_val);
+int MPI_Attr_delete(MPI_Comm comm, int keyval);
 
 /* Groups (ordered sets of processes). */
 int MPI_Group_size(MPI_Group group, int* size);
@@ -411,6 +457,15 @@ int MPI_Get_address(const void* location, MPI_Aint* address);
 int MPI_Address(void* location, MPI_Aint* address);
 int MPI_Type_struct(int count, int blocklengths[], MPI_Aint displacements[], MPI_Datatype types[],
                     MPI_Datatype* newtype);
+/* More MPI-1 names: MPI_Type_create_hvector, MPI_Type_create_hindexed, and the parts of
+ * MPI_Type_get_extent (ub = lb + extent). */
+int MPI_Type_hvector(int count, int blocklength, MPI_Aint stride, MPI_Datatype oldtype,
+                     MPI_Datatype* newtype);
+int MPI_Type_hindexed(int count, int blocklengths[], MPI_Aint displacements[], MPI_Datatype oldtype,
+                      MPI_Datatype* newtype);
+int MPI_Type_extent(MPI_Datatype datatype, MPI_Aint* extent);
+int MPI_Type_lb(MPI_Datatype datatype, MPI_Aint* displacement);
+int MPI_Type_ub(MPI_Datatype datatype, MPI_Aint* displacement);
 MPI_Aint MPI_Aint_add(MPI_Aint base, MPI_Aint disp);
 MPI_Aint MPI_Aint_diff(MPI_Aint addr1, MPI_Aint addr2);
 
@@ -423,11 +478,36 @@ int MPI_Cart_get(MPI_Comm comm, int maxdims, int dims[], int periods[], int coor
 int MPI_Cart_rank(MPI_Comm comm, const int coords[], int* rank);
 int MPI_Cart_coords(MPI_Comm comm, int rank, int maxdims, int coords[]);
 int MPI_Cart_shift(MPI_Comm comm, int direction, int disp, int* rank_source, int* rank_dest);
+/* The sub-grids of a Cartesian communicator: remain_dims[d] != 0 keeps dimension d. Each
+ * rank gets the communicator of the ranks that share its coordinates in the dropped
+ * dimensions, Cartesian over the kept ones (row-major ranks); none kept gives a
+ * 0-dimensional one of the rank alone. */
+int MPI_Cart_sub(MPI_Comm comm, const int remain_dims[], MPI_Comm* newcomm);
+/* Ranks keep their order: *newrank is the rank in comm, MPI_UNDEFINED beyond the grid. */
+int MPI_Cart_map(MPI_Comm comm, int ndims, const int dims[], const int periods[], int* newrank);
+/* MPI_CART, MPI_DIST_GRAPH or MPI_UNDEFINED. */
 int MPI_Topo_test(MPI_Comm comm, int* status);
-/* Neighbourhood collectives on a Cartesian communicator. The neighbours, in block order: for
- * each dimension d, the source then the destination of MPI_Cart_shift(comm, d, 1); an
- * MPI_PROC_NULL one (a non-periodic edge) is sent nothing, and its receive block is left as
- * it is. Another communicator is MPI_ERR_TOPOLOGY. */
+/* Distributed graph topologies (adjacent form only; reorder is ignored: ranks keep their
+ * order). Each rank names its in-neighbours (sources) and out-neighbours (destinations);
+ * weights, unless MPI_UNWEIGHTED, are kept and returned. */
+/* Markers passed for the weights: the addresses of objects of the library (not small
+ * integers cast to pointers, which compilers flag as reads of an empty region). */
+extern int gos_mpi_unweighted[1];
+extern int gos_mpi_weights_empty[1];
+#define MPI_UNWEIGHTED (gos_mpi_unweighted)
+#define MPI_WEIGHTS_EMPTY (gos_mpi_weights_empty)
+int MPI_Dist_graph_create_adjacent(MPI_Comm comm_old, int indegree, const int sources[],
+                                   const int sourceweights[], int outdegree,
+                                   const int destinations[], const int destweights[], MPI_Info info,
+                                   int reorder, MPI_Comm* comm_dist_graph);
+int MPI_Dist_graph_neighbors_count(MPI_Comm comm, int* indegree, int* outdegree, int* weighted);
+int MPI_Dist_graph_neighbors(MPI_Comm comm, int maxindegree, int sources[], int sourceweights[],
+                             int maxoutdegree, int destinations[], int destweights[]);
+/* Neighbourhood collectives on a Cartesian or distributed graph communicator. Cartesian: the
+ * neighbours, in block order, are for each dimension d the source then the destination of
+ * MPI_Cart_shift(comm, d, 1); an MPI_PROC_NULL one (a non-periodic edge) is sent nothing, and
+ * its receive block is left as it is. Graph: receive block k comes from sources[k], send
+ * block k goes to destinations[k]. Another communicator is MPI_ERR_TOPOLOGY. */
 int MPI_Neighbor_allgather(const void* sendbuf, int sendcount, MPI_Datatype sendtype, void* recvbuf,
                            int recvcount, MPI_Datatype recvtype, MPI_Comm comm);
 int MPI_Neighbor_allgatherv(const void* sendbuf, int sendcount, MPI_Datatype sendtype,
