@@ -487,6 +487,14 @@ TEST_F(MpiTest, TwoNetworkNamespaceHosts) {
 // A nodeagent that stops answering for longer than the BCS peer timeout (1.5 s) but shorter
 // than the failure timeout is not declared down; its peers' exchange breaks off. The job
 // can never communicate again: it must fail, saying why, instead of hanging.
+// The nodeagent of node `node` of the local cluster in `state`, or -1 if none runs.
+pid_t NodeAgentPid(const std::string& state, uint32_t node) {
+  for (const auto& [pid, what] : FindProcesses(state + "/nodes/n" + std::to_string(node) + " ")) {
+    if (what.find("gos-nodeagent") != std::string::npos) return pid;
+  }
+  return -1;
+}
+
 TEST(MpiStall, StalledPeerFailsTheJobInsteadOfHanging) {
   if (geteuid() != 0) GTEST_SKIP() << "needs root: nodeagents make PID namespaces and cgroups";
   char tmpl[] = "/tmp/gos-mpi-stall-XXXXXX";
@@ -504,9 +512,7 @@ TEST(MpiStall, StalledPeerFailsTheJobInsteadOfHanging) {
   pid_t agent = -1;
   ASSERT_TRUE(WaitUntil(
       [&] {
-        for (const auto& [pid, what] : FindProcesses(state + "/nodes/n2 ")) {
-          if (what.find("gos-nodeagent") != std::string::npos) agent = pid;
-        }
+        agent = NodeAgentPid(state, 2);
         return agent > 0 && !FindProcesses("jacobi").empty();
       },
       30s));
@@ -557,9 +563,7 @@ TEST(MpiKilledAgent, EmbeddedClusterLeavesNoChannelFiles) {
   pid_t agent = -1;
   ASSERT_TRUE(WaitUntil(
       [&] {
-        for (const auto& [pid, what] : FindProcesses(state + "/nodes/n1 ")) {
-          if (what.find("gos-nodeagent") != std::string::npos) agent = pid;
-        }
+        agent = NodeAgentPid(state, 1);
         return agent > 0 && FindProcesses("jacobi").size() >= 4;
       },
       30s));
