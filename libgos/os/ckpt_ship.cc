@@ -57,22 +57,9 @@ Status CkptOutbox::WaitDelivered(SteadyClock::time_point deadline,
   return last;
 }
 
-StatusOr<uint64_t> CkptOutbox::Send(uint64_t job, uint64_t epoch,
-                                    const std::vector<std::array<uint8_t, 32>>& hashes,
-                                    const std::vector<uint32_t>& raw_lens,
-                                    const std::vector<std::vector<uint8_t>>& frames,
-                                    const std::function<bool()>& cancelled) {
+StatusOr<uint64_t> CkptOutbox::Send(CkptBatch b, const std::function<bool()>& cancelled) {
   std::lock_guard<std::mutex> lock(mu_);
-  CkptBatch b;
   b.node = node_->id();
-  b.job = job;
-  b.epoch = epoch;
-  b.chunks.resize(frames.size());
-  for (size_t i = 0; i < frames.size(); ++i) {
-    b.chunks[i].hash = hashes[i];
-    b.chunks[i].raw_len = raw_lens[i];
-    b.chunks[i].data = frames[i];
-  }
   // Room: at most kMaxInFlight batches of this node in the inbox, and a free slot.
   auto since = SteadyClock::now();
   auto waited_too_long = [&] { return SteadyClock::now() - since > patience_; };
@@ -137,8 +124,8 @@ StatusOr<uint64_t> CkptOutbox::Send(uint64_t job, uint64_t epoch,
   if (!st.ok()) {
     // The slot stays ours until the coordinator sees this node gone or gives it back; the
     // store refuses what it cannot authenticate, so a half-written batch is harmless.
-    return st.WithContext("shipping checkpoint chunks of job " + std::to_string(job) + " epoch " +
-                          std::to_string(epoch));
+    return st.WithContext("shipping checkpoint chunks of job " + std::to_string(b.job) + " epoch " +
+                          std::to_string(b.epoch));
   }
   in_flight_[slot] = b.number;
   return b.number;
@@ -177,20 +164,19 @@ Status CkptOutbox::WaitTaken(const std::set<uint64_t>& numbers,
     }
     if (in_flight_.size() < before) since = SteadyClock::now();
   }
-  for (uint64_t n : numbers) {
-    taken_.erase(n);
-    refused_.erase(n);
-    for (const auto& [slot, number] : in_flight_) {
-      if (number == n) forgotten_.insert(n);
-    }
-  }
+  DropLocked(numbers);
   return st;
 }
 
 void CkptOutbox::Forget(const std::set<uint64_t>& numbers) {
   std::lock_guard<std::mutex> lock(mu_);
+  DropLocked(numbers);
+}
+
+void CkptOutbox::DropLocked(const std::set<uint64_t>& numbers) {
   for (uint64_t n : numbers) {
     if (taken_.erase(n) + refused_.erase(n) > 0) continue;
+    // Not answered yet: CollectTaken drops the answer when it comes.
     for (const auto& [slot, number] : in_flight_) {
       if (number == n) forgotten_.insert(n);
     }
@@ -199,7 +185,10 @@ void CkptOutbox::Forget(const std::set<uint64_t>& numbers) {
 
 CkptShipment::CkptShipment(CkptOutbox* box, uint64_t job, uint64_t epoch,
                            std::function<bool()> cancelled)
-    : box_(box), job_(job), epoch_(epoch), cancelled_(std::move(cancelled)) {}
+    : box_(box), cancelled_(std::move(cancelled)) {
+  batch_.job = job;
+  batch_.epoch = epoch;
+}
 
 CkptShipment::~CkptShipment() {
   if (!sent_.empty()) box_->Forget(sent_);
@@ -212,19 +201,16 @@ Status CkptShipment::Add(const std::array<uint8_t, 32>& hash, uint32_t raw_len,
     GOS_RETURN_IF_ERROR(Flush());
   }
   frame_bytes_ += frame.size();
-  hashes_.push_back(hash);
-  raw_lens_.push_back(raw_len);
   frames_.push_back(std::move(frame));
+  batch_.chunks.push_back({hash, raw_len, frames_.back()});
   return OkStatus();
 }
 
 Status CkptShipment::Flush() {
   if (frames_.empty()) return OkStatus();
-  GOS_ASSIGN_OR_RETURN(uint64_t number,
-                       box_->Send(job_, epoch_, hashes_, raw_lens_, frames_, cancelled_));
+  GOS_ASSIGN_OR_RETURN(uint64_t number, box_->Send(batch_, cancelled_));
   sent_.insert(number);
-  hashes_.clear();
-  raw_lens_.clear();
+  batch_.chunks.clear();
   frames_.clear();
   frame_bytes_ = 0;
   return OkStatus();

@@ -40,13 +40,10 @@ class CkptOutbox {
   CkptOutbox(prim::Node* node, std::vector<uint8_t> key,
              std::chrono::milliseconds patience = std::chrono::minutes(1));
 
-  // Puts a batch of (job, epoch) into the inbox and returns its number; the coordinator may
-  // not have taken it yet. `cancelled` is polled while waiting for room.
-  StatusOr<uint64_t> Send(uint64_t job, uint64_t epoch,
-                          const std::vector<std::array<uint8_t, 32>>& hashes,
-                          const std::vector<uint32_t>& raw_lens,
-                          const std::vector<std::vector<uint8_t>>& frames,
-                          const std::function<bool()>& cancelled);
+  // Puts the batch (its job, epoch and chunks; node and number are set here) into the inbox
+  // and returns its number; the coordinator may not have taken it yet. `cancelled` is polled
+  // while waiting for room.
+  StatusOr<uint64_t> Send(CkptBatch batch, const std::function<bool()>& cancelled);
   // Returns once the coordinator took every batch of `numbers` (and forgets them): an error
   // if it refused one, or gave no sign for `patience`.
   Status WaitTaken(const std::set<uint64_t>& numbers, const std::function<bool()>& cancelled);
@@ -56,6 +53,8 @@ class CkptOutbox {
  private:
   // Waits up to `timeout` for the coordinator to take a batch in flight (mu_ held).
   Status CollectTaken(std::chrono::milliseconds timeout);
+  // Nobody waits for these numbers any more: their answers are dropped (mu_ held).
+  void DropLocked(const std::set<uint64_t>& numbers);
   Status WaitDelivered(std::chrono::steady_clock::time_point deadline,
                        const std::function<bool()>& cancelled);
 
@@ -88,11 +87,9 @@ class CkptShipment {
   Status Flush();
 
   CkptOutbox* const box_;
-  const uint64_t job_, epoch_;
   const std::function<bool()> cancelled_;
-  std::vector<std::array<uint8_t, 32>> hashes_;
-  std::vector<uint32_t> raw_lens_;
-  std::vector<std::vector<uint8_t>> frames_;
+  CkptBatch batch_;                           // the next batch; its chunks view frames_
+  std::vector<std::vector<uint8_t>> frames_;  // (moving a frame keeps its bytes in place)
   size_t frame_bytes_ = 0;
   std::set<uint64_t> sent_;  // not yet known to be taken
 };
