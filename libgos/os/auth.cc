@@ -8,10 +8,12 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
+#include <vector>
 
 namespace gos::os {
 namespace {
@@ -107,19 +109,40 @@ StatusOr<std::vector<uint8_t>> LoadOrCreateClusterKey(const std::string& path) {
   return LoadClusterKey(path);
 }
 
+namespace {
+
+// A thread's HMAC-SHA256 context, keyed once: every strobe, staging chunk and checkpoint
+// batch is sealed or checked with the same cluster key, and setting up a context (fetching
+// SHA-256 by name, hashing the key into its pads) cost more than the MAC of a strobe. A
+// context set up with a key is reset to it by EVP_MAC_init without a key.
+struct HmacContext {
+  EVP_MAC_CTX* ctx = nullptr;
+  std::vector<uint8_t> key;
+  ~HmacContext() { EVP_MAC_CTX_free(ctx); }
+};
+
+}  // namespace
+
 Mac Hmac(std::span<const uint8_t> key, std::initializer_list<std::span<const uint8_t>> parts) {
-  // One fetched HMAC implementation for the process; a context per call (thread-safe).
   static EVP_MAC* const mac_impl = EVP_MAC_fetch(nullptr, "HMAC", nullptr);
+  thread_local HmacContext c;
   Mac mac{};
-  EVP_MAC_CTX* ctx = EVP_MAC_CTX_new(mac_impl);
-  char digest[] = "SHA256";
-  OSSL_PARAM params[] = {OSSL_PARAM_construct_utf8_string(OSSL_MAC_PARAM_DIGEST, digest, 0),
-                         OSSL_PARAM_construct_end()};
-  EVP_MAC_init(ctx, key.data(), key.size(), params);
-  for (auto p : parts) EVP_MAC_update(ctx, p.data(), p.size());
+  const bool same_key =
+      c.ctx != nullptr && std::equal(key.begin(), key.end(), c.key.begin(), c.key.end());
+  if (same_key) {
+    EVP_MAC_init(c.ctx, nullptr, 0, nullptr);
+  } else {
+    EVP_MAC_CTX_free(c.ctx);
+    c.ctx = EVP_MAC_CTX_new(mac_impl);
+    char digest[] = "SHA256";
+    OSSL_PARAM params[] = {OSSL_PARAM_construct_utf8_string(OSSL_MAC_PARAM_DIGEST, digest, 0),
+                           OSSL_PARAM_construct_end()};
+    EVP_MAC_init(c.ctx, key.data(), key.size(), params);
+    c.key.assign(key.begin(), key.end());
+  }
+  for (auto p : parts) EVP_MAC_update(c.ctx, p.data(), p.size());
   size_t len = 0;
-  EVP_MAC_final(ctx, mac.data(), &len, mac.size());
-  EVP_MAC_CTX_free(ctx);
+  EVP_MAC_final(c.ctx, mac.data(), &len, mac.size());
   return mac;
 }
 

@@ -6,8 +6,14 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <cstdio>
 #include <cstdlib>
 #include <random>
+#include <span>
+#include <string>
+#include <string_view>
+#include <thread>
+#include <vector>
 
 #include "gos/os/auth.h"
 #include "gos/os/channel.h"
@@ -351,6 +357,39 @@ TEST(ChannelTest, PassesFileDescriptorsAndPeerCredentials) {
   ASSERT_TRUE(creds.ok());
   EXPECT_EQ(creds->uid, getuid());
   EXPECT_EQ(creds->pid, getpid());
+}
+
+// RFC 4231's HMAC-SHA256 test cases 1 and 2, in alternation and from several threads: each
+// thread keeps a context keyed once, which must follow the key it is given.
+TEST(HmacTest, KnownAnswersWithAlternatingKeysAndThreads) {
+  auto bytes = [](std::string_view s) { return std::vector<uint8_t>(s.begin(), s.end()); };
+  auto hex = [](const Mac& m) {
+    std::string out;
+    char b[3];
+    for (uint8_t v : m) {
+      std::snprintf(b, sizeof b, "%02x", v);
+      out += b;
+    }
+    return out;
+  };
+  const std::vector<uint8_t> key1(20, 0x0b), data1 = bytes("Hi There");
+  const std::vector<uint8_t> key2 = bytes("Jefe"), data2 = bytes("what do ya want for nothing?");
+  const std::string want1 = "b0344c61d8db38535ca8afceaf0bf12b881dc200c9833da726e9376c2e32cff7";
+  const std::string want2 = "5bdcc146bf60754e6a042426089575c75a003f089d2739839dec58b964ec3843";
+  auto check = [&] {
+    for (int i = 0; i < 50; ++i) {
+      EXPECT_EQ(hex(Hmac(key1, {data1})), want1);
+      EXPECT_EQ(hex(Hmac(key1, {data1})), want1);
+      EXPECT_EQ(hex(Hmac(key2, {data2})), want2);
+      // The same bytes in several parts.
+      std::span<const uint8_t> d2(data2);
+      EXPECT_EQ(hex(Hmac(key2, {d2.first(4), d2.subspan(4, 10), d2.subspan(14)})), want2);
+    }
+  };
+  check();
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 4; ++t) threads.emplace_back(check);
+  for (auto& t : threads) t.join();
 }
 
 TEST(ClusterKey, CreatedPrivateAndRefusedWhenReadable) {
