@@ -435,6 +435,7 @@ void BcsEngine::RemoveJob(uint64_t job) {
     ::unlink(r->path.c_str());
     if (j->plan) ::unlink((r->path + ".replay").c_str());
   }
+  Ring();  // the bell thread lets go of j
 }
 
 // The rank is gos-rank-init's only child: /proc/<init>/task/<init>/children.
@@ -474,8 +475,10 @@ void BcsEngine::OnStrobe(uint64_t strobe, uint32_t row, bool early) {
   s_->row = row;
   s_->early = early;
   std::vector<std::shared_ptr<Job>> jobs;
+  bool any_job = false;
   {
     std::lock_guard<std::mutex> lock(s_->mu);
+    any_job = !s_->jobs.empty();
     // A held job is left exactly as it is: its channels are being dumped, or it waits for
     // its other nodes to restore it.
     for (auto& [id, j] : s_->jobs) {
@@ -530,7 +533,9 @@ void BcsEngine::OnStrobe(uint64_t strobe, uint32_t row, bool early) {
   // Reports of "all blocked" made during the slice carry the previous strobe, which the
   // coordinator ignores; from now on they count.
   s_->applied = strobe;
-  Ring();
+  // With no communicating job on the node the bell thread has nothing to look at again (a
+  // job added later rings it): waking it would be a context switch per strobe for nothing.
+  if (any_job) Ring();
 }
 
 std::shared_ptr<BcsEngine::Job> BcsEngine::FindJob(uint64_t job) {

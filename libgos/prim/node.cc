@@ -1221,8 +1221,11 @@ void NodeImpl::Reject(NodeId from, const std::string& why) {
 
 void NodeImpl::Signal(EventId event, Status status) {
   if (event == kNoEvent) return;
-  std::lock_guard<std::mutex> lock(mu_);
-  events_[event].push_back(std::move(status));
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    events_[event].push_back(std::move(status));
+  }
+  // After the unlock: a waiter woken under the lock would only block again on mu_.
   event_cv_[event].notify_all();
 }
 
@@ -1644,14 +1647,16 @@ void NodeImpl::FinishCaw(const ControlMsg& request, bool result, const Status& s
 }
 
 void NodeImpl::CompleteWaiter(uint32_t seq, bool result, const Status& status) {
-  std::lock_guard<std::mutex> lock(mu_);
-  auto it = caw_waiters_.find(seq);
-  if (it == caw_waiters_.end()) return;  // Caller gave up (deadline).
-  it->second->done = true;
-  it->second->result = result;
-  it->second->status = status;
-  caw_waiters_.erase(it);
-  caw_cv_.notify_all();
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = caw_waiters_.find(seq);
+    if (it == caw_waiters_.end()) return;  // Caller gave up (deadline).
+    it->second->done = true;
+    it->second->result = result;
+    it->second->status = status;
+    caw_waiters_.erase(it);
+  }
+  caw_cv_.notify_all();  // after the unlock, as in Signal
 }
 
 void NodeImpl::ApplyWrite(const ControlMsg& m) { Store(m.write_var, m.write_value); }
