@@ -142,4 +142,27 @@ uint64_t DeriveContext(uint64_t parent, uint64_t serial, uint64_t salt) {
   return h;
 }
 
+uint64_t GroupKey(std::span<const int> world_ranks, int tag) {
+  uint64_t h = Mix64(0x67726f7570ULL ^ static_cast<uint64_t>(static_cast<uint32_t>(tag)));
+  h = Mix64(h ^ world_ranks.size());
+  for (int w : world_ranks) h = Mix64(h ^ static_cast<uint64_t>(static_cast<uint32_t>(w)));
+  return h;
+}
+
+bool ExpandRanges(int n, const int (*ranges)[3], int size, std::vector<int>* ranks) {
+  if (n < 0 || (n > 0 && ranges == nullptr)) return false;
+  std::vector<bool> seen(static_cast<size_t>(size > 0 ? size : 0), false);
+  for (int i = 0; i < n; ++i) {
+    const int first = ranges[i][0], last = ranges[i][1], stride = ranges[i][2];
+    if (stride == 0 || first < 0 || first >= size || last < 0 || last >= size) return false;
+    if ((stride > 0 && first > last) || (stride < 0 && first < last)) return false;
+    for (long r = first; stride > 0 ? r <= last : r >= last; r += stride) {
+      if (seen[static_cast<size_t>(r)]) return false;
+      seen[static_cast<size_t>(r)] = true;
+      ranks->push_back(static_cast<int>(r));
+    }
+  }
+  return true;
+}
+
 }  // namespace gos::mpi

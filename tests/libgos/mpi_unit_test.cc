@@ -320,6 +320,38 @@ TEST(MpiCommSplit, AllSameKeyKeepsParentOrder) {
   EXPECT_EQ(SplitMembers(e, 3, MPI_UNDEFINED), want);
 }
 
+TEST(MpiGroupRanges, ExpandsTripletsInOrder) {
+  std::vector<int> r;
+  const int ranges[][3] = {{6, 2, -2}, {1, 7, 6}, {3, 3, 1}};
+  ASSERT_TRUE(ExpandRanges(3, ranges, 8, &r));
+  EXPECT_EQ(r, (std::vector<int>{6, 4, 2, 1, 7, 3}));
+  r.clear();
+  const int last_not_reached[][3] = {{0, 6, 4}};  // 0, 4: the stride steps over 6
+  ASSERT_TRUE(ExpandRanges(1, last_not_reached, 8, &r));
+  EXPECT_EQ(r, (std::vector<int>{0, 4}));
+}
+
+TEST(MpiGroupRanges, RejectsBadTriplets) {
+  std::vector<int> r;
+  const int zero_stride[][3] = {{0, 3, 0}};
+  const int outside[][3] = {{0, 8, 1}};
+  const int away[][3] = {{5, 1, 1}};
+  const int twice[][3] = {{0, 4, 2}, {2, 3, 1}};
+  EXPECT_FALSE(ExpandRanges(1, zero_stride, 8, &r));
+  EXPECT_FALSE(ExpandRanges(1, outside, 8, &r));
+  EXPECT_FALSE(ExpandRanges(1, away, 8, &r));
+  EXPECT_FALSE(ExpandRanges(2, twice, 8, &r));
+  EXPECT_FALSE(ExpandRanges(-1, nullptr, 8, &r));
+}
+
+TEST(MpiCommCreateGroup, KeyDependsOnMembersTheirOrderAndTag) {
+  const std::vector<int> a = {0, 2, 4}, b = {4, 2, 0};
+  EXPECT_EQ(GroupKey(a, 7), GroupKey(std::vector<int>{0, 2, 4}, 7));
+  EXPECT_NE(GroupKey(a, 7), GroupKey(b, 7));
+  EXPECT_NE(GroupKey(a, 7), GroupKey(a, 8));
+  EXPECT_NE(GroupKey(a, 0), GroupKey(std::vector<int>{0, 2}, 0));
+}
+
 TEST(MpiTopology, DimsCreateIsBalancedNonIncreasingAndKeepsGivenEntries) {
   auto dims = [](int n, std::vector<int> d) { return DimsCreate(n, d) ? d : std::vector<int>{-1}; };
   EXPECT_EQ(dims(6, {0, 0}), (std::vector<int>{3, 2}));
