@@ -2327,7 +2327,8 @@ int MPI_Cart_create(MPI_Comm comm_old, int ndims, const int dims[], const int pe
                     int /*reorder*/, MPI_Comm* comm_cart) {
   static const char* const kFn = "MPI_Cart_create";
   GOS_MPI_COMM(c, comm_old, kFn);
-  if (ndims < 1 || dims == nullptr || periods == nullptr || comm_cart == nullptr) {
+  // ndims 0 is valid since MPI 2.1: a grid of one point (rank 0 alone).
+  if (ndims < 0 || (ndims > 0 && (dims == nullptr || periods == nullptr)) || comm_cart == nullptr) {
     return Fail(comm_old, kFn, MPI_ERR_ARG);
   }
   gos::mpi::Cart cart;
@@ -2369,7 +2370,9 @@ int MPI_Cart_map(MPI_Comm comm, int ndims, const int dims[], const int /*periods
                  int* newrank) {
   static const char* const kFn = "MPI_Cart_map";
   GOS_MPI_COMM(c, comm, kFn);
-  if (ndims < 1 || dims == nullptr || newrank == nullptr) return Fail(comm, kFn, MPI_ERR_ARG);
+  if (ndims < 0 || (ndims > 0 && dims == nullptr) || newrank == nullptr) {
+    return Fail(comm, kFn, MPI_ERR_ARG);
+  }
   int64_t product = 1;
   for (int i = 0; i < ndims; ++i) {
     if (dims[i] <= 0) return Fail(comm, kFn, MPI_ERR_DIMS);

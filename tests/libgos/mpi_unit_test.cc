@@ -369,6 +369,22 @@ TEST(MpiTopology, DimsCreateIsBalancedNonIncreasingAndKeepsGivenEntries) {
   EXPECT_EQ(dims(0, {0}), (std::vector<int>{-1}));
 }
 
+TEST(MpiTopology, DimsCreateFindsTheClosestFactorsNotAGreedySplit) {
+  auto dims = [](int n, std::vector<int> d) { return DimsCreate(n, d) ? d : std::vector<int>{-1}; };
+  // Handing out prime factors largest first gives 12 x 6, 28 x 18, 30 x 18.
+  EXPECT_EQ(dims(72, {0, 0}), (std::vector<int>{9, 8}));
+  EXPECT_EQ(dims(504, {0, 0}), (std::vector<int>{24, 21}));
+  EXPECT_EQ(dims(540, {0, 0}), (std::vector<int>{27, 20}));
+  EXPECT_EQ(dims(100, {0, 0, 0}), (std::vector<int>{5, 5, 4}));
+  // Equal spreads (21 - 15 = 20 - 14): the larger smallest factor, as MPICH answers.
+  EXPECT_EQ(dims(5040, {0, 0, 0}), (std::vector<int>{21, 16, 15}));
+  EXPECT_EQ(dims(2 * 504, {2, 0, 0}), (std::vector<int>{2, 24, 21}));
+  EXPECT_EQ(dims(1, {}), (std::vector<int>{}));  // 0 dimensions: valid, nothing to fill
+  // A large prime and a large power of two stay quick.
+  EXPECT_EQ(dims(2147483647, {0, 0}), (std::vector<int>{2147483647, 1}));
+  EXPECT_EQ(dims(1 << 30, {0, 0, 0}), (std::vector<int>{1024, 1024, 1024}));
+}
+
 TEST(MpiTopology, CartRanksCoordsAndShiftsAreRowMajorWithPeriodicWrap) {
   Cart c{{3, 4}, {true, false}};  // 12 ranks: rank = x * 4 + y
   EXPECT_EQ(c.Size(), 12);
