@@ -40,6 +40,9 @@ static_assert(MPI_FLOAT_INT - 1 == GOS_FLOAT_INT && MPI_LONG_DOUBLE_INT - 1 == G
 static_assert(MPI_LONG_DOUBLE_INT == GOS_TYPE_COUNT);
 static_assert(MPI_SUM - 1 == GOS_SUM && MPI_BXOR - 1 == GOS_BXOR && MPI_MAXLOC - 1 == GOS_MAXLOC);
 static_assert(MPI_MAXLOC == GOS_OP_COUNT);
+// MPI_AINT, MPI_OFFSET and MPI_COUNT name the basic types of the same C type.
+static_assert(sizeof(MPI_Aint) == sizeof(long) && sizeof(MPI_Offset) == sizeof(long long) &&
+              sizeof(MPI_Count) == sizeof(long long));
 
 constexpr MPI_Datatype kFirstDerivedType = 64;
 constexpr MPI_Op kFirstUserOp = 64;  // MPI_Op_create's handles: kFirstUserOp + index

@@ -34,6 +34,8 @@ typedef int MPI_Info;
 typedef ptrdiff_t MPI_Aint;
 /* MPI-3 large counts (the _x calls). */
 typedef long long MPI_Count;
+/* A file offset (there is no MPI I/O; the type is there for MPI_OFFSET). */
+typedef long long MPI_Offset;
 
 /* MPI_SOURCE, MPI_TAG and MPI_ERROR are public; gos_bytes is private (use MPI_Get_count). */
 typedef struct MPI_Status {
@@ -157,6 +159,11 @@ typedef struct MPI_Status {
 #define MPI_LONG_DOUBLE ((MPI_Datatype)23)
 #define MPI_C_BOOL ((MPI_Datatype)24)
 #define MPI_WCHAR ((MPI_Datatype)25)
+/* The MPI-2.2/3.0 address, offset and count types: the C types they are on this (LP64) ABI,
+ * so MPI_Type_get_name calls them MPI_LONG and MPI_LONG_LONG_INT. */
+#define MPI_AINT MPI_LONG
+#define MPI_OFFSET MPI_LONG_LONG
+#define MPI_COUNT MPI_LONG_LONG
 /* Value/index pairs for MINLOC and MAXLOC: struct { T value; int index; } (C layout). */
 #define MPI_FLOAT_INT ((MPI_Datatype)26)
 #define MPI_DOUBLE_INT ((MPI_Datatype)27)
