@@ -95,15 +95,28 @@ StepResult Matcher::Step(uint64_t strobe, std::span<const Posted> posted) {
         }
         break;
       case bcs::Op::kCancel: {
-        // Before this strobe's matching: a send exchanged at the same strobe does not win.
+        // Before this strobe's matching: a send exchanged at the same strobe does not win. The
+        // request is the rank's own receive, or its own send still waiting for a receive
+        // (queued under its destination); one already matched completes as matched.
+        RankCompletion c = Done(p.rank, d.req, 0, -1, -1, bcs::kOk);
+        c.c.flags |= bcs::kComplCancelled;
         std::deque<Posted>& recvs = recvs_[p.rank];
         auto it = std::find_if(recvs.begin(), recvs.end(),
                                [&](const Posted& r) { return r.d.req == d.req; });
         if (it != recvs.end()) {
-          RankCompletion c = Done(p.rank, d.req, 0, -1, -1, bcs::kOk);
-          c.c.flags |= bcs::kComplCancelled;
           out.completions.push_back(c);
           recvs.erase(it);
+          break;
+        }
+        for (std::deque<SendEntry>& sends : sends_) {
+          auto s = std::find_if(sends.begin(), sends.end(), [&](const SendEntry& e) {
+            return e.p.rank == p.rank && e.p.d.req == d.req;
+          });
+          if (s != sends.end()) {
+            out.completions.push_back(c);
+            sends.erase(s);
+            break;
+          }
         }
         break;
       }

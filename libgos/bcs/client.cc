@@ -663,6 +663,7 @@ void FillStatus(const Request& r, gos_status_t* st) {
   if (st == nullptr) return;
   if (r.kind == Kind::kSend) {
     *st = gos_status_t{-1, -1, 0, r.agent_done ? MapError(r.c.error) : GOS_OK};
+    if (r.agent_done && (r.c.flags & kComplCancelled) != 0) st->cancelled = 1;
     return;
   }
   *st = gos_status_t{WorldToComm(r.comm, r.c.source), r.c.tag, static_cast<size_t>(r.c.len),
@@ -764,7 +765,10 @@ int Cancel(const gos_request_t* req) {
   if (!Ready()) return GOS_ERR_NOT_INIT;
   Request* r = UserRequest(*req);
   if (r == nullptr) return GOS_ERR_REQUEST;
-  if (r->kind != Kind::kRecv || r->agent_done || r->cancel_posted) return GOS_OK;
+  // An eager send is complete for the user from the start: nothing left to cancel.
+  if ((r->kind != Kind::kRecv && r->kind != Kind::kSend) || r->UserDone() || r->cancel_posted) {
+    return GOS_OK;
+  }
   r->cancel_posted = true;
   Descriptor d;
   d.req = *req;

@@ -1,6 +1,7 @@
 #include "libgos/mpi/comm_logic.h"
 
 #include <algorithm>
+#include <climits>
 #include <functional>
 
 namespace gos::mpi {
@@ -33,6 +34,43 @@ std::vector<int> SplitMembers(std::span<const SplitEntry> entries, int my_rank, 
   return members;
 }
 
+namespace {
+
+// The factorizations of m into `left` factors, each >= `low`, in non-decreasing order, are
+// searched for the one whose largest minus smallest factor (`first` being the smallest so far)
+// is least; `cur` holds the factors chosen so far. Of equal spreads the last found wins: the
+// one with the largest smallest factor (MPICH's choice too, e.g. 5040 in 3-d is 21 x 16 x 15,
+// not 20 x 18 x 14).
+void BalancedSearch(int m, int left, int low, int first, std::vector<int>& cur,
+                    std::vector<int>& best, int& best_spread) {
+  if (left == 1) {
+    if (m < low) return;
+    const int spread = m - (cur.empty() ? m : first);
+    if (spread <= best_spread) {
+      best_spread = spread;
+      best = cur;
+      best.push_back(m);
+    }
+    return;
+  }
+  // f^left <= m: the later factors are at least f.
+  for (int f = low;; ++f) {
+    int64_t power = 1;
+    for (int i = 0; i < left && power <= m; ++i) power *= f;
+    if (power > m) break;
+    if (m % f != 0) continue;
+    const int smallest = cur.empty() ? f : first;
+    // The largest factor is at least the (left-1)-th root of m / f, so at least f: once f
+    // minus the smallest exceeds the best spread, no larger f can do as well.
+    if (f - smallest > best_spread) break;
+    cur.push_back(f);
+    BalancedSearch(m / f, left - 1, f, smallest, cur, best, best_spread);
+    cur.pop_back();
+  }
+}
+
+}  // namespace
+
 bool DimsCreate(int nnodes, std::span<int> dims) {
   if (nnodes < 1) return false;
   int fixed = 1, free = 0;
@@ -45,22 +83,14 @@ bool DimsCreate(int nnodes, std::span<int> dims) {
     }
   }
   if (nnodes % fixed != 0) return false;
-  int rest = nnodes / fixed;
+  const int rest = nnodes / fixed;
   if (free == 0) return rest == 1;
-  // Prime factors of rest, largest first, each given to the free entry with the smallest
-  // product so far: balanced, then sorted non-increasing.
-  std::vector<int> factors;
-  for (int p = 2; p * p <= rest; ++p) {
-    while (rest % p == 0) {
-      factors.push_back(p);
-      rest /= p;
-    }
-  }
-  if (rest > 1) factors.push_back(rest);
-  std::vector<int> got(static_cast<size_t>(free), 1);
-  for (auto it = factors.rbegin(); it != factors.rend(); ++it) {
-    *std::min_element(got.begin(), got.end()) *= *it;
-  }
+  // MPI: the free dimensions as close to each other as possible. Of all the ways to write
+  // `rest` as a product of `free` factors, the one whose largest and smallest factors differ
+  // least (a greedy split of the prime factors is not enough: 72 would be 12 x 6, not 9 x 8).
+  std::vector<int> cur, got;
+  int spread = INT_MAX;
+  BalancedSearch(rest, free, 1, 0, cur, got, spread);
   std::sort(got.begin(), got.end(), std::greater<int>());
   size_t k = 0;
   for (int& d : dims) {
@@ -140,6 +170,29 @@ uint64_t DeriveContext(uint64_t parent, uint64_t serial, uint64_t salt) {
   // Ids 0..2 are reserved; landing there is a 3-in-2^63 event, moved deterministically.
   if (h <= 2) h += 3;
   return h;
+}
+
+uint64_t GroupKey(std::span<const int> world_ranks, int tag) {
+  uint64_t h = Mix64(0x67726f7570ULL ^ static_cast<uint64_t>(static_cast<uint32_t>(tag)));
+  h = Mix64(h ^ world_ranks.size());
+  for (int w : world_ranks) h = Mix64(h ^ static_cast<uint64_t>(static_cast<uint32_t>(w)));
+  return h;
+}
+
+bool ExpandRanges(int n, const int (*ranges)[3], int size, std::vector<int>* ranks) {
+  if (n < 0 || (n > 0 && ranges == nullptr)) return false;
+  std::vector<bool> seen(static_cast<size_t>(size > 0 ? size : 0), false);
+  for (int i = 0; i < n; ++i) {
+    const int first = ranges[i][0], last = ranges[i][1], stride = ranges[i][2];
+    if (stride == 0 || first < 0 || first >= size || last < 0 || last >= size) return false;
+    if ((stride > 0 && first > last) || (stride < 0 && first < last)) return false;
+    for (long r = first; stride > 0 ? r <= last : r >= last; r += stride) {
+      if (seen[static_cast<size_t>(r)]) return false;
+      seen[static_cast<size_t>(r)] = true;
+      ranks->push_back(static_cast<int>(r));
+    }
+  }
+  return true;
 }
 
 }  // namespace gos::mpi

@@ -24,6 +24,18 @@ std::vector<int> SplitMembers(std::span<const SplitEntry> entries, int my_rank, 
 // Salt of MPI_Comm_dup in DeriveContext (split colors are ints, so they never equal it).
 inline constexpr uint64_t kDupSalt = uint64_t{1} << 40;
 
+// Salt of MPI_Comm_create_group in DeriveContext, xored with the GroupKey: it differs from
+// every split color (< 2^31) and from kDupSalt unless the 64-bit key happens to cancel it.
+inline constexpr uint64_t kCreateGroupSalt = uint64_t{1} << 41;
+
+// MPI_Comm_create_group's key: a 64-bit mix of the group's world ranks, in order, and the tag.
+uint64_t GroupKey(std::span<const int> world_ranks, int tag);
+
+// MPI_Group_range_incl/_excl: appends to *ranks the ranks of `n` triplets {first, last,
+// stride} of a group of `size`. False when a triplet is invalid (stride 0, a rank outside the
+// group, a range running away from last) or a rank appears twice.
+bool ExpandRanges(int n, const int (*ranges)[3], int size, std::vector<int>* ranks);
+
 // The context id of the `serial`-th communicator created from the communicator with context
 // `parent` (serial counts dup and split calls on the parent, identically on every member), for
 // split color `salt` (or kDupSalt for a dup). A 64-bit mix of the three, with the collective

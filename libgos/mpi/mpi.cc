@@ -40,6 +40,9 @@ static_assert(MPI_FLOAT_INT - 1 == GOS_FLOAT_INT && MPI_LONG_DOUBLE_INT - 1 == G
 static_assert(MPI_LONG_DOUBLE_INT == GOS_TYPE_COUNT);
 static_assert(MPI_SUM - 1 == GOS_SUM && MPI_BXOR - 1 == GOS_BXOR && MPI_MAXLOC - 1 == GOS_MAXLOC);
 static_assert(MPI_MAXLOC == GOS_OP_COUNT);
+// MPI_AINT, MPI_OFFSET and MPI_COUNT name the basic types of the same C type.
+static_assert(sizeof(MPI_Aint) == sizeof(long) && sizeof(MPI_Offset) == sizeof(long long) &&
+              sizeof(MPI_Count) == sizeof(long long));
 
 constexpr MPI_Datatype kFirstDerivedType = 64;
 constexpr MPI_Op kFirstUserOp = 64;  // MPI_Op_create's handles: kFirstUserOp + index
@@ -78,6 +81,9 @@ struct Comm {
   std::optional<gos::mpi::Cart> cart;        // MPI_Cart_create's topology (kept by MPI_Comm_dup)
   std::optional<DistGraph> graph;            // MPI_Dist_graph_create_adjacent's (kept by dup)
   std::vector<std::pair<int, void*>> attrs;  // user attributes (keyval, value), in set order
+  // MPI_Comm_create_group calls so far per (group, tag) key: only the group's members call
+  // it, so `children` cannot number them; each member counts the calls for its own group.
+  std::map<uint64_t, uint64_t> group_creates;
 
   int WorldRank(int r) const { return g.world != nullptr ? g.world[r] : r; }
   gos_comm_t Collective() const {
@@ -120,6 +126,7 @@ struct Persistent {
   void* rbuf = nullptr;
   int count = 0;
   MPI_Datatype type = MPI_DATATYPE_NULL;
+  TypePtr layout;  // the type's layout, kept: the handle may be freed before MPI_Start
   int peer = 0, tag = 0;
   MPI_Comm comm = MPI_COMM_NULL;
   MPI_Request active = MPI_REQUEST_NULL;
@@ -520,10 +527,12 @@ MPI_Request ProcNullRequest(MPI_Comm comm) {
 int CheckCount(int count) { return count < 0 ? MPI_ERR_COUNT : MPI_SUCCESS; }
 
 // Starts a send of count x dt on `gc` (the communicator's or its collective context).
-int StartSend(const void* buf, int count, MPI_Datatype dt, int dest, int tag, MPI_Comm comm,
+// `t` is the type's layout itself, not its handle: a persistent request keeps the layout, and
+// the program may free the handle before MPI_Start (MPI 4.1, 5.1.9: pending operations are
+// not affected).
+int StartSend(const void* buf, int count, const TypePtr& t, int dest, int tag, MPI_Comm comm,
               const gos_comm_t& gc, int flags, MPI_Request* out) {
   if (int e = CheckCount(count)) return e;
-  TypePtr t = FindType(dt);
   if (t == nullptr) return MPI_ERR_TYPE;
   if (dest == MPI_PROC_NULL) {
     *out = ProcNullRequest(comm);
@@ -550,10 +559,9 @@ int StartSend(const void* buf, int count, MPI_Datatype dt, int dest, int tag, MP
   return MPI_SUCCESS;
 }
 
-int StartRecv(void* buf, int count, MPI_Datatype dt, int source, int tag, MPI_Comm comm,
+int StartRecv(void* buf, int count, const TypePtr& t, int source, int tag, MPI_Comm comm,
               const gos_comm_t& gc, MPI_Request* out) {
   if (int e = CheckCount(count)) return e;
-  TypePtr t = FindType(dt);
   if (t == nullptr) return MPI_ERR_TYPE;
   if (source == MPI_PROC_NULL) {
     *out = ProcNullRequest(comm);
@@ -582,6 +590,16 @@ int StartRecv(void* buf, int count, MPI_Datatype dt, int source, int tag, MPI_Co
   }
   *out = r;
   return MPI_SUCCESS;
+}
+
+int StartSend(const void* buf, int count, MPI_Datatype dt, int dest, int tag, MPI_Comm comm,
+              const gos_comm_t& gc, int flags, MPI_Request* out) {
+  return StartSend(buf, count, FindType(dt), dest, tag, comm, gc, flags, out);
+}
+
+int StartRecv(void* buf, int count, MPI_Datatype dt, int source, int tag, MPI_Comm comm,
+              const gos_comm_t& gc, MPI_Request* out) {
+  return StartRecv(buf, count, FindType(dt), source, tag, comm, gc, out);
 }
 
 int WaitOne(MPI_Request r, MPI_Status* status) {
@@ -793,11 +811,12 @@ MPI_Comm AddComm(std::unique_ptr<Comm> c) {
   return static_cast<MPI_Comm>(s.comms.size() - 1);
 }
 
-// Makes the communicator of parent members `members` (parent ranks, in new-rank order).
-MPI_Comm MakeChild(const Comm& parent, const std::vector<int>& members, uint64_t salt) {
+// Makes the communicator of parent members `members` (parent ranks, in new-rank order) with
+// context `ctx`.
+MPI_Comm MakeChildWithContext(const Comm& parent, const std::vector<int>& members, uint64_t ctx) {
   auto c = std::make_unique<Comm>();
   c->errhandler = parent.errhandler;
-  c->g.ctx = gos::mpi::DeriveContext(parent.g.ctx, parent.children, salt);
+  c->g.ctx = ctx;
   c->g.size = static_cast<int>(members.size());
   c->world_to_comm.assign(static_cast<size_t>(gos_world_size()), -1);
   for (size_t i = 0; i < members.size(); ++i) {
@@ -809,6 +828,13 @@ MPI_Comm MakeChild(const Comm& parent, const std::vector<int>& members, uint64_t
   c->g.world = c->world.data();
   c->g.world_to_comm = c->world_to_comm.data();
   return AddComm(std::move(c));
+}
+
+// Makes the communicator of parent members `members` (parent ranks, in new-rank order): the
+// parent's next dup/split child, for split color `salt` (or kDupSalt).
+MPI_Comm MakeChild(const Comm& parent, const std::vector<int>& members, uint64_t salt) {
+  return MakeChildWithContext(parent, members,
+                              gos::mpi::DeriveContext(parent.g.ctx, parent.children, salt));
 }
 
 int InitState() {
@@ -993,7 +1019,7 @@ Keyval* FindKeyval(int keyval) {
   return &s.keyvals[static_cast<size_t>(keyval - kFirstKeyval)];
 }
 
-bool IsPredefinedKeyval(int keyval) { return keyval >= MPI_TAG_UB && keyval <= MPI_APPNUM; }
+bool IsPredefinedKeyval(int keyval) { return keyval >= MPI_TAG_UB && keyval <= MPI_LASTUSEDCODE; }
 
 std::vector<std::pair<int, void*>>::iterator FindAttr(Comm* c, int keyval) {
   return std::find_if(c->attrs.begin(), c->attrs.end(),
@@ -1201,15 +1227,47 @@ int MPI_Comm_create(MPI_Comm comm, MPI_Group group, MPI_Comm* newcomm) {
       return Fail(comm, kFn, MPI_ERR_GROUP);  // not a subset of comm
     }
   }
-  // Members in group order; the others get MPI_COMM_NULL (a split every member makes).
+  // Members in group order; the others get MPI_COMM_NULL (a split every member makes). Since
+  // MPI 2.2 the ranks may pass different, disjoint groups and each group becomes its own
+  // communicator: the color is the group's lowest world rank, which disjoint groups never
+  // share.
   const int at = GroupRankOf(*g, c->WorldRank(c->g.rank));
-  return MPI_Comm_split(comm, at < 0 ? MPI_UNDEFINED : 0, at, newcomm);
+  const int color = at < 0 ? MPI_UNDEFINED : *std::min_element(g->begin(), g->end());
+  return MPI_Comm_split(comm, color, at, newcomm);
+}
+
+int MPI_Comm_create_group(MPI_Comm comm, MPI_Group group, int tag, MPI_Comm* newcomm) {
+  static const char* const kFn = "MPI_Comm_create_group";
+  GOS_MPI_COMM(c, comm, kFn);
+  const std::vector<int>* g = FindGroup(group);
+  if (g == nullptr) return Fail(comm, kFn, MPI_ERR_GROUP);
+  if (tag < 0) return Fail(comm, kFn, MPI_ERR_TAG);
+  if (newcomm == nullptr) return Fail(comm, kFn, MPI_ERR_ARG);
+  std::vector<int> members;
+  for (int w : *g) {
+    const int r = w < 0 || w >= gos_world_size()  ? -1
+                  : c->g.world_to_comm != nullptr ? c->g.world_to_comm[w]
+                                                  : w;
+    if (r < 0 || r >= c->g.size) return Fail(comm, kFn, MPI_ERR_GROUP);  // not a subset of comm
+    members.push_back(r);
+  }
+  if (std::find(members.begin(), members.end(), c->g.rank) == members.end()) {
+    *newcomm = MPI_COMM_NULL;
+    return MPI_SUCCESS;
+  }
+  // Only the members call, so the context comes from what they all share and nobody else
+  // does: the group (in order), the tag, and how many times they made one of this key.
+  const uint64_t key = gos::mpi::GroupKey(*g, tag);
+  const uint64_t serial = c->group_creates[key]++;
+  *newcomm = MakeChildWithContext(
+      *c, members, gos::mpi::DeriveContext(c->g.ctx, serial, gos::mpi::kCreateGroupSalt ^ key));
+  return MPI_SUCCESS;
 }
 
 int MPI_Comm_get_attr(MPI_Comm comm, int comm_keyval, void* attribute_val, int* flag) {
   static const char* const kFn = "MPI_Comm_get_attr";
   static int tag_ub = 0x7fffffff, host = MPI_PROC_NULL, io = MPI_ANY_SOURCE, wtime_global = 0,
-             universe = 0;
+             universe = 0, last_code = MPI_ERR_LASTCODE;
   GOS_MPI_COMM(c, comm, kFn);
   if (attribute_val == nullptr || flag == nullptr) return Fail(comm, kFn, MPI_ERR_ARG);
   if (!IsPredefinedKeyval(comm_keyval)) {
@@ -1236,6 +1294,9 @@ int MPI_Comm_get_attr(MPI_Comm comm, int comm_keyval, void* attribute_val, int* 
     case MPI_UNIVERSE_SIZE:
       universe = gos_world_size();
       value = &universe;
+      break;
+    case MPI_LASTUSEDCODE:
+      value = &last_code;  // there are no user error codes (MPI_Add_error_code)
       break;
     default:
       break;
@@ -1365,6 +1426,28 @@ int MPI_Group_excl(MPI_Group group, int n, const int ranks[], MPI_Group* newgrou
   }
   *newgroup = out.empty() ? MPI_GROUP_EMPTY : AddGroup(std::move(out));
   return MPI_SUCCESS;
+}
+
+int MPI_Group_range_incl(MPI_Group group, int n, int ranges[][3], MPI_Group* newgroup) {
+  static const char* const kFn = "MPI_Group_range_incl";
+  const std::vector<int>* g = FindGroup(group);
+  if (g == nullptr) return Fail(MPI_COMM_WORLD, kFn, MPI_ERR_GROUP);
+  std::vector<int> ranks;
+  if (!gos::mpi::ExpandRanges(n, ranges, static_cast<int>(g->size()), &ranks)) {
+    return Fail(MPI_COMM_WORLD, kFn, MPI_ERR_RANK);
+  }
+  return MPI_Group_incl(group, static_cast<int>(ranks.size()), ranks.data(), newgroup);
+}
+
+int MPI_Group_range_excl(MPI_Group group, int n, int ranges[][3], MPI_Group* newgroup) {
+  static const char* const kFn = "MPI_Group_range_excl";
+  const std::vector<int>* g = FindGroup(group);
+  if (g == nullptr) return Fail(MPI_COMM_WORLD, kFn, MPI_ERR_GROUP);
+  std::vector<int> ranks;
+  if (!gos::mpi::ExpandRanges(n, ranges, static_cast<int>(g->size()), &ranks)) {
+    return Fail(MPI_COMM_WORLD, kFn, MPI_ERR_RANK);
+  }
+  return MPI_Group_excl(group, static_cast<int>(ranks.size()), ranks.data(), newgroup);
 }
 
 }  // extern "C"
@@ -1933,7 +2016,8 @@ int NewPersistent(Persistent p, MPI_Request* request, const char* fn) {
   if (request == nullptr) return Fail(p.comm, fn, MPI_ERR_ARG);
   if (FindComm(p.comm) == nullptr) return Fail(p.comm, fn, MPI_ERR_COMM);
   if (p.count < 0) return Fail(p.comm, fn, MPI_ERR_COUNT);
-  if (FindType(p.type) == nullptr) return Fail(p.comm, fn, MPI_ERR_TYPE);
+  p.layout = FindType(p.type);
+  if (p.layout == nullptr) return Fail(p.comm, fn, MPI_ERR_TYPE);
   p.in_use = true;
   auto& t = S().persistent;
   for (size_t i = 0; i < t.size(); ++i) {
@@ -1986,12 +2070,12 @@ int MPI_Start(MPI_Request* request) {
   GOS_MPI_COMM(c, p->comm, kFn);
   if (p->send) {
     GOS_MPI_CHECK(p->comm, kFn,
-                  StartSend(p->sbuf, p->count, p->type, p->peer, p->tag, p->comm, c->g, p->flags,
+                  StartSend(p->sbuf, p->count, p->layout, p->peer, p->tag, p->comm, c->g, p->flags,
                             &p->active));
   } else {
     GOS_MPI_CHECK(
         p->comm, kFn,
-        StartRecv(p->rbuf, p->count, p->type, p->peer, p->tag, p->comm, c->g, &p->active));
+        StartRecv(p->rbuf, p->count, p->layout, p->peer, p->tag, p->comm, c->g, &p->active));
   }
   return MPI_SUCCESS;
 }
@@ -2246,7 +2330,8 @@ int MPI_Cart_create(MPI_Comm comm_old, int ndims, const int dims[], const int pe
                     int /*reorder*/, MPI_Comm* comm_cart) {
   static const char* const kFn = "MPI_Cart_create";
   GOS_MPI_COMM(c, comm_old, kFn);
-  if (ndims < 1 || dims == nullptr || periods == nullptr || comm_cart == nullptr) {
+  // ndims 0 is valid since MPI 2.1: a grid of one point (rank 0 alone).
+  if (ndims < 0 || (ndims > 0 && (dims == nullptr || periods == nullptr)) || comm_cart == nullptr) {
     return Fail(comm_old, kFn, MPI_ERR_ARG);
   }
   gos::mpi::Cart cart;
@@ -2288,7 +2373,9 @@ int MPI_Cart_map(MPI_Comm comm, int ndims, const int dims[], const int /*periods
                  int* newrank) {
   static const char* const kFn = "MPI_Cart_map";
   GOS_MPI_COMM(c, comm, kFn);
-  if (ndims < 1 || dims == nullptr || newrank == nullptr) return Fail(comm, kFn, MPI_ERR_ARG);
+  if (ndims < 0 || (ndims > 0 && dims == nullptr) || newrank == nullptr) {
+    return Fail(comm, kFn, MPI_ERR_ARG);
+  }
   int64_t product = 1;
   for (int i = 0; i < ndims; ++i) {
     if (dims[i] <= 0) return Fail(comm, kFn, MPI_ERR_DIMS);
@@ -3058,6 +3145,15 @@ int MPI_Type_create_indexed_block(int count, int blocklength, const int displace
   }
   return AddBlocksType("MPI_Type_create_indexed_block", count, nullptr, nullptr, displacements,
                        nullptr, oldtype, newtype, blocklength);
+}
+
+int MPI_Type_create_hindexed_block(int count, int blocklength, const MPI_Aint displacements[],
+                                   MPI_Datatype oldtype, MPI_Datatype* newtype) {
+  static const char* const kFn = "MPI_Type_create_hindexed_block";
+  if (blocklength < 0) return Fail(MPI_COMM_WORLD, kFn, MPI_ERR_COUNT);
+  if (count > 0 && displacements == nullptr) return Fail(MPI_COMM_WORLD, kFn, MPI_ERR_ARG);
+  return AddBlocksType(kFn, count, nullptr, displacements, nullptr, nullptr, oldtype, newtype,
+                       blocklength);
 }
 
 int MPI_Type_create_resized(MPI_Datatype oldtype, MPI_Aint lb, MPI_Aint extent,

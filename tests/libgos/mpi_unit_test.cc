@@ -320,6 +320,38 @@ TEST(MpiCommSplit, AllSameKeyKeepsParentOrder) {
   EXPECT_EQ(SplitMembers(e, 3, MPI_UNDEFINED), want);
 }
 
+TEST(MpiGroupRanges, ExpandsTripletsInOrder) {
+  std::vector<int> r;
+  const int ranges[][3] = {{6, 2, -2}, {1, 7, 6}, {3, 3, 1}};
+  ASSERT_TRUE(ExpandRanges(3, ranges, 8, &r));
+  EXPECT_EQ(r, (std::vector<int>{6, 4, 2, 1, 7, 3}));
+  r.clear();
+  const int last_not_reached[][3] = {{0, 6, 4}};  // 0, 4: the stride steps over 6
+  ASSERT_TRUE(ExpandRanges(1, last_not_reached, 8, &r));
+  EXPECT_EQ(r, (std::vector<int>{0, 4}));
+}
+
+TEST(MpiGroupRanges, RejectsBadTriplets) {
+  std::vector<int> r;
+  const int zero_stride[][3] = {{0, 3, 0}};
+  const int outside[][3] = {{0, 8, 1}};
+  const int away[][3] = {{5, 1, 1}};
+  const int twice[][3] = {{0, 4, 2}, {2, 3, 1}};
+  EXPECT_FALSE(ExpandRanges(1, zero_stride, 8, &r));
+  EXPECT_FALSE(ExpandRanges(1, outside, 8, &r));
+  EXPECT_FALSE(ExpandRanges(1, away, 8, &r));
+  EXPECT_FALSE(ExpandRanges(2, twice, 8, &r));
+  EXPECT_FALSE(ExpandRanges(-1, nullptr, 8, &r));
+}
+
+TEST(MpiCommCreateGroup, KeyDependsOnMembersTheirOrderAndTag) {
+  const std::vector<int> a = {0, 2, 4}, b = {4, 2, 0};
+  EXPECT_EQ(GroupKey(a, 7), GroupKey(std::vector<int>{0, 2, 4}, 7));
+  EXPECT_NE(GroupKey(a, 7), GroupKey(b, 7));
+  EXPECT_NE(GroupKey(a, 7), GroupKey(a, 8));
+  EXPECT_NE(GroupKey(a, 0), GroupKey(std::vector<int>{0, 2}, 0));
+}
+
 TEST(MpiTopology, DimsCreateIsBalancedNonIncreasingAndKeepsGivenEntries) {
   auto dims = [](int n, std::vector<int> d) { return DimsCreate(n, d) ? d : std::vector<int>{-1}; };
   EXPECT_EQ(dims(6, {0, 0}), (std::vector<int>{3, 2}));
@@ -335,6 +367,22 @@ TEST(MpiTopology, DimsCreateIsBalancedNonIncreasingAndKeepsGivenEntries) {
   EXPECT_EQ(dims(6, {3, 3}), (std::vector<int>{-1}));  // all given, product 9
   EXPECT_EQ(dims(6, {-1, 0}), (std::vector<int>{-1}));
   EXPECT_EQ(dims(0, {0}), (std::vector<int>{-1}));
+}
+
+TEST(MpiTopology, DimsCreateFindsTheClosestFactorsNotAGreedySplit) {
+  auto dims = [](int n, std::vector<int> d) { return DimsCreate(n, d) ? d : std::vector<int>{-1}; };
+  // Handing out prime factors largest first gives 12 x 6, 28 x 18, 30 x 18.
+  EXPECT_EQ(dims(72, {0, 0}), (std::vector<int>{9, 8}));
+  EXPECT_EQ(dims(504, {0, 0}), (std::vector<int>{24, 21}));
+  EXPECT_EQ(dims(540, {0, 0}), (std::vector<int>{27, 20}));
+  EXPECT_EQ(dims(100, {0, 0, 0}), (std::vector<int>{5, 5, 4}));
+  // Equal spreads (21 - 15 = 20 - 14): the larger smallest factor, as MPICH answers.
+  EXPECT_EQ(dims(5040, {0, 0, 0}), (std::vector<int>{21, 16, 15}));
+  EXPECT_EQ(dims(2 * 504, {2, 0, 0}), (std::vector<int>{2, 24, 21}));
+  EXPECT_EQ(dims(1, {}), (std::vector<int>{}));  // 0 dimensions: valid, nothing to fill
+  // A large prime and a large power of two stay quick.
+  EXPECT_EQ(dims(2147483647, {0, 0}), (std::vector<int>{2147483647, 1}));
+  EXPECT_EQ(dims(1 << 30, {0, 0, 0}), (std::vector<int>{1024, 1024, 1024}));
 }
 
 TEST(MpiTopology, CartRanksCoordsAndShiftsAreRowMajorWithPeriodicWrap) {

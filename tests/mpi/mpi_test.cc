@@ -228,7 +228,7 @@ INSTANTIATE_TEST_SUITE_P(
 
 // Newer programs, at 1 rank and at 4 and 6 over one and two nodes.
 INSTANTIATE_TEST_SUITE_P(MorePrograms, SemanticsTest,
-                         ::testing::Combine(::testing::Values("topo_attr"),
+                         ::testing::Combine(::testing::Values("topo_attr", "comm_create"),
                                             ::testing::Values(Layout{1, 1}, Layout{4, 1},
                                                               Layout{4, 2}, Layout{6, 2})),
                          [](const auto& param_info) {

@@ -242,6 +242,34 @@ TEST(MatcherTest, CancelWithdrawsAnUnmatchedReceiveOnly) {
   EXPECT_EQ(m.pending(), 0u);
 }
 
+TEST(MatcherTest, CancelWithdrawsTheRanksOwnUnmatchedSendOnly) {
+  Matcher m(3);
+  // Rank 0 sends twice to rank 1 and once to rank 2; nobody receives yet.
+  std::vector<Posted> in = {Send(0, 0, 1, 5, 8), Send(0, 1, 1, 5, 16), Send(0, 2, 2, 5, 4)};
+  EXPECT_TRUE(m.Step(1, in).completions.empty());
+  // The second send to rank 1 is cancelled by its rank (the same req posted by rank 2 is not
+  // rank 0's and does nothing); it completes cancelled and moves nothing.
+  std::vector<Posted> in2 = {Cancel(2, 0, Req(0, 1)), Cancel(0, 3, Req(0, 1))};
+  StepResult r2 = m.Step(2, in2);
+  ASSERT_EQ(r2.completions.size(), 1u);
+  const RankCompletion c = FindCompletion(r2.completions, 0, Req(0, 1));
+  EXPECT_NE(c.c.flags & bcs::kComplCancelled, 0u);
+  EXPECT_EQ(c.c.len, 0u);
+  EXPECT_EQ(m.pending(), 2u);
+  // A cancel and a matching receive in one strobe: the cancel is taken first, so the receive
+  // gets the next send in order (the first one), not the withdrawn one.
+  std::vector<Posted> in3 = {Recv(2, 1, 0, 5, 64), Cancel(0, 4, Req(0, 2)), Recv(1, 0, 0, 5, 64),
+                             Recv(1, 1, 0, 5, 64)};
+  StepResult r3 = m.Step(3, in3);
+  EXPECT_NE(FindCompletion(r3.completions, 0, Req(0, 2)).c.flags & bcs::kComplCancelled, 0u);
+  ASSERT_EQ(r3.transfers.size(), 1u);
+  EXPECT_EQ(r3.transfers[0].len, 8u);
+  EXPECT_EQ(m.pending(), 2u);  // rank 1's second receive and rank 2's receive wait
+  // Cancelling a send already matched does nothing.
+  std::vector<Posted> in4 = {Cancel(0, 5, Req(0, 0))};
+  EXPECT_TRUE(m.Step(4, in4).completions.empty());
+}
+
 TEST(MatcherTest, AnyTagTakesFirstArrivedOfAnyTag) {
   Matcher m(2);
   std::vector<Posted> in = {Send(0, 0, 1, 9, 1), Send(0, 1, 1, 3, 2),

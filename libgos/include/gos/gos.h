@@ -58,7 +58,7 @@ typedef struct gos_status {
   int tag;
   size_t len;    /* bytes received (or of the probed message) */
   int error;     /* GOS_OK or GOS_ERR_TRUNCATE */
-  int cancelled; /* a receive withdrawn by gos_cancel (then len is 0) */
+  int cancelled; /* a receive or send withdrawn by gos_cancel (then len is 0) */
 } gos_status_t;
 
 /* Flags of gos_isend. */
@@ -91,9 +91,10 @@ size_t gos_eager_bytes(void);
  * st may be NULL. */
 int gos_wait(gos_request_t* req, gos_status_t* st);
 int gos_test(gos_request_t* req, int* flag, gos_status_t* st);
-/* Asks to withdraw a pending receive: at the next strobe it completes cancelled (status
- * `cancelled` = 1) unless a message matched it first. The request must still be waited for
- * or tested. A send, or a completed request, is not cancelled (it completes normally). */
+/* Asks to withdraw a pending receive, or a send that is not complete yet (a send larger than
+ * the eager limit, or a synchronous one): at the next strobe it completes cancelled (status
+ * `cancelled` = 1) unless it was matched first. The request must still be waited for or
+ * tested. An eager send (complete from the start), or a completed request, is not cancelled. */
 int gos_cancel(const gos_request_t* req);
 /* *index = GOS_UNDEFINED_INDEX when every request is GOS_REQUEST_NULL. */
 #define GOS_UNDEFINED_INDEX (-1)

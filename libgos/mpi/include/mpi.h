@@ -34,6 +34,8 @@ typedef int MPI_Info;
 typedef ptrdiff_t MPI_Aint;
 /* MPI-3 large counts (the _x calls). */
 typedef long long MPI_Count;
+/* A file offset (there is no MPI I/O; the type is there for MPI_OFFSET). */
+typedef long long MPI_Offset;
 
 /* MPI_SOURCE, MPI_TAG and MPI_ERROR are public; gos_bytes is private (use MPI_Get_count). */
 typedef struct MPI_Status {
@@ -101,6 +103,7 @@ typedef struct MPI_Status {
 #define MPI_WTIME_IS_GLOBAL 4
 #define MPI_UNIVERSE_SIZE 5
 #define MPI_APPNUM 6
+#define MPI_LASTUSEDCODE 7
 /* No keyval: what MPI_Comm_free_keyval leaves in the handle. */
 #define MPI_KEYVAL_INVALID 0x24000000
 /* MPI_Topo_test. */
@@ -156,6 +159,11 @@ typedef struct MPI_Status {
 #define MPI_LONG_DOUBLE ((MPI_Datatype)23)
 #define MPI_C_BOOL ((MPI_Datatype)24)
 #define MPI_WCHAR ((MPI_Datatype)25)
+/* The MPI-2.2/3.0 address, offset and count types: the C types they are on this (LP64) ABI,
+ * so MPI_Type_get_name calls them MPI_LONG and MPI_LONG_LONG_INT. */
+#define MPI_AINT MPI_LONG
+#define MPI_OFFSET MPI_LONG_LONG
+#define MPI_COUNT MPI_LONG_LONG
 /* Value/index pairs for MINLOC and MAXLOC: struct { T value; int index; } (C layout). */
 #define MPI_FLOAT_INT ((MPI_Datatype)26)
 #define MPI_DOUBLE_INT ((MPI_Datatype)27)
@@ -216,6 +224,9 @@ int MPI_Comm_test_inter(MPI_Comm comm, int* flag);
 int MPI_Comm_split_type(MPI_Comm comm, int split_type, int key, MPI_Info info, MPI_Comm* newcomm);
 int MPI_Comm_compare(MPI_Comm comm1, MPI_Comm comm2, int* result);
 int MPI_Comm_create(MPI_Comm comm, MPI_Group group, MPI_Comm* newcomm);
+/* Called by the group's members only; the others need not call it (a non-member that does
+ * gets MPI_COMM_NULL). Needs no communication. */
+int MPI_Comm_create_group(MPI_Comm comm, MPI_Group group, int tag, MPI_Comm* newcomm);
 int MPI_Comm_group(MPI_Comm comm, MPI_Group* group);
 /* The predefined attributes only: *(int**)attribute_val points at the value. */
 int MPI_Comm_get_attr(MPI_Comm comm, int comm_keyval, void* attribute_val, int* flag);
@@ -266,6 +277,9 @@ int MPI_Group_size(MPI_Group group, int* size);
 int MPI_Group_rank(MPI_Group group, int* rank);
 int MPI_Group_incl(MPI_Group group, int n, const int ranks[], MPI_Group* newgroup);
 int MPI_Group_excl(MPI_Group group, int n, const int ranks[], MPI_Group* newgroup);
+/* ranges[i] = {first, last, stride}: the ranks first, first + stride, ... up to last. */
+int MPI_Group_range_incl(MPI_Group group, int n, int ranges[][3], MPI_Group* newgroup);
+int MPI_Group_range_excl(MPI_Group group, int n, int ranges[][3], MPI_Group* newgroup);
 int MPI_Group_union(MPI_Group group1, MPI_Group group2, MPI_Group* newgroup);
 int MPI_Group_intersection(MPI_Group group1, MPI_Group group2, MPI_Group* newgroup);
 int MPI_Group_difference(MPI_Group group1, MPI_Group group2, MPI_Group* newgroup);
@@ -430,6 +444,8 @@ int MPI_Type_create_hindexed(int count, const int blocklengths[], const MPI_Aint
                              MPI_Datatype oldtype, MPI_Datatype* newtype);
 int MPI_Type_create_indexed_block(int count, int blocklength, const int displacements[],
                                   MPI_Datatype oldtype, MPI_Datatype* newtype);
+int MPI_Type_create_hindexed_block(int count, int blocklength, const MPI_Aint displacements[],
+                                   MPI_Datatype oldtype, MPI_Datatype* newtype);
 int MPI_Type_create_resized(MPI_Datatype oldtype, MPI_Aint lb, MPI_Aint extent,
                             MPI_Datatype* newtype);
 int MPI_Type_dup(MPI_Datatype oldtype, MPI_Datatype* newtype);

@@ -5,7 +5,9 @@
  * MPI_Type_get_true_extent, communicator names, MPI_Error_class, MPI_Get_library_version and
  * MPI_Is_thread_main; MPI_Igather(v) (also in
  * place), MPI_Iscatter(v), MPI_Iallgatherv, MPI_Ialltoallv, MPI_Iscan, MPI_Iexscan and
- * MPI_Ireduce_scatter(_block); MPI_Info objects, MPI_Comm_dup_with_info and MPI_Comm_idup. */
+ * MPI_Ireduce_scatter(_block); MPI_Info objects, MPI_Comm_dup_with_info and MPI_Comm_idup;
+ * the MPI_AINT, MPI_OFFSET and MPI_COUNT types in an MPI_Allreduce (missing from mpi.h
+ * before: MPICH's coll/allred would not compile). */
 #include "check.h"
 
 int main(int argc, char** argv) {
@@ -360,5 +362,23 @@ int main(int argc, char** argv) {
   CHECK_MPI(MPI_Is_thread_main(&main_thread));
   CHECK(main_thread, "MPI_Is_thread_main on the thread that called MPI_Init");
 
+  {
+    MPI_Aint a = (MPI_Aint)1 << 40 | g_rank, asum = 0;
+    MPI_Offset o = -(MPI_Offset)g_rank, omin = 1;
+    MPI_Count c = 3, cmax = 0;
+    int sa = 0, so = 0, sc = 0;
+    CHECK_MPI(MPI_Type_size(MPI_AINT, &sa));
+    CHECK_MPI(MPI_Type_size(MPI_OFFSET, &so));
+    CHECK_MPI(MPI_Type_size(MPI_COUNT, &sc));
+    CHECK(sa == sizeof(MPI_Aint) && so == sizeof(MPI_Offset) && sc == sizeof(MPI_Count),
+          "sizes %d %d %d", sa, so, sc);
+    CHECK_MPI(MPI_Allreduce(&a, &asum, 1, MPI_AINT, MPI_SUM, MPI_COMM_WORLD));
+    CHECK_MPI(MPI_Allreduce(&o, &omin, 1, MPI_OFFSET, MPI_MIN, MPI_COMM_WORLD));
+    CHECK_MPI(MPI_Allreduce(&c, &cmax, 1, MPI_COUNT, MPI_MAX, MPI_COMM_WORLD));
+    CHECK(asum == ((MPI_Aint)g_size << 40) + (MPI_Aint)g_size * (g_size - 1) / 2,
+          "MPI_AINT sum %ld", (long)asum);
+    CHECK(omin == -(MPI_Offset)(g_size - 1) && cmax == 3, "MPI_OFFSET min %lld, MPI_COUNT max %lld",
+          (long long)omin, (long long)cmax);
+  }
   return FinishTest();
 }

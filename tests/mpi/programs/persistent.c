@@ -2,8 +2,10 @@
  * MPI_Start / MPI_Startall in a ring exchange, completed by MPI_Wait, MPI_Waitall and
  * MPI_Testany (an inactive persistent request counts as null; it stays allocated, not
  * MPI_REQUEST_NULL), then MPI_Request_free; MPI_Rsend to a posted receive; MPI_Bsend of a
- * 256 KiB message with an attached buffer, the send buffer overwritten at once after the call.
- * Plain portable MPI: the answers are Open MPI's too. */
+ * 256 KiB message with an attached buffer, the send buffer overwritten at once after the call;
+ * persistent requests whose derived datatype was freed right after MPI_Send_init /
+ * MPI_Recv_init still start (the request keeps the type; before, MPI_Start failed with
+ * MPI_ERR_TYPE). Plain portable MPI: the answers are Open MPI's too. */
 #include "check.h"
 
 #define BIG (256 * 1024 / 4)
@@ -95,6 +97,39 @@ int main(int argc, char** argv) {
     CHECK_MPI(MPI_Buffer_detach(&back, &back_size));
     CHECK(back == attach && back_size == size, "Buffer_detach gave %p %d", back, back_size);
     free(attach);
+  }
+  /* The datatype is freed before the requests are ever started (MPI allows it: pending
+   * operations keep it). A vector takes the packing path, a dup of MPI_INT the plain one. */
+  if (partner != g_rank) {
+    MPI_Datatype every_other, int_dup;
+    CHECK_MPI(MPI_Type_vector(4, 1, 2, MPI_INT, &every_other));
+    CHECK_MPI(MPI_Type_commit(&every_other));
+    CHECK_MPI(MPI_Type_dup(MPI_INT, &int_dup));
+    int sv[8], rv[8], si = 0, ri = -1;
+    MPI_Request pr[4];
+    CHECK_MPI(MPI_Send_init(sv, 1, every_other, partner, 16, MPI_COMM_WORLD, &pr[0]));
+    CHECK_MPI(MPI_Recv_init(rv, 1, every_other, partner, 16, MPI_COMM_WORLD, &pr[1]));
+    CHECK_MPI(MPI_Send_init(&si, 1, int_dup, partner, 17, MPI_COMM_WORLD, &pr[2]));
+    CHECK_MPI(MPI_Recv_init(&ri, 1, int_dup, MPI_ANY_SOURCE, 17, MPI_COMM_WORLD, &pr[3]));
+    CHECK_MPI(MPI_Type_free(&every_other));
+    CHECK_MPI(MPI_Type_free(&int_dup));
+    for (int round = 0; round < 3; ++round) {
+      for (int i = 0; i < 8; ++i) {
+        sv[i] = 1000 * g_rank + 10 * round + i;
+        rv[i] = -1;
+      }
+      si = 100 * g_rank + round;
+      ri = -1;
+      CHECK_MPI(MPI_Startall(4, pr));
+      CHECK_MPI(MPI_Waitall(4, pr, MPI_STATUSES_IGNORE));
+      for (int i = 0; i < 8; ++i) {
+        const int want = i % 2 == 0 ? 1000 * partner + 10 * round + i : -1;
+        CHECK(rv[i] == want, "round %d: freed vector type: rv[%d] = %d, want %d", round, i, rv[i],
+              want);
+      }
+      CHECK(ri == 100 * partner + round, "round %d: freed dup type: %d", round, ri);
+    }
+    for (int i = 0; i < 4; ++i) CHECK_MPI(MPI_Request_free(&pr[i]));
   }
   return FinishTest();
 }

@@ -1,7 +1,10 @@
 /* topology: MPI_Dims_create, a 2-D Cartesian communicator (periodic in x only) with
  * Cart_get/coords/rank/shift and a halo exchange by MPI_Sendrecv_replace, MPI_Scan and
  * MPI_Exscan (SUM and MAX, in place too), MPI_Type_size, MPI_Topo_test, MPI_Get_version,
- * MPI_Query_thread and MPI_Pcontrol. Plain portable MPI: the answers are Open MPI's too. */
+ * MPI_Query_thread and MPI_Pcontrol; MPI_Dims_create(72, 2) is 9 x 8 (the closest pair, where
+ * gos once answered 12 x 6); a 0-dimensional MPI_Cart_create and MPI_Cart_map (valid since
+ * MPI 2.1: rank 0 alone; gos once refused them). Plain portable MPI: the answers are Open MPI's
+ * too. */
 #include "check.h"
 
 int main(int argc, char** argv) {
@@ -124,5 +127,26 @@ int main(int argc, char** argv) {
   CHECK_MPI(MPI_Query_thread(&provided));
   CHECK(provided == MPI_THREAD_SINGLE, "Query_thread after MPI_Init: %d", provided);
   CHECK_MPI(MPI_Pcontrol(1));
+  int d72[2] = {0, 0};
+  CHECK_MPI(MPI_Dims_create(72, 2, d72));
+  CHECK(d72[0] == 9 && d72[1] == 8, "72 -> %d x %d, expected 9 x 8", d72[0], d72[1]);
+
+  /* A grid of no dimensions is one point: rank 0 gets it, the others MPI_COMM_NULL. */
+  MPI_Comm point;
+  CHECK_MPI(MPI_Cart_create(MPI_COMM_WORLD, 0, NULL, NULL, 0, &point));
+  CHECK((point != MPI_COMM_NULL) == (g_rank == 0), "0-d cart: comm %d on rank %d", point, g_rank);
+  if (point != MPI_COMM_NULL) {
+    int size = -1, nd = -1, r = -1, topo = -1;
+    CHECK_MPI(MPI_Comm_size(point, &size));
+    CHECK_MPI(MPI_Cartdim_get(point, &nd));
+    CHECK_MPI(MPI_Cart_rank(point, NULL, &r));
+    CHECK_MPI(MPI_Topo_test(point, &topo));
+    CHECK(size == 1 && nd == 0 && r == 0 && topo == MPI_CART, "0-d cart: size %d ndims %d rank %d",
+          size, nd, r);
+    CHECK_MPI(MPI_Comm_free(&point));
+  }
+  int mapped = -2;
+  CHECK_MPI(MPI_Cart_map(MPI_COMM_WORLD, 0, NULL, NULL, &mapped));
+  CHECK(mapped == (g_rank == 0 ? 0 : MPI_UNDEFINED), "0-d Cart_map gave %d", mapped);
   return FinishTest();
 }
