@@ -48,6 +48,8 @@ constexpr size_t kDefaultEagerBytes = 65536;
 constexpr int32_t kSeqMask = 0x3fffffff;
 // A blocked rank re-checks its channel at least this often, whatever the agent does.
 constexpr long kBlockTimeoutNs = 1'000'000'000;
+// Finalize warns once when it has waited this long for messages nobody received.
+constexpr int64_t kFinalizeWarnNs = 5'000'000'000;
 
 enum class Kind : uint8_t {
   kSend,      // user request from gos_isend
@@ -62,6 +64,7 @@ struct Request {
   bool released = false;       // the user let go (reaped an eager send early, or request_free)
   void* copy = nullptr;        // eager send's private copy of the data; freed on completion
   bool cancel_posted = false;  // a receive the program asked to cancel (once)
+  int32_t peer = -1, tag = 0;  // a send's world destination and tag (for messages about it)
   Completion c;
   gos_comm_t comm{};  // translates c.source into a communicator rank
 
@@ -725,6 +728,8 @@ int StartSend(const void* buf, size_t len, int dest, int tag, const gos_comm_t* 
   }
   d.req = NewRequest(Kind::kSend, comm);
   Request& r = s.requests[d.req];
+  r.peer = d.peer;
+  r.tag = tag;
   if (eager) {
     r.eager = true;
     r.copy = copy;
@@ -903,8 +908,34 @@ int Finalize() {
   State& s = S();
   ModeNow();  // in replay, drops what was never written
   FlushRun(true);
-  // The agent still reads eager copies until it completes them.
-  BlockUntil([&] { return s.eager_pending == 0; });
+  // The agent still reads eager copies until it completes them: until a rank receives each
+  // message. A program that never receives one waits here for good; say so (once) instead of
+  // hanging silently.
+  const int64_t since = MonotonicNs();
+  bool warned = false;
+  BlockUntil([&] {
+    if (s.eager_pending == 0) return true;
+    if (!warned && MonotonicNs() - since >= kFinalizeWarnNs) {
+      warned = true;
+      std::string which;
+      size_t listed = 0;
+      for (const auto& [id, r] : s.requests) {
+        if (!r.eager || r.agent_done) continue;
+        if (listed++ == 4) {
+          which += ", ...";
+          break;
+        }
+        which += (which.empty() ? "" : ", ") + std::string("to rank ") + std::to_string(r.peer) +
+                 " tag " + std::to_string(r.tag);
+      }
+      fprintf(stderr,
+              "gos: rank %d: MPI_Finalize has waited %lld s for %zu sent message(s) that no rank "
+              "has received (%s); the job cannot end until they are: is a receive missing?\n",
+              s.rank, static_cast<long long>(kFinalizeWarnNs / 1'000'000'000), s.eager_pending,
+              which.c_str());
+    }
+    return false;
+  });
   SetState(kStateFinalized);
   munmap(s.base, kChannelBytes);
   s.base = nullptr;

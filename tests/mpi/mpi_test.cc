@@ -396,6 +396,20 @@ TEST_F(MpiTest, KilledRankEndsJobAndLeavesNoProcess) {
   EXPECT_EQ(r.code, 128 + SIGKILL) << r.Describe();
 }
 
+// An eager message nobody receives keeps its sender in MPI_Finalize (gos keeps the message in
+// the sender until it is received): the rank says so, naming the message, instead of hanging
+// silently; the time limit then ends the job.
+TEST_F(MpiTest, FinalizeNamesTheSentMessagesNobodyReceived) {
+  Result r = Execute({Bin("gos-run"), "--time", "9s", "-n", "2", "-N", "1", Program("unreceived")},
+                     cluster().Env(), 60s);
+  EXPECT_NE(r.code, 0) << r.Describe();
+  EXPECT_NE(r.output.find("rank 0: MPI_Finalize has waited 5 s for 1 sent message(s) that no "
+                          "rank has received (to rank 1 tag 7)"),
+            std::string::npos)
+      << r.Describe();
+  EXPECT_EQ(r.output.find("rank 1: MPI_Finalize has waited"), std::string::npos) << r.Describe();
+}
+
 // Nodes up and strobing, by one PS round trip on the coordinator's client socket (0 if it
 // does not answer).
 uint32_t NodesUp(const std::string& socket) {
