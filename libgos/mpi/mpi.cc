@@ -1065,6 +1065,20 @@ int CopyAttrs(MPI_Comm comm, const Comm& from, Comm* to) {
   return MPI_SUCCESS;
 }
 
+// MPI_Group_range_incl / _excl: the ranges' ranks, then MPI_Group_incl / _excl of them.
+int GroupRanges(MPI_Group group, int n, int ranges[][3], MPI_Group* newgroup, bool include) {
+  const char* const fn = include ? "MPI_Group_range_incl" : "MPI_Group_range_excl";
+  const std::vector<int>* g = FindGroup(group);
+  if (g == nullptr) return Fail(MPI_COMM_WORLD, fn, MPI_ERR_GROUP);
+  std::vector<int> ranks;
+  if (!gos::mpi::ExpandRanges(n, ranges, static_cast<int>(g->size()), &ranks)) {
+    return Fail(MPI_COMM_WORLD, fn, MPI_ERR_RANK);
+  }
+  const int count = static_cast<int>(ranks.size());
+  return include ? MPI_Group_incl(group, count, ranks.data(), newgroup)
+                 : MPI_Group_excl(group, count, ranks.data(), newgroup);
+}
+
 }  // namespace
 
 extern "C" {
@@ -1429,25 +1443,11 @@ int MPI_Group_excl(MPI_Group group, int n, const int ranks[], MPI_Group* newgrou
 }
 
 int MPI_Group_range_incl(MPI_Group group, int n, int ranges[][3], MPI_Group* newgroup) {
-  static const char* const kFn = "MPI_Group_range_incl";
-  const std::vector<int>* g = FindGroup(group);
-  if (g == nullptr) return Fail(MPI_COMM_WORLD, kFn, MPI_ERR_GROUP);
-  std::vector<int> ranks;
-  if (!gos::mpi::ExpandRanges(n, ranges, static_cast<int>(g->size()), &ranks)) {
-    return Fail(MPI_COMM_WORLD, kFn, MPI_ERR_RANK);
-  }
-  return MPI_Group_incl(group, static_cast<int>(ranks.size()), ranks.data(), newgroup);
+  return GroupRanges(group, n, ranges, newgroup, true);
 }
 
 int MPI_Group_range_excl(MPI_Group group, int n, int ranges[][3], MPI_Group* newgroup) {
-  static const char* const kFn = "MPI_Group_range_excl";
-  const std::vector<int>* g = FindGroup(group);
-  if (g == nullptr) return Fail(MPI_COMM_WORLD, kFn, MPI_ERR_GROUP);
-  std::vector<int> ranks;
-  if (!gos::mpi::ExpandRanges(n, ranges, static_cast<int>(g->size()), &ranks)) {
-    return Fail(MPI_COMM_WORLD, kFn, MPI_ERR_RANK);
-  }
-  return MPI_Group_excl(group, static_cast<int>(ranks.size()), ranks.data(), newgroup);
+  return GroupRanges(group, n, ranges, newgroup, false);
 }
 
 }  // extern "C"
