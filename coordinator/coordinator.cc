@@ -86,6 +86,11 @@ std::string UserName(uid_t uid) {
   return std::to_string(uid);
 }
 
+// Automatic restarts the job has left (gos-run --restart-on-failure).
+uint32_t RestartsLeft(const JobRecord& r) {
+  return r.restarts_used < r.restart_on_failure ? r.restart_on_failure - r.restarts_used : 0;
+}
+
 std::string Join(const std::vector<std::string>& v) {
   std::string s;
   for (const auto& x : v) s += (s.empty() ? "" : " ") + x;
@@ -170,10 +175,8 @@ struct Job {
   int32_t exit_code = 0, failed_rank = -1, failed_node = -1;
   SteadyClock::time_point submit, placed, staged, launched, started, exited;
   uint64_t launch_strobe = 0;  // the strobe that first carried its LAUNCH or RESTORE
-  // Checkpointing.
-  int64_t ckpt_interval_ms = 0;
-  uint32_t keep = 0;
-  uint32_t restarts_left = 0;
+  // Checkpointing. Its settings (interval, --keep, automatic restarts) are in rec, stored with
+  // the job, so that a restart after a coordinator restart goes on with them.
   SteadyClock::time_point next_ckpt;
   uint64_t next_epoch = 1;
   uint64_t last_committed = 0;  // epoch, by this incarnation of the job (0 = none)
@@ -291,6 +294,8 @@ class CoordinatorImpl final : public Coordinator {
   // mark of, saying which restart lost the run that took it.
   Status CheckReplayEpoch(uint64_t id);
   storage::CheckpointStore* store() { return tables_->checkpoints(); }
+  // The epochs of the job to keep: its --keep, else the coordinator's.
+  uint32_t Keep(const JobRecord& r) const { return r.keep != 0 ? r.keep : o_.keep; }
 
   // Under mu_.
   void Command(os::StrobeCommand cmd) {
@@ -384,7 +389,9 @@ Status CoordinatorImpl::Init() {
   for (uint32_t s = 0; s < os::kMaxJobSlots; ++s) free_slots_.insert(s);
 
   // Recover the tables. Jobs that were not final when the previous coordinator stopped cannot
-  // be continued (their clients and strobes are gone); nodes are down until they rejoin.
+  // be continued (their clients and strobes are gone: the nodeagents stopped their ranks);
+  // nodes are down until they rejoin. A job with a checkpoint comes back with gos-restart,
+  // which goes on with the checkpoint settings stored in its record.
   GOS_ASSIGN_OR_RETURN(std::vector<JobRecord> jobs, tables_->ListJobs());
   GOS_ASSIGN_OR_RETURN(std::vector<NodeRecord> nodes, tables_->ListNodes());
   std::vector<JobRecord> changed_jobs;
@@ -392,6 +399,11 @@ Status CoordinatorImpl::Init() {
     if (storage::JobStateIsFinal(j.state)) continue;
     j.message = std::string("the coordinator restarted while the job was ") +
                 storage::JobStateName(j.state) + "; its ranks were stopped";
+    auto epochs = store()->ListEpochs(j.id, false);
+    if (epochs.ok() && !epochs->empty()) {
+      j.message += " (gos-restart " + std::to_string(j.id) + " brings it back from epoch " +
+                   std::to_string(epochs->back().epoch) + ")";
+    }
     j.state = JobState::kFailed;
     j.exit_code = kNodeFailureExit;
     j.end_ms = UnixMs();
@@ -881,9 +893,6 @@ void CoordinatorImpl::Submit(const std::shared_ptr<Client>& c, os::FrameIn& f, A
   j.env = req->env;
   j.client = c;
   j.submit = SteadyClock::now();
-  j.ckpt_interval_ms = req->checkpoint_ms;
-  j.keep = req->keep != 0 ? req->keep : o_.keep;
-  j.restarts_left = req->restart_on_failure;
   j.record = req->record && req->replay_of == 0;
   j.stop_at = req->stop_at;
   if (req->replay_of != 0) {
@@ -937,6 +946,9 @@ void CoordinatorImpl::Submit(const std::shared_ptr<Client>& c, os::FrameIn& f, A
   r.recorded = j.record;
   r.replay_of = req->replay_of;
   r.cpu_bind = req->cpu_bind;
+  r.checkpoint_ms = std::max<int64_t>(req->checkpoint_ms, 0);
+  r.keep = req->keep;  // 0: the coordinator's, whatever it is when an epoch commits
+  r.restart_on_failure = req->restart_on_failure;
   c->job = *id;
   ever_had_job_ = true;
   jobs_[*id] = std::move(j);
@@ -1435,7 +1447,7 @@ void CoordinatorImpl::NodeDown(uint32_t node, const std::string& reason, After& 
   }
   for (uint64_t id : hit) {
     Job& j = jobs_.at(id);
-    if (j.phase != Phase::kStaging && j.restarts_left > 0) {
+    if (j.phase != Phase::kStaging && RestartsLeft(j.rec) > 0) {
       Notice(j, "job " + std::to_string(id) + ": " + who + " is down: " + reason, after);
       if (RequeueForRestart(j, after)) continue;
     }
@@ -1743,7 +1755,7 @@ void CoordinatorImpl::CheckJobs(After& after) {
         j.started = SteadyClock::now();
         j.rec.state = JobState::kRunning;
         j.rec.start_ms = UnixMs();
-        j.next_ckpt = j.started + std::chrono::milliseconds(j.ckpt_interval_ms);
+        j.next_ckpt = j.started + std::chrono::milliseconds(j.rec.checkpoint_ms);
         PersistJob(j);
         if (j.held) {
           // Every rank is back on every node: let them all go at the same strobe.
@@ -1764,7 +1776,7 @@ void CoordinatorImpl::CheckJobs(After& after) {
       }
     }
     if (j.phase == Phase::kRunning && !j.exit_confirmed) {
-      if (!j.epoch && j.ckpt_interval_ms > 0 && now >= j.next_ckpt) OrderEpoch(j);
+      if (!j.epoch && j.rec.checkpoint_ms > 0 && now >= j.next_ckpt) OrderEpoch(j);
       if (j.epoch) StepEpoch(j, after);
     }
     // Exit records of every node of the job in our exit table?
@@ -1951,7 +1963,7 @@ void CoordinatorImpl::StepEpoch(Job& j, After& after) {
   e.committing = true;
   StoreTask t;
   t.manifest = std::move(m);
-  t.keep = std::max<uint32_t>(j.keep, 1);
+  t.keep = std::max<uint32_t>(Keep(j.rec), 1);
   t.waiters = e.waiters;
   store_tasks_.push_back(std::move(t));
   store_cv_.notify_one();
@@ -2005,7 +2017,7 @@ void CoordinatorImpl::CommitStored(const StoreTask& t) {
         Notice(*j, text, after);
         j->last_committed = m.epoch;
         j->epoch.reset();
-        j->next_ckpt = SteadyClock::now() + std::chrono::milliseconds(j->ckpt_interval_ms);
+        j->next_ckpt = SteadyClock::now() + std::chrono::milliseconds(j->rec.checkpoint_ms);
       } else {
         GOS_LOG(kInfo, "coordinator") << text << " (after the job ended)";
       }
@@ -2041,7 +2053,7 @@ void CoordinatorImpl::EndEpoch(Job& j, const std::string& error, After& after) {
   }
   Notice(j, text, after);
   j.epoch.reset();
-  j.next_ckpt = SteadyClock::now() + std::chrono::milliseconds(j.ckpt_interval_ms);
+  j.next_ckpt = SteadyClock::now() + std::chrono::milliseconds(j.rec.checkpoint_ms);
   // Chunks uploaded for it are unreferenced: the store thread collects them.
   StoreTask t;
   t.gc_only = true;
@@ -2090,7 +2102,9 @@ void CoordinatorImpl::ListEpochs(const std::shared_ptr<Client>& c, uint64_t id, 
       type = Frame::kError;
       reply = epochs.status().ToString();
     } else {
-      reply = RenderEpochList(id, *epochs);
+      // A change of the settings is stored at once: the stored record has them.
+      reply = "job " + std::to_string(id) + ": " + RenderCheckpointSettings(**rec, o_.keep) + "\n" +
+              RenderEpochList(id, *epochs);
     }
   }
   after.push_back([ch, type, reply] { ch->Send(type, os::EncodeText(reply)).IgnoreError(); });
@@ -2144,8 +2158,14 @@ void CoordinatorImpl::Restart(const std::shared_ptr<Client>& c, const os::Restar
   if (Status s = matrix_.Check(j.req); !s.ok()) return fail(job_name + ": " + s.message());
   j.client = c;
   j.submit = SteadyClock::now();
-  j.ckpt_interval_ms = req.checkpoint_ms;
-  j.keep = o_.keep;
+  // The job goes on with its stored checkpoint settings (and the automatic restarts it has
+  // left); what the request sets replaces them, and is stored with the job.
+  if (req.checkpoint_ms > 0) {
+    j.rec.checkpoint_ms = req.checkpoint_ms;
+  } else if (req.checkpoint_ms == os::RestartRequest::kNoCheckpoint) {
+    j.rec.checkpoint_ms = 0;
+  }
+  if (req.keep != 0) j.rec.keep = req.keep;
   j.restore_from_store = req.from_store;
   // A recorded job goes on recording (its log is cut back to the epoch when it is restored).
   j.record = j.rec.recorded && j.rec.replay_of == 0;
@@ -2159,6 +2179,7 @@ void CoordinatorImpl::Restart(const std::shared_ptr<Client>& c, const os::Restar
                                 << UserName(c->creds.uid);
   auto bytes = os::EncodeU64(id);
   after.push_back([ch, bytes] { ch->Send(Frame::kAccepted, bytes).IgnoreError(); });
+  Notice(jobs_[id], job_name + ": " + RenderCheckpointSettings(jobs_[id].rec, o_.keep), after);
   Schedule(after);
 }
 
@@ -2211,7 +2232,7 @@ bool CoordinatorImpl::RequeueForRestart(Job& j, After& after) {
   // Kill and forget what is left of the job, free its slot and cells, and queue it again.
   ReleaseSlot(j);
   if (matrix_.Has(id)) matrix_.Remove(id);
-  --j.restarts_left;
+  ++j.rec.restarts_used;
   j.phase = Phase::kQueued;
   // No incarnation runs until the RESTORE goes out: what the lost run still ships is dropped.
   j.launch_strobe = 0;
@@ -2233,7 +2254,7 @@ bool CoordinatorImpl::RequeueForRestart(Job& j, After& after) {
   queue_.Push(j.req);
   Notice(j,
          "job " + std::to_string(id) + ": restarting from epoch " +
-             std::to_string(j.restore_epoch) + " (" + std::to_string(j.restarts_left) +
+             std::to_string(j.restore_epoch) + " (" + std::to_string(RestartsLeft(j.rec)) +
              " automatic restarts left)",
          after);
   Schedule(after);

@@ -11,6 +11,7 @@
 
 #include "gos/storage/checkpoints.h"
 #include "gos/storage/replay.h"
+#include "gos/storage/tables.h"
 
 namespace gos::coordinator {
 
@@ -38,6 +39,15 @@ std::string Mib(uint64_t bytes);
 // gos-ckpt --list's table of a job's epochs (ListEpochs without files), or "job J has no
 // checkpoint". Rendered by the coordinator, or by gos-ckpt itself when no coordinator runs.
 std::string RenderEpochList(uint64_t job, const std::vector<storage::EpochManifest>& epochs);
+
+// A job's stored checkpoint settings, as gos-ckpt --list and gos-restart show them:
+// "checkpoints every 30s, keeps 3 epochs, 1 of 2 automatic restarts left" (or "no periodic
+// checkpoints, ..."). default_keep is the coordinator's --keep, for a job without its own;
+// 0 when it is not known (no coordinator runs).
+std::string RenderCheckpointSettings(const storage::JobRecord& rec, uint32_t default_keep);
+
+// "250ms", "1500ms", "30s", "5m", "2h": the largest unit that gives a whole number.
+std::string RenderInterval(int64_t ms);
 
 }  // namespace gos::coordinator
 

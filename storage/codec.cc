@@ -156,6 +156,11 @@ std::vector<uint8_t> EncodeJob(const JobRecord& job) {
   w.U8(job.recorded ? 1 : 0);
   w.U64(job.replay_of);
   w.U8(job.cpu_bind ? 1 : 0);
+  // Clamped like the strings: what is written always decodes (Tables refuses such records).
+  w.I64(std::max<int64_t>(job.checkpoint_ms, 0));
+  w.U32(job.keep);
+  w.U32(job.restart_on_failure);
+  w.U32(std::min(job.restarts_used, job.restart_on_failure));
   return out;
 }
 
@@ -218,6 +223,22 @@ StatusOr<JobRecord> DecodeJob(std::span<const uint8_t> in) {
       return r.Error();
     }
     j.cpu_bind = bind == 1;
+  }
+  if (r.version() >= 4) {  // the checkpoint settings
+    if (!r.I64("checkpoint_ms", &j.checkpoint_ms)) return r.Error();
+    if (j.checkpoint_ms < 0) {
+      r.Fail("checkpoint_ms", "negative: " + std::to_string(j.checkpoint_ms));
+      return r.Error();
+    }
+    if (!r.U32("keep", &j.keep) || !r.U32("restart_on_failure", &j.restart_on_failure) ||
+        !r.U32("restarts_used", &j.restarts_used)) {
+      return r.Error();
+    }
+    if (j.restarts_used > j.restart_on_failure) {
+      r.Fail("restarts_used", std::to_string(j.restarts_used) + " over restart_on_failure " +
+                                  std::to_string(j.restart_on_failure));
+      return r.Error();
+    }
   }
   if (!r.End()) return r.Error();
   return j;
@@ -339,6 +360,15 @@ Status ValidateJob(const JobRecord& job) {
   if (static_cast<uint8_t>(job.state) > static_cast<uint8_t>(JobState::kKilled)) {
     return InvalidArgumentError("job state " + std::to_string(static_cast<unsigned>(job.state)) +
                                 " is not a JobState");
+  }
+  if (job.checkpoint_ms < 0) {
+    return InvalidArgumentError("job checkpoint_ms is negative: " +
+                                std::to_string(job.checkpoint_ms));
+  }
+  if (job.restarts_used > job.restart_on_failure) {
+    return InvalidArgumentError("job restarts_used " + std::to_string(job.restarts_used) +
+                                " is over restart_on_failure " +
+                                std::to_string(job.restart_on_failure));
   }
   return OkStatus();
 }

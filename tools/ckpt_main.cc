@@ -20,9 +20,11 @@ constexpr const char* kUsage = R"(usage: gos-ckpt [--list] JOB
 Takes a checkpoint of the running job JOB now: at the next quiescent strobe every rank is
 frozen and dumped with CRIU, the job resumes, and the new chunks are stored in the
 coordinator's checkpoint store; prints progress and the committed epoch.
-With --list, prints JOB's stored epochs: logical size (the bytes of the epoch's files: CRIU
-images, which leave out pages that hold only zeros, and gos's own), new chunk bytes (before
-and after compression), how long the job was paused and how long the epoch took.
+With --list, prints JOB's checkpoint settings (its --checkpoint interval, --keep and the
+automatic restarts it has left: a gos-restart goes on with them) and its stored epochs:
+logical size (the bytes of the epoch's files: CRIU images, which leave out pages that hold
+only zeros, and gos's own), new chunk bytes (before and after compression), how long the job
+was paused and how long the epoch took.
 Only the job's owner or root may do either. With no coordinator running, --list reads the
 store the last local cluster left in the state dir ($GOS_STATE_DIR, $XDG_STATE_HOME/gos or
 ~/.local/state/gos), as gos-ps and gos-store do.
@@ -60,6 +62,8 @@ int ListOffline(uint64_t job) {
     std::fprintf(stderr, "gos-ckpt: %s\n", epochs.status().ToString().c_str());
     return 1;
   }
+  std::printf("job %llu: %s\n", (unsigned long long)job,
+              coordinator::RenderCheckpointSettings(**rec, 0).c_str());
   std::fputs(coordinator::RenderEpochList(job, *epochs).c_str(), stdout);
   return 0;
 }

@@ -23,6 +23,10 @@ onto live nodes, ships each node its ranks' images (every chunk is checked again
 a node that still holds its own dump of a rank restores it from there, see --from-store),
 every rank is restored with CRIU into a fresh PID namespace, frozen, and the job resumes when
 all ranks are back. Its output continues here, as with gos-run, from the checkpoint on.
+The restarted job keeps the checkpoint settings stored with it: its --checkpoint interval
+and --keep (gos-run's, or those of its last restart; also after the coordinator restarted)
+and the automatic restarts (gos-run --restart-on-failure) it has left. --checkpoint, --keep
+and --no-checkpoint replace them, and are stored with the job in their place.
 A job still running must be killed first. Only the job's owner or root may restart it.
 With no coordinator running (the job ran on gos-run's embedded cluster), gos-restart starts a
 local cluster from the same state dir, with as many nodes as the job had, and stops it
@@ -32,7 +36,10 @@ options:
       --epoch E           restart from epoch E (see gos-ckpt --list JOB)   (default newest)
       --exclude NODES     do not use these node ids (as gos-ps shows them: 2, 1,3 or 2-4;
                           repeatable)
-      --checkpoint[=DUR]  keep checkpointing the restarted job every DUR     (default 60s)
+      --checkpoint[=DUR]  checkpoint the restarted job every DUR (default 60s) instead of
+                          at its stored interval
+      --no-checkpoint     take no periodic checkpoints of the restarted job
+      --keep N            checkpoint epochs to keep instead of the job's stored --keep
       --from-store        ship every rank's images from the store; by default a rank placed
                           on a node that still holds its own dump of that epoch (checked
                           chunk by chunk against the epoch) is restored from there
@@ -61,9 +68,12 @@ int Main(int argc, char** argv) {
   uint32_t epoch = 0;
   std::vector<std::string> exclude_args;
   std::string checkpoint_flag;
-  bool checkpoint = false, label = false, from_store = false;
+  bool checkpoint = false, no_checkpoint = false, label = false, from_store = false;
+  uint32_t keep = 0;  // 0: the job's stored --keep
   os::Flags flags(argc, argv, kUsage);
   flags.Bool("--from-store", &from_store);
+  flags.Bool("--no-checkpoint", &no_checkpoint);
+  flags.U32("--keep", &keep, 1);
   flags.U32("--epoch", &epoch);
   flags.Strings("--exclude", &exclude_args);
   flags.OptionalValue("--checkpoint", &checkpoint, &checkpoint_flag);
@@ -78,6 +88,12 @@ int Main(int argc, char** argv) {
   req.job = job;
   req.epoch = epoch;
   req.from_store = from_store;
+  req.keep = keep;
+  if (checkpoint && no_checkpoint) {
+    std::fprintf(stderr, "gos-restart: --checkpoint and --no-checkpoint contradict each other\n");
+    return 2;
+  }
+  if (no_checkpoint) req.checkpoint_ms = os::RestartRequest::kNoCheckpoint;
   if (!ParseNodeListArgs("gos-restart", "--exclude", exclude_args, &req.exclude)) return 2;
   if (checkpoint) {
     std::chrono::microseconds us{60'000'000};

@@ -516,6 +516,7 @@ std::vector<uint8_t> Encode(const RestartRequest& m) {
   Ids(w, m.exclude);
   w.I64(m.checkpoint_ms);
   w.U8(m.from_store ? 1 : 0);
+  w.U32(m.keep);
   return out;
 }
 
@@ -524,10 +525,14 @@ StatusOr<RestartRequest> DecodeRestart(std::span<const uint8_t> b) {
   RestartRequest m;
   uint8_t from_store;
   if (!r.U64(&m.job) || !r.U64(&m.epoch) || !Ids(r, &m.exclude) || !r.I64(&m.checkpoint_ms) ||
-      m.checkpoint_ms < 0 || !r.U8(&from_store) || from_store > 1 || r.remaining() != 0) {
+      m.checkpoint_ms < RestartRequest::kNoCheckpoint || !r.U8(&from_store) || from_store > 1) {
     return Bad("restart request");
   }
   m.from_store = from_store == 1;
+  // An older client's request ends here (keep = 0: the job's own).
+  if (r.remaining() != 0 && (!r.U32(&m.keep) || r.remaining() != 0)) {
+    return Bad("restart request");
+  }
   return m;
 }
 

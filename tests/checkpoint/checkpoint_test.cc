@@ -27,6 +27,13 @@
 //   - AnotherUsersJobIsCheckpointedAndRestoredAsItsOwner: a job of user nobody on a root
 //     cluster is checkpointed, killed, restarted by its owner, runs as nobody again (its
 //     namespace inits as root, see nodeagent/launcher.h) and is checkpointed again.
+//   - CheckpointSettingsOutliveACoordinatorRestart: a job run with --checkpoint=1s --keep 2
+//     --restart-on-failure=2 is stopped by a kill -9 of the coordinator; after the coordinator
+//     restarts, gos-ckpt --list shows those settings, and a plain gos-restart takes an epoch
+//     every second again (at least a second apart, with no gos-ckpt) and keeps 2 epochs, not
+//     the coordinator's 3; a gos-restart --checkpoint=3s --keep 1 replaces them, and a
+//     gos-restart --no-checkpoint then turns the epochs off but keeps --keep 1 (the job table
+//     is read from the database once the cluster is gone).
 #include <dirent.h>
 #include <signal.h>
 #include <sys/stat.h>
@@ -630,6 +637,111 @@ TEST(CheckpointTest, AnotherUsersJobIsCheckpointedAndRestoredAsItsOwner) {
   EXPECT_EQ(WEXITSTATUS(*status), 0) << restart->output() << c.Logs();
   EXPECT_EQ(FindAll(restart->output(), "(dirty: passes=0 checksum=)").size(), 2u)
       << restart->output();
+}
+
+// The epochs "checkpoint: job J epoch E committed" lines of `out` name, in order.
+std::vector<int> CommittedEpochs(const std::string& out, const std::string& job) {
+  std::vector<int> epochs;
+  for (const std::string& e : FindAll(out, "checkpoint: job " + job + " epoch (\\d+) committed")) {
+    epochs.push_back(std::stoi(e));
+  }
+  return epochs;
+}
+
+TEST(CheckpointTest, CheckpointSettingsOutliveACoordinatorRestart) {
+  if (std::string why = Unsupported(false); !why.empty()) GTEST_SKIP() << why;
+  TestCluster c(1, /*netns=*/false);
+  c.keep = "3";  // the coordinator's default: the job's own --keep 2 must win
+  ASSERT_EQ(c.Start(), "");
+  auto run = Subprocess::Start({Bin("gos-run"), "-n", "2", "--checkpoint=1s", "--keep", "2",
+                                "--restart-on-failure=2", Example("dirty"), "16", "600", "5"},
+                               c.Env());
+  ASSERT_TRUE(run.ok()) << run.status().ToString();
+  const std::string job = FirstCommittedJob(*run);
+  ASSERT_NE(job, "") << run->output() << c.Logs();
+
+  // kill -9 of the coordinator: the nodeagents stop the job's ranks and exit, gos-run loses
+  // the coordinator. A new coordinator on the same data dir finds the job failed.
+  c.KillCoordinator();
+  auto lost = run->Wait(SteadyClock::now() + 30s);
+  ASSERT_TRUE(lost.has_value()) << run->output();
+  EXPECT_NE(WEXITSTATUS(*lost), 0) << run->output();
+  const std::vector<int> before = CommittedEpochs(run->output(), job);
+  ASSERT_FALSE(before.empty()) << run->output();
+  ASSERT_EQ(c.StartCoordinator(), "");
+  ASSERT_EQ(c.StartAgent(0), "");
+  ASSERT_TRUE(WaitUntil([&] { return c.NodesUp() >= 1; }, 60s)) << c.Logs();
+  Result ps = Execute({Bin("gos-ps")}, c.Env(), 30s);
+  EXPECT_FALSE(Find(ps.output, "\\n *" + job + " +\\S+ +(failed) ").empty()) << ps.Describe();
+  Result list = Execute({Bin("gos-ckpt"), "--list", job}, c.Env(), 30s);
+  EXPECT_EQ(list.code, 0) << list.Describe();
+  EXPECT_NE(list.output.find("job " + job +
+                             ": checkpoints every 1s, keeps 2 epochs, 2 of 2 automatic "
+                             "restarts left"),
+            std::string::npos)
+      << list.Describe();
+
+  // A plain gos-restart: no --checkpoint, no --keep, no gos-ckpt.
+  auto restart = Subprocess::Start({Bin("gos-restart"), job}, c.Env());
+  ASSERT_TRUE(restart.ok()) << restart.status().ToString();
+  ASSERT_TRUE(WaitUntil([&] { return restart->OutputContains("resumed"); }, 60s))
+      << restart->output() << c.Logs();
+  EXPECT_TRUE(restart->OutputContains("job " + job + ": checkpoints every 1s, keeps 2 epochs"))
+      << restart->output();
+  // Two epochs of its own, each ordered a second after the previous one committed.
+  std::vector<SteadyClock::time_point> seen;
+  ASSERT_TRUE(WaitUntil(
+      [&] {
+        const size_t n = CommittedEpochs(restart->output(), job).size();
+        while (seen.size() < n) seen.push_back(SteadyClock::now());
+        return n >= 2;
+      },
+      40s))
+      << restart->output() << c.Logs();
+  const std::vector<int> after = CommittedEpochs(restart->output(), job);
+  EXPECT_GT(after[0], before.back()) << restart->output();
+  EXPECT_GE(seen[1] - seen[0], 900ms)
+      << "epochs " << after[0] << " and " << after[1] << " committed too close together";
+  // --keep 2 of the job, not the coordinator's 3: only the two newest epochs are left (one
+  // more may have committed meanwhile).
+  const std::vector<int> listed = ListedEpochs(c, job);
+  ASSERT_EQ(listed.size(), 2u) << restart->output();
+  EXPECT_GE(listed[0], after[after.size() - 2]) << restart->output();
+  EXPECT_EQ(listed[1], listed[0] + 1) << restart->output();
+  ASSERT_EQ(Execute({Bin("gos-kill"), job}, c.Env(), 30s).code, 0);
+  ASSERT_TRUE(restart->Wait(SteadyClock::now() + 60s).has_value()) << restart->output();
+
+  // gos-restart's own settings replace the stored ones, and are stored in their place.
+  auto again =
+      Subprocess::Start({Bin("gos-restart"), "--checkpoint=3s", "--keep", "1", job}, c.Env());
+  ASSERT_TRUE(again.ok()) << again.status().ToString();
+  ASSERT_TRUE(WaitUntil([&] { return again->OutputContains("resumed"); }, 60s))
+      << again->output() << c.Logs();
+  EXPECT_TRUE(again->OutputContains("job " + job +
+                                    ": checkpoints every 3s, keeps 1 epoch, 2 of 2 automatic "
+                                    "restarts left"))
+      << again->output();
+  ASSERT_EQ(Execute({Bin("gos-kill"), job}, c.Env(), 30s).code, 0);
+  ASSERT_TRUE(again->Wait(SteadyClock::now() + 60s).has_value()) << again->output();
+  // --no-checkpoint turns the periodic epochs off; the --keep 1 stored above stays.
+  auto off = Subprocess::Start({Bin("gos-restart"), "--no-checkpoint", job}, c.Env());
+  ASSERT_TRUE(off.ok()) << off.status().ToString();
+  ASSERT_TRUE(WaitUntil([&] { return off->OutputContains("resumed"); }, 60s))
+      << off->output() << c.Logs();
+  EXPECT_TRUE(off->OutputContains("job " + job + ": no periodic checkpoints, keeps 1 epoch, 2 of " +
+                                  "2 automatic restarts left"))
+      << off->output();
+  ASSERT_EQ(Execute({Bin("gos-kill"), job}, c.Env(), 30s).code, 0);
+  ASSERT_TRUE(off->Wait(SteadyClock::now() + 60s).has_value()) << off->output();
+  c.KillAll();
+  auto tables = storage::Tables::Open(c.state() + "/db");
+  ASSERT_TRUE(tables.ok()) << tables.status().ToString();
+  auto rec = (*tables)->GetJob(std::stoull(job));
+  ASSERT_TRUE(rec.ok() && rec->has_value()) << rec.status().ToString();
+  EXPECT_EQ((*rec)->checkpoint_ms, 0);
+  EXPECT_EQ((*rec)->keep, 1u);
+  EXPECT_EQ((*rec)->restart_on_failure, 2u);
+  EXPECT_EQ((*rec)->restarts_used, 0u);
 }
 
 }  // namespace

@@ -206,8 +206,15 @@ class TestCluster {
     }
   }
 
-  // "/dev/shm/gos-<cluster tag>-j": the start of the BCS channel files' paths
-  // (<prefix><job>-r<rank>) of this cluster's jobs.
+  // kill -9 of the coordinator alone. Its nodeagents (--exit-with-coordinator) lose it, stop
+  // their jobs' ranks and exit by themselves (those still there after 30 s are killed).
+  void KillCoordinator() {
+    coordinator_.reset();  // SIGKILL, reaped
+    for (auto& [i, a] : agents_) a->Wait(std::chrono::steady_clock::now() + 30s);
+    agents_.clear();
+    WaitUntil([&] { return LeftOver().empty(); }, 10s);
+  }
+
   // The coordinator and every nodeagent, all at once, as a crash would.
   void KillAll() {
     for (auto& [i, a] : agents_) a->Signal(SIGKILL);
@@ -217,6 +224,8 @@ class TestCluster {
     WaitUntil([&] { return LeftOver().empty(); }, 10s);
   }
 
+  // "/dev/shm/gos-<cluster tag>-j": the start of the BCS channel files' paths
+  // (<prefix><job>-r<rank>) of this cluster's jobs.
   std::string ChannelPrefix() const { return gos::testing::ChannelFilePrefix(state_); }
 
   // The nodeagent's pid (the Subprocess may be nsenter, which execs it).

@@ -9,7 +9,8 @@
 //     1 with exactly epoch 1's state (checked by the heap checksum); `gos-store verify` passes.
 //   - RestartOnFailure: `gos-run --checkpoint=1s --restart-on-failure` of a 4-rank Jacobi over
 //     3 network-namespace hosts; once an epoch is committed one host is killed; gos-run itself
-//     restarts the job on the survivors and exits 0 with the checksum of an uninterrupted run.
+//     restarts the job on the survivors and exits 0 with the checksum of an uninterrupted run;
+//     the restart it used is stored with the job (gos-ckpt --list: 0 of 1 left).
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -243,6 +244,12 @@ TEST(CheckpointFailureTest, RestartOnFailure) {
       << plain.Describe();
   Result verify = Execute({Bin("gos-store"), "verify"}, c.Env(), 120s);
   EXPECT_EQ(verify.code, 0) << verify.Describe();
+  // The job table counts the automatic restart: a gos-restart of the job has none left.
+  Result list = Execute({Bin("gos-ckpt"), "--list", job}, c.Env(), 30s);
+  EXPECT_NE(list.output.find("job " + job + ": checkpoints every 1s, keeps 3 epochs (the " +
+                             "coordinator's --keep), 0 of 1 automatic restart left"),
+            std::string::npos)
+      << list.Describe();
 }
 
 }  // namespace

@@ -256,6 +256,55 @@ TEST(MessageCodecs, RoundTripAndMutation) {
   }
 }
 
+TEST(MessageCodecs, RestartRequestRoundTripsAndReadsOlderClients) {
+  RestartRequest req;
+  req.job = 7;
+  req.epoch = 3;
+  req.exclude = {2};
+  req.checkpoint_ms = 1500;
+  req.from_store = true;
+  req.keep = 4;
+  const std::vector<uint8_t> enc = Encode(req);
+  auto back = DecodeRestart(enc);
+  ASSERT_TRUE(back.ok()) << back.status().ToString();
+  EXPECT_EQ(back->job, 7u);
+  EXPECT_EQ(back->epoch, 3u);
+  EXPECT_EQ(back->exclude, std::vector<uint32_t>{2});
+  EXPECT_EQ(back->checkpoint_ms, 1500);
+  EXPECT_TRUE(back->from_store);
+  EXPECT_EQ(back->keep, 4u);
+  req.checkpoint_ms = RestartRequest::kNoCheckpoint;
+  back = DecodeRestart(Encode(req));
+  ASSERT_TRUE(back.ok()) << back.status().ToString();
+  EXPECT_EQ(back->checkpoint_ms, RestartRequest::kNoCheckpoint);
+  // An older client's request has no keep: the job's own.
+  const std::span<const uint8_t> old = std::span(enc).first(enc.size() - 4);
+  back = DecodeRestart(old);
+  ASSERT_TRUE(back.ok()) << back.status().ToString();
+  EXPECT_EQ(back->keep, 0u);
+  EXPECT_EQ(back->checkpoint_ms, 1500);
+  // Any other length, and an interval below kNoCheckpoint, is refused.
+  for (size_t n = 0; n < enc.size(); ++n) {
+    if (n != old.size()) {
+      EXPECT_FALSE(DecodeRestart(std::span(enc).first(n)).ok()) << n;
+    }
+  }
+  std::vector<uint8_t> longer = enc;
+  longer.push_back(0);
+  EXPECT_FALSE(DecodeRestart(longer).ok());
+  req.checkpoint_ms = -2;
+  EXPECT_FALSE(DecodeRestart(Encode(req)).ok());
+  std::mt19937 rng(12);
+  for (int i = 0; i < 3000; ++i) {
+    auto copy = enc;
+    copy[rng() % copy.size()] = static_cast<uint8_t>(rng());
+    auto m = DecodeRestart(copy);
+    if (m.ok()) {
+      EXPECT_GE(m->checkpoint_ms, RestartRequest::kNoCheckpoint);
+    }
+  }
+}
+
 struct Pair {
   std::unique_ptr<Channel> client, server;
 };

@@ -84,8 +84,15 @@ JobRecord SampleJob(uint64_t id) {
   j.recorded = id % 2 == 0;
   j.replay_of = id / 3;
   j.cpu_bind = id % 3 != 0;
+  j.checkpoint_ms = 1500 + static_cast<int64_t>(id % 1000);
+  j.keep = 3;
+  j.restart_on_failure = 4;
+  j.restarts_used = 1;
   return j;
 }
+
+// The bytes of version 4's checkpoint settings, at the end of a job record.
+constexpr size_t kCheckpointSettingsBytes = 8 + 4 + 4 + 4;
 
 NodeRecord SampleNode(uint32_t id) {
   NodeRecord n;
@@ -181,8 +188,12 @@ TEST(StorageCodecTest, Version1JobRecordsStillDecode) {
   j.paths.clear();
   j.recorded = true;
   j.replay_of = 0;
+  j.checkpoint_ms = 0;
+  j.keep = 0;
+  j.restart_on_failure = 0;
+  j.restarts_used = 0;
   std::vector<uint8_t> enc = EncodeJob(j);
-  enc.resize(enc.size() - (4 + 4 + 1 + 8 + 1));
+  enc.resize(enc.size() - (4 + 4 + 1 + 8 + 1 + kCheckpointSettingsBytes));
   enc[0] = 1;
   auto d = DecodeJob(enc);
   ASSERT_TRUE(d.ok()) << d.status().ToString();
@@ -195,8 +206,12 @@ TEST(StorageCodecTest, Version2JobRecordsDecodeAsBound) {
   // A version 2 record is version 3's without the trailing cpu_bind byte.
   JobRecord j = SampleJob(5);
   j.cpu_bind = true;
+  j.checkpoint_ms = 0;
+  j.keep = 0;
+  j.restart_on_failure = 0;
+  j.restarts_used = 0;
   std::vector<uint8_t> enc = EncodeJob(j);
-  enc.pop_back();
+  enc.resize(enc.size() - kCheckpointSettingsBytes - 1);
   enc[0] = 2;
   auto d = DecodeJob(enc);
   ASSERT_TRUE(d.ok()) << d.status().ToString();
@@ -204,6 +219,11 @@ TEST(StorageCodecTest, Version2JobRecordsDecodeAsBound) {
   // Version 3 keeps an unbound job unbound, and refuses a byte that is not 0 or 1.
   j.cpu_bind = false;
   enc = EncodeJob(j);
+  auto d4 = DecodeJob(enc);
+  ASSERT_TRUE(d4.ok()) << d4.status().ToString();
+  EXPECT_FALSE(d4->cpu_bind);
+  enc.resize(enc.size() - kCheckpointSettingsBytes);
+  enc[0] = 3;
   auto d3 = DecodeJob(enc);
   ASSERT_TRUE(d3.ok()) << d3.status().ToString();
   EXPECT_FALSE(d3->cpu_bind);
@@ -213,13 +233,103 @@ TEST(StorageCodecTest, Version2JobRecordsDecodeAsBound) {
   EXPECT_TRUE(Contains(bad.status().message(), "cpu_bind")) << bad.status().ToString();
 }
 
+TEST(StorageCodecTest, Version3JobRecordsDecodeWithoutCheckpointSettings) {
+  // A version 3 record (written before the checkpoint settings were stored) is version 4's
+  // without them: no periodic checkpoints, the coordinator's --keep, no automatic restarts.
+  JobRecord j = SampleJob(6);
+  std::vector<uint8_t> enc = EncodeJob(j);
+  enc.resize(enc.size() - kCheckpointSettingsBytes);
+  enc[0] = 3;
+  auto d = DecodeJob(enc);
+  ASSERT_TRUE(d.ok()) << d.status().ToString();
+  EXPECT_EQ(d->checkpoint_ms, 0);
+  EXPECT_EQ(d->keep, 0u);
+  EXPECT_EQ(d->restart_on_failure, 0u);
+  EXPECT_EQ(d->restarts_used, 0u);
+  JobRecord want = j;
+  want.checkpoint_ms = 0;
+  want.keep = 0;
+  want.restart_on_failure = 0;
+  want.restarts_used = 0;
+  EXPECT_EQ(*d, want);
+  // Re-encoded, it is a version 4 record of the same job.
+  std::vector<uint8_t> again = EncodeJob(*d);
+  EXPECT_EQ(again[0], 4);
+  auto d4 = DecodeJob(again);
+  ASSERT_TRUE(d4.ok()) << d4.status().ToString();
+  EXPECT_EQ(*d4, want);
+  // Every truncation of the old record fails, and so does a version 3 record carrying the
+  // settings (trailing bytes) or a version 4 record without them (truncated).
+  for (size_t len = 0; len < enc.size(); ++len) {
+    auto cut = DecodeJob(std::span<const uint8_t>(enc).first(len));
+    ASSERT_FALSE(cut.ok()) << len;
+    EXPECT_EQ(cut.status().code(), StatusCode::kDataLoss);
+  }
+  std::vector<uint8_t> v3_with = EncodeJob(j);
+  v3_with[0] = 3;
+  auto trailing = DecodeJob(v3_with);
+  ASSERT_FALSE(trailing.ok());
+  EXPECT_TRUE(Contains(trailing.status().message(), "trailing")) << trailing.status().ToString();
+  enc[0] = 4;
+  auto short4 = DecodeJob(enc);
+  ASSERT_FALSE(short4.ok());
+  EXPECT_TRUE(Contains(short4.status().message(), "checkpoint_ms")) << short4.status().ToString();
+}
+
+TEST(StorageCodecTest, CheckpointSettingsRoundTripAndBadValuesAreRejected) {
+  JobRecord j = SampleJob(7);
+  j.checkpoint_ms = INT64_MAX;
+  j.keep = UINT32_MAX;
+  j.restart_on_failure = UINT32_MAX;
+  j.restarts_used = UINT32_MAX;
+  auto d = DecodeJob(EncodeJob(j));
+  ASSERT_TRUE(d.ok()) << d.status().ToString();
+  EXPECT_EQ(*d, j);
+
+  // The settings are the record's last 20 bytes: i64 checkpoint_ms, u32 keep,
+  // u32 restart_on_failure, u32 restarts_used.
+  j = SampleJob(7);
+  const std::vector<uint8_t> good = EncodeJob(j);
+  const size_t at = good.size() - kCheckpointSettingsBytes;
+  std::vector<uint8_t> enc = good;
+  const int64_t negative = -1000;
+  std::memcpy(&enc[at], &negative, 8);
+  auto neg = DecodeJob(enc);
+  ASSERT_FALSE(neg.ok());
+  EXPECT_EQ(neg.status().code(), StatusCode::kDataLoss);
+  EXPECT_TRUE(Contains(neg.status().message(), "checkpoint_ms")) << neg.status().ToString();
+  enc = good;
+  const uint32_t used = j.restart_on_failure + 1;
+  std::memcpy(&enc[at + 16], &used, 4);
+  auto over = DecodeJob(enc);
+  ASSERT_FALSE(over.ok());
+  EXPECT_EQ(over.status().code(), StatusCode::kDataLoss);
+  EXPECT_TRUE(Contains(over.status().message(), "restarts_used")) << over.status().ToString();
+
+  // Validation refuses what the decoder would: nothing undecodable is ever written.
+  JobRecord bad = SampleJob(7);
+  bad.checkpoint_ms = -1;
+  Status s = ValidateJob(bad);
+  EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
+  EXPECT_TRUE(Contains(s.message(), "checkpoint_ms")) << s.ToString();
+  bad = SampleJob(7);
+  bad.restarts_used = bad.restart_on_failure + 1;
+  s = ValidateJob(bad);
+  EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
+  EXPECT_TRUE(Contains(s.message(), "restarts_used")) << s.ToString();
+  // And the encoder clamps such a record into one that decodes.
+  auto clamped = DecodeJob(EncodeJob(bad));
+  ASSERT_TRUE(clamped.ok()) << clamped.status().ToString();
+  EXPECT_EQ(clamped->restarts_used, bad.restart_on_failure);
+}
+
 TEST(StorageCodecTest, UnknownVersionIsRejected) {
   std::vector<uint8_t> enc = EncodeJob(SampleJob(1));
   enc[0] = kJobFormatVersion + 1;
   auto d = DecodeJob(enc);
   ASSERT_FALSE(d.ok());
   EXPECT_EQ(d.status().code(), StatusCode::kDataLoss);
-  EXPECT_TRUE(Contains(d.status().message(), "unsupported format version 4"))
+  EXPECT_TRUE(Contains(d.status().message(), "unsupported format version 5"))
       << d.status().ToString();
   std::vector<uint8_t> node = EncodeNode(SampleNode(1));
   node[0] = 0;
@@ -386,6 +496,11 @@ TEST(StorageCodecTest, FuzzJobDecoder) {
   j.rank_nodes.resize(8);  // keep the record short so mutations hit every field often
   FuzzDecoder(EncodeJob(j), DecodeJob, EncodeJob, 1234);
   FuzzDecoder(EncodeJob(JobRecord{}), DecodeJob, EncodeJob, 5678);
+  // A version 3 record (no checkpoint settings), as written by older builds.
+  std::vector<uint8_t> v3 = EncodeJob(j);
+  v3.resize(v3.size() - kCheckpointSettingsBytes);
+  v3[0] = 3;
+  FuzzDecoder(v3, DecodeJob, EncodeJob, 9012);
 }
 
 TEST(StorageCodecTest, FuzzNodeDecoder) {

@@ -293,12 +293,20 @@ struct RestoreReady {
 };
 
 struct RestartRequest {
+  // checkpoint_ms: the restored job takes no periodic checkpoints (gos-restart --no-checkpoint).
+  static constexpr int64_t kNoCheckpoint = -1;
+
   uint64_t job = 0;
   uint64_t epoch = 0;  // 0 = the newest
   std::vector<uint32_t> exclude;
-  int64_t checkpoint_ms = 0;  // checkpoint the restored job this often (0 = never)
-  bool from_store = false;    // ship every rank from the store, even where a node still has
-                              // its own copy of the rank's dump
+  // Checkpoint the restored job this often; 0 = as the job's stored setting says (gos-run's
+  // --checkpoint, or the last restart's); kNoCheckpoint = never. Stored with the job.
+  int64_t checkpoint_ms = 0;
+  bool from_store = false;  // ship every rank from the store, even where a node still has
+                            // its own copy of the rank's dump
+  // Epochs to keep; 0 = the job's stored --keep. Stored with the job. (Absent from the
+  // requests of older clients, which decode with 0.)
+  uint32_t keep = 0;
 };
 
 struct SignalRequest {

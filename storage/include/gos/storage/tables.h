@@ -67,6 +67,13 @@ struct JobRecord {
   uint64_t replay_of = 0;          // this job replays that recorded job
   // Added in version 3 (absent in older records: true):
   bool cpu_bind = true;  // its ranks are bound to CPUs (gos-run --cpu-bind; restarts keep it)
+  // Added in version 4, its checkpoint settings (absent in older records: 0, which is no
+  // periodic checkpoints, the coordinator's --keep, no automatic restarts). A restart of the
+  // job (gos-restart, or an automatic one) goes on with them.
+  int64_t checkpoint_ms = 0;        // an epoch this often (--checkpoint); 0 = none; never < 0
+  uint32_t keep = 0;                // epochs kept (--keep); 0 = the coordinator's --keep
+  uint32_t restart_on_failure = 0;  // automatic restarts allowed (--restart-on-failure=N)
+  uint32_t restarts_used = 0;       // automatic restarts taken so far; <= restart_on_failure
 
   friend bool operator==(const JobRecord&, const JobRecord&) = default;
 };
@@ -154,9 +161,10 @@ class Tables {
 // one encoded record: anything else (short input, trailing bytes, bad enum, over-limit
 // length, unknown version) is DATA_LOSS saying what and where.
 inline constexpr uint8_t kRecordFormatVersion = 1;
-// Job records are version 3 (version 1 plus env, paths, recorded, replay_of in version 2, plus
-// cpu_bind in 3); older job records still decode, with the missing fields empty / true.
-inline constexpr uint8_t kJobFormatVersion = 3;
+// Job records are version 4 (version 1 plus env, paths, recorded, replay_of in version 2, plus
+// cpu_bind in 3, plus the checkpoint settings in 4); older job records still decode, with the
+// missing fields empty / true / 0.
+inline constexpr uint8_t kJobFormatVersion = 4;
 std::vector<uint8_t> EncodeJob(const JobRecord& job);
 StatusOr<JobRecord> DecodeJob(std::span<const uint8_t> in);
 std::vector<uint8_t> EncodeNode(const NodeRecord& node);
