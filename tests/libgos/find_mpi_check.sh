@@ -23,13 +23,18 @@ CMAKE
 check() {
   local dir=$1
   for exe in app_c app_cxx; do
-    if ! nm "$dir/$exe" | grep -q ' T gos_init'; then
+    # Whole outputs first: with pipefail, `nm | grep -q` fails when grep quits early and nm
+    # dies of SIGPIPE.
+    local syms libs
+    syms=$(nm "$dir/$exe")
+    libs=$(ldd "$dir/$exe")
+    if ! grep -q ' T gos_init' <<<"$syms"; then
       echo "FAIL: $dir/$exe does not contain gos's MPI (no gos_init)" >&2
       exit 1
     fi
-    if ldd "$dir/$exe" | grep -q 'libmpi'; then
+    if grep -q 'libmpi' <<<"$libs"; then
       echo "FAIL: $dir/$exe is linked against another MPI:" >&2
-      ldd "$dir/$exe" >&2
+      echo "$libs" >&2
       exit 1
     fi
   done

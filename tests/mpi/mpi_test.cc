@@ -575,10 +575,20 @@ TEST(MpiKilledAgent, EmbeddedClusterLeavesNoChannelFiles) {
       {Bin("gos-run"), "-n", "4", "-N", "1", Example("jacobi"), "256", "100000000", "10"}, env);
   ASSERT_TRUE(job.ok()) << job.status().ToString();
   pid_t agent = -1;
+  // This job's ranks: their executable is the copy staged under the state dir, their
+  // command line the example's (gos-rank-init and gos-run name it too, and other tests may
+  // run the example meanwhile).
+  auto ranks = [&] {
+    size_t n = 0;
+    for (const auto& [pid, cmd] : FindProcesses(state + "/nodes/")) {
+      n += cmd.rfind(Example("jacobi") + " ", 0) == 0 ? 1 : 0;
+    }
+    return n;
+  };
   ASSERT_TRUE(WaitUntil(
       [&] {
         agent = NodeAgentPid(state, 1);
-        return agent > 0 && FindProcesses("jacobi").size() >= 4;
+        return agent > 0 && ranks() >= 4;
       },
       30s));
   const std::string prefix = gos::testing::ChannelFilePrefix(state);
