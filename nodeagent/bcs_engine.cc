@@ -62,11 +62,6 @@ constexpr size_t kMaxEntries = (os::kBcsDescSlotBytes - sizeof(BlockHeader)) / s
 // the cores are free.
 constexpr size_t kCopyChunk = 256u << 10;
 constexpr size_t kSplitCopy = 512u << 10;
-// Read-ahead: the data of a send to a rank of this node, from kSplitCopy up to kMaxReadAhead
-// bytes, is read from the sender while the strobe that will move it is still on its way
-// (docs/specs/bcs-exchange.md, "Read-ahead"); at most kReadAheadBudget bytes are held.
-constexpr size_t kMaxReadAhead = 8u << 20;
-constexpr size_t kReadAheadBudget = 32u << 20;
 constexpr size_t kBounceBytes = 2 * kCopyChunk;
 // zstd level of the replay log's segments: they are small and few, so compress them well.
 constexpr int kLogLevel = 9;
@@ -159,60 +154,13 @@ void Bump(std::atomic<uint32_t>* word) {
 
 }  // namespace
 
-namespace {
-
-// Buffers of kMaxReadAhead bytes for read-ahead, kept for the next one (a fresh buffer
-// faults its pages in at every use); bytes queued or held by read-aheads are counted against
-// kReadAheadBudget.
-struct ReadAheadBuffers {
-  static constexpr size_t kKept = 2;
-  std::mutex mu;
-  std::vector<std::unique_ptr<std::byte[]>> free;
-  std::atomic<uint64_t> held{0};
-
-  std::unique_ptr<std::byte[]> Get() {
-    {
-      std::lock_guard<std::mutex> lock(mu);
-      if (!free.empty()) {
-        auto b = std::move(free.back());
-        free.pop_back();
-        return b;
-      }
-    }
-    return std::unique_ptr<std::byte[]>(new (std::nothrow) std::byte[kMaxReadAhead]);
-  }
-  void Put(std::unique_ptr<std::byte[]> b) {
-    std::lock_guard<std::mutex> lock(mu);
-    if (b != nullptr && free.size() < kKept) free.push_back(std::move(b));
-  }
-};
-
-}  // namespace
-
-// One send's data read ahead (under Job::ra_mu, but for `data`, which only the read-ahead
-// thread writes while kReading and only the strobe thread reads once kDone).
-struct BcsEngine::ReadAhead {
-  enum State { kQueued, kReading, kDone, kFailed, kDropped };
-  uint32_t rank = 0;  // the sender (world rank)
-  uint64_t addr = 0, len = 0;
-  State state = kQueued;
-  std::unique_ptr<std::byte[]> data;
-  ReadAheadBuffers* buffers = nullptr;  // counts len; gets data back
-  ~ReadAhead() {
-    if (buffers == nullptr) return;
-    buffers->held.fetch_sub(len);
-    buffers->Put(std::move(data));
-  }
-};
-
 struct BcsEngine::Rank {
   uint32_t rank = 0;
   std::string path;
   void* base = nullptr;
   bcs::ChannelHeader* h = nullptr;
   std::atomic<pid_t> init_pid{0};
-  std::atomic<pid_t> pid{0};  // the rank itself, resolved lazily
-  uint64_t ra_scanned = 0;    // bell thread: descriptors looked at for read-ahead
+  pid_t pid = 0;  // the rank itself, resolved lazily (strobe thread)
   std::atomic<bool> exited{false};
   uint64_t consumed = 0;  // descriptors drained (== desc_tail)
   // Record: decision-log bytes drained from the record ring and blocked time per step, not
@@ -256,11 +204,6 @@ struct BcsEngine::Job {
   uint64_t matcher_strobe = 0;                     // the last strobe given to the matcher
   std::atomic<bool> stopped{false};
 
-  // Read-ahead of local sends' data (bell thread -> read-ahead thread -> strobe thread).
-  std::mutex ra_mu;
-  std::condition_variable ra_cv;
-  std::vector<std::shared_ptr<ReadAhead>> read_ahead;
-
   explicit Job(const BcsJob& s)
       : spec(s),
         matcher(static_cast<uint32_t>(s.rank_node.size())),
@@ -280,12 +223,6 @@ struct BcsEngine::State {
   std::thread bell;
   std::vector<std::byte> bounce;
   std::unique_ptr<CopyThread> copier;  // made at the first split copy (strobe thread only)
-  // Read-ahead queue and thread (made at the first read-ahead).
-  std::mutex ra_mu;
-  std::condition_variable ra_cv;
-  std::deque<std::pair<std::weak_ptr<Job>, std::shared_ptr<ReadAhead>>> ra_queue;
-  ReadAheadBuffers ra_buffers;
-  std::thread ra_thread;
 };
 
 BcsEngine::BcsEngine(prim::Node* node, BcsEngineOptions options)
@@ -297,12 +234,6 @@ BcsEngine::~BcsEngine() {
   s_->stop = true;
   Ring();
   if (s_->bell.joinable()) s_->bell.join();
-  {
-    std::lock_guard<std::mutex> lock(s_->ra_mu);
-    s_->ra_queue.clear();
-  }
-  s_->ra_cv.notify_all();
-  if (s_->ra_thread.joinable()) s_->ra_thread.join();
   std::vector<uint64_t> ids;
   {
     std::lock_guard<std::mutex> lock(s_->mu);
@@ -563,13 +494,13 @@ void BcsEngine::RemoveJob(uint64_t job) {
 
 // The rank is gos-rank-init's only child: /proc/<init>/task/<init>/children.
 pid_t BcsEngine::RankPid(Rank& r) {
-  if (pid_t known = r.pid.load(); known > 0) return known;
+  if (r.pid > 0) return r.pid;
   pid_t init = r.init_pid.load();
   if (init <= 0) return 0;
   std::ifstream in("/proc/" + std::to_string(init) + "/task/" + std::to_string(init) + "/children");
   long pid = 0;
   if (in >> pid) r.pid = static_cast<pid_t>(pid);
-  return r.pid.load();
+  return r.pid;
 }
 
 void BcsEngine::Publish(Job& j) {
@@ -1012,7 +943,6 @@ bool BcsEngine::Exchange(uint64_t strobe, Job& j, std::vector<Posted>* all) {
       e.rank = r->rank;
       e.seq = r->consumed;
       std::memcpy(&e.d, &ring[r->consumed % bcs::kDescSlots], sizeof e.d);
-      if (e.d.op == static_cast<uint32_t>(bcs::Op::kCancel)) DropReadAhead(j, r->rank);
       block.resize(block.size() + sizeof e);
       std::memcpy(block.data() + block.size() - sizeof e, &e, sizeof e);
       all->push_back(Posted{e.rank, e.seq, e.d});
@@ -1174,25 +1104,6 @@ bool BcsEngine::MoveData(uint64_t strobe, Job& j) {
         if (j.by_rank.count(d.rank)) RankPid(*j.by_rank.at(d.rank));
       }
       if (m.len >= kSplitCopy && !s_->copier) s_->copier = std::make_unique<CopyThread>();
-      // The send read ahead: only the writes are left (from kSplitCopy bytes on, split over
-      // two threads). Taken for every local move, whatever its length, so that none is left
-      // behind to go stale (a truncated receive moves less than the send's length).
-      std::shared_ptr<ReadAhead> ra = TakeReadAhead(j, t->src_rank, t->src_addr, m.offset + m.len);
-      if (ra != nullptr) {
-        const std::byte* src = ra->data.get();
-        auto write = [&](uint64_t from, uint64_t to) {
-          write_to(*t, m.offset + from, src + m.offset + from, to - from);
-        };
-        if (m.len < kSplitCopy) {
-          write(0, m.len);
-          continue;
-        }
-        const uint64_t half = (m.len / 2 + 4095) & ~uint64_t{4095};
-        s_->copier->Start([&] { write(half, m.len); });
-        write(0, half);
-        s_->copier->Wait();
-        continue;
-      }
       SplitCopy(
           m.len, s_->bounce.data(), s_->copier.get(),
           [&](uint64_t off, std::byte* dst, uint64_t n) { read_from(*t, m.offset + off, dst, n); },
@@ -1260,151 +1171,6 @@ bool BcsEngine::MoveData(uint64_t strobe, Job& j) {
     if (j.by_rank.count(c.rank)) j.pending[c.rank].push_back(c.c);
   }
   return true;
-}
-
-// ---- Read-ahead -----------------------------------------------------------------------------
-
-// Bell thread: queues the sends of j's local ranks posted since the last look that go to a
-// rank of this node and are large enough to be worth it. A descriptor is read from its ring
-// slot while the rank may already be writing the next one elsewhere; the slot itself is
-// stable until the strobe thread drains it, so a copy made before desc_tail passed it is whole.
-void BcsEngine::QueueReadAhead(const std::shared_ptr<Job>& j) {
-  if (j->plan) return;  // a replay moves data as recorded; keep it simple
-  struct Found {
-    std::shared_ptr<ReadAhead> ra;
-    const bcs::ChannelHeader* h;
-    uint64_t seq;
-  };
-  std::vector<Found> found;
-  for (auto& r : j->ranks) {
-    bcs::ChannelHeader* h = r->h;
-    const uint64_t tail = h->desc_tail.load(std::memory_order_acquire);
-    const uint64_t head = h->desc_head.load(std::memory_order_acquire);
-    if (head < tail || head - tail > bcs::kDescSlots) continue;  // corrupt: the strobe says so
-    const bcs::Descriptor* ring = bcs::DescRing(r->base);
-    uint64_t q = std::max(r->ra_scanned, tail);
-    for (; q < head; ++q) {
-      bcs::Descriptor d;
-      std::memcpy(&d, &ring[q % bcs::kDescSlots], sizeof d);
-      if (h->desc_tail.load(std::memory_order_acquire) > q) continue;  // drained meanwhile
-      if (d.op != static_cast<uint32_t>(bcs::Op::kSend) || d.len < kSplitCopy ||
-          d.len > kMaxReadAhead || d.tag < 0 || d.peer < 0 ||
-          static_cast<size_t>(d.peer) >= j->spec.rank_node.size() ||
-          j->spec.rank_node[static_cast<size_t>(d.peer)] != o_.node) {
-        continue;
-      }
-      if (s_->ra_buffers.held.fetch_add(d.len) + d.len > kReadAheadBudget) {
-        s_->ra_buffers.held.fetch_sub(d.len);
-        continue;
-      }
-      auto ra = std::make_shared<ReadAhead>();
-      ra->rank = r->rank;
-      ra->addr = d.addr;
-      ra->len = d.len;
-      ra->buffers = &s_->ra_buffers;
-      found.push_back({ra, h, q});
-    }
-    r->ra_scanned = q;
-  }
-  if (found.empty()) return;
-  std::vector<std::shared_ptr<ReadAhead>> queued;
-  {
-    // A send the strobe thread drained before this lock may already have been moved (its
-    // MoveData took the lock after draining): its read-ahead would never be taken and could
-    // go stale, so it is not added. One drained after it finds its read-ahead in the list.
-    std::lock_guard<std::mutex> lock(j->ra_mu);
-    for (Found& f : found) {
-      if (f.h->desc_tail.load(std::memory_order_acquire) > f.seq) continue;
-      j->read_ahead.push_back(f.ra);
-      queued.push_back(std::move(f.ra));
-    }
-  }
-  if (queued.empty()) return;
-  {
-    std::lock_guard<std::mutex> lock(s_->ra_mu);
-    for (auto& ra : queued) s_->ra_queue.emplace_back(j, ra);
-    if (!s_->ra_thread.joinable()) s_->ra_thread = std::thread([this] { ReadAheadLoop(); });
-  }
-  s_->ra_cv.notify_all();
-}
-
-void BcsEngine::ReadAheadLoop() {
-  while (true) {
-    std::shared_ptr<Job> j;
-    std::shared_ptr<ReadAhead> ra;
-    {
-      std::unique_lock<std::mutex> lock(s_->ra_mu);
-      s_->ra_cv.wait(lock, [&] { return s_->stop || !s_->ra_queue.empty(); });
-      if (s_->stop) return;
-      j = s_->ra_queue.front().first.lock();
-      ra = std::move(s_->ra_queue.front().second);
-      s_->ra_queue.pop_front();
-    }
-    if (j == nullptr) continue;  // the job is gone
-    auto rt = j->by_rank.find(ra->rank);
-    {
-      std::lock_guard<std::mutex> lock(j->ra_mu);
-      if (ra->state != ReadAhead::kQueued) continue;  // taken or dropped meanwhile
-      ra->state = ReadAhead::kReading;
-    }
-    const pid_t pid = rt != j->by_rank.end() ? RankPid(*rt->second) : 0;
-    bool ok = pid > 0;
-    if (ok) {
-      ra->data = s_->ra_buffers.Get();
-      ok = ra->data != nullptr;
-    }
-    for (uint64_t off = 0; ok && off < ra->len; off += kCopyChunk) {
-      const uint64_t n = std::min<uint64_t>(kCopyChunk, ra->len - off);
-      iovec local{ra->data.get() + off, n};
-      iovec remote{reinterpret_cast<void*>(ra->addr + off), n};
-      ok = ::process_vm_readv(pid, &local, 1, &remote, 1, 0) == static_cast<ssize_t>(n);
-    }
-    {
-      std::lock_guard<std::mutex> lock(j->ra_mu);
-      ra->state = ok ? ReadAhead::kDone : ReadAhead::kFailed;
-    }
-    j->ra_cv.notify_all();
-  }
-}
-
-// Strobe thread: the data of rank's send from addr, read ahead, if there is such a read-ahead
-// covering len bytes (waiting for it if it is being read); nullptr otherwise. Every read-ahead
-// of that (rank, addr) goes: one not used now could be stale once the send completes (the
-// program may then write the buffer and send it again).
-std::shared_ptr<BcsEngine::ReadAhead> BcsEngine::TakeReadAhead(Job& j, uint32_t rank, uint64_t addr,
-                                                               uint64_t len) {
-  std::unique_lock<std::mutex> lock(j.ra_mu);
-  std::shared_ptr<ReadAhead> found;
-  for (auto it = j.read_ahead.begin(); it != j.read_ahead.end();) {
-    if ((*it)->rank != rank || (*it)->addr != addr) {
-      ++it;
-      continue;
-    }
-    if (found == nullptr && (*it)->len >= len) found = *it;
-    if (*it != found && (*it)->state == ReadAhead::kQueued) (*it)->state = ReadAhead::kDropped;
-    it = j.read_ahead.erase(it);
-  }
-  if (found == nullptr) return nullptr;
-  // A read-ahead not started yet is read the usual way (that is no slower).
-  if (found->state == ReadAhead::kQueued) {
-    found->state = ReadAhead::kDropped;
-    return nullptr;
-  }
-  j.ra_cv.wait(lock, [&] { return found->state != ReadAhead::kReading; });
-  return found->state == ReadAhead::kDone ? found : nullptr;
-}
-
-// Strobe thread: the rank cancelled a request; any of its read-ahead could be of that send.
-void BcsEngine::DropReadAhead(Job& j, uint32_t rank) {
-  std::lock_guard<std::mutex> lock(j.ra_mu);
-  for (auto it = j.read_ahead.begin(); it != j.read_ahead.end();) {
-    if ((*it)->rank != rank) {
-      ++it;
-      continue;
-    }
-    if ((*it)->state == ReadAhead::kQueued) (*it)->state = ReadAhead::kDropped;
-    it = j.read_ahead.erase(it);
-  }
 }
 
 // Watches the doorbells of the running row's local ranks; reports "all blocked" to the
@@ -1490,8 +1256,6 @@ void BcsEngine::BellLoop() {
         if (!st.ok()) GOS_LOG(kDebug, "bcs") << "blocked report: " << st.ToString();
         last = rec;
       }
-      // After the report (the early strobe comes sooner): read sends ahead while it comes.
-      if (work) QueueReadAhead(j);
     }
     timespec deadline{};
     clock_gettime(CLOCK_MONOTONIC, &deadline);

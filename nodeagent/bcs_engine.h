@@ -155,14 +155,7 @@ class BcsEngine {
  private:
   struct Job;
   struct Rank;
-  struct ReadAhead;
   void BellLoop();
-  // Read-ahead of local sends' data: the bell thread queues the sends it sees posted, the
-  // read-ahead thread reads them, the strobe thread's MoveData takes them.
-  void QueueReadAhead(const std::shared_ptr<Job>& j);
-  void ReadAheadLoop();
-  std::shared_ptr<ReadAhead> TakeReadAhead(Job& j, uint32_t rank, uint64_t addr, uint64_t len);
-  void DropReadAhead(Job& j, uint32_t rank);
   void Ring();
   // Every node of the job is up (as the primitives know it).
   bool PeersAlive(const Job& j) const;

@@ -237,18 +237,6 @@ INSTANTIATE_TEST_SUITE_P(MorePrograms, SemanticsTest,
                                   "ranks_" + std::to_string(l.nodes) + "nodes";
                          });
 
-// Large sends from one reused buffer: on one node the nodeagent reads them ahead of the strobe
-// (3 ranks: two receivers of one buffer); across two nodes they go through XFER-AND-SIGNAL.
-INSTANTIATE_TEST_SUITE_P(ReadAhead, SemanticsTest,
-                         ::testing::Combine(::testing::Values("reuse"),
-                                            ::testing::Values(Layout{2, 1}, Layout{3, 1},
-                                                              Layout{3, 2})),
-                         [](const auto& param_info) {
-                           const Layout& l = std::get<1>(param_info.param);
-                           return std::get<0>(param_info.param) + "_" + std::to_string(l.ranks) +
-                                  "ranks_" + std::to_string(l.nodes) + "nodes";
-                         });
-
 // ---- Examples
 // -------------------------------------------------------------------------------
 
