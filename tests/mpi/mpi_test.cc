@@ -212,6 +212,14 @@ TEST_P(SemanticsTest, PrintsOk) {
   EXPECT_EQ(r.output.find("FAIL"), std::string::npos) << r.Describe();
 }
 
+// "<program>_<R>ranks_<N>nodes": the test name of one program at one layout.
+std::string ProgramLayoutName(
+    const ::testing::TestParamInfo<std::tuple<std::string, Layout>>& param_info) {
+  const Layout& l = std::get<1>(param_info.param);
+  return std::get<0>(param_info.param) + "_" + std::to_string(l.ranks) + "ranks_" +
+         std::to_string(l.nodes) + "nodes";
+}
+
 INSTANTIATE_TEST_SUITE_P(
     Programs, SemanticsTest,
     ::testing::Combine(::testing::Values("ordering", "wildcard", "tags", "truncate", "zero_self",
@@ -220,22 +228,22 @@ INSTANTIATE_TEST_SUITE_P(
                                          "userop", "structs", "groups", "cancel", "persistent",
                                          "nbcoll", "extras", "more"),
                        ::testing::Values(Layout{2, 1}, Layout{4, 1}, Layout{2, 2}, Layout{4, 2})),
-    [](const auto& param_info) {
-      const Layout& l = std::get<1>(param_info.param);
-      return std::get<0>(param_info.param) + "_" + std::to_string(l.ranks) + "ranks_" +
-             std::to_string(l.nodes) + "nodes";
-    });
+    ProgramLayoutName);
 
 // Newer programs, at 1 rank and at 4 and 6 over one and two nodes.
 INSTANTIATE_TEST_SUITE_P(MorePrograms, SemanticsTest,
                          ::testing::Combine(::testing::Values("topo_attr", "comm_create"),
                                             ::testing::Values(Layout{1, 1}, Layout{4, 1},
                                                               Layout{4, 2}, Layout{6, 2})),
-                         [](const auto& param_info) {
-                           const Layout& l = std::get<1>(param_info.param);
-                           return std::get<0>(param_info.param) + "_" + std::to_string(l.ranks) +
-                                  "ranks_" + std::to_string(l.nodes) + "nodes";
-                         });
+                         ProgramLayoutName);
+
+// Large sends from one reused buffer, between ranks of one node (3 ranks: two receivers of one
+// buffer) and across two nodes.
+INSTANTIATE_TEST_SUITE_P(Reuse, SemanticsTest,
+                         ::testing::Combine(::testing::Values("reuse"),
+                                            ::testing::Values(Layout{2, 1}, Layout{3, 1},
+                                                              Layout{3, 2})),
+                         ProgramLayoutName);
 
 // ---- Examples
 // -------------------------------------------------------------------------------
