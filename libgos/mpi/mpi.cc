@@ -136,6 +136,11 @@ struct State {
   std::vector<std::unique_ptr<Comm>> comms;  // index = MPI_Comm; 0 = MPI_COMM_NULL
   std::vector<TypePtr> types;                // index = MPI_Datatype - kFirstDerivedType
   std::vector<bool> committed;
+  // MPI_Type_free'd while still used (by a pending operation, or a type built on it): the
+  // handle resolves until then (a user op of a pending reduction is given it), but is never
+  // freed twice nor used for a new transfer. AddType drops the layout once nothing else holds it.
+  std::vector<bool> freed;
+  std::vector<size_t> freed_in_use;          // indices of such types whose layout is still held
   std::vector<MPI_User_function*> user_ops;  // index = MPI_Op - kFirstUserOp; nullptr = freed
   std::vector<bool> user_op_commute;         // MPI_Op_create's commute, same index
   void* bsend_buffer = nullptr;  // MPI_Buffer_attach's (not used: Bsend copies on its own)
@@ -262,7 +267,7 @@ TypePtr FindType(MPI_Datatype dt, bool for_transfer = true) {
   if (dt < kFirstDerivedType) return nullptr;
   size_t i = static_cast<size_t>(dt - kFirstDerivedType);
   if (i >= s.types.size() || s.types[i] == nullptr) return nullptr;
-  if (for_transfer && !s.committed[i]) return nullptr;
+  if (for_transfer && (!s.committed[i] || s.freed[i])) return nullptr;
   return s.types[i];
 }
 
@@ -3053,8 +3058,14 @@ int MPI_Alltoall(const void* sendbuf, int sendcount, MPI_Datatype sendtype, void
 
 static int AddType(TypePtr t, MPI_Datatype* newtype) {
   State& s = S();
+  std::erase_if(s.freed_in_use, [&](size_t i) {
+    if (s.types[i].use_count() > 1) return false;
+    s.types[i].reset();
+    return true;
+  });
   s.types.push_back(std::move(t));
   s.committed.push_back(false);
+  s.freed.push_back(false);
   *newtype = kFirstDerivedType + static_cast<MPI_Datatype>(s.types.size() - 1);
   return MPI_SUCCESS;
 }
@@ -3325,13 +3336,20 @@ int MPI_Type_size_x(MPI_Datatype datatype, MPI_Count* size) {
 
 int MPI_Type_free(MPI_Datatype* datatype) {
   if (datatype == nullptr || *datatype < kFirstDerivedType ||
-      FindType(*datatype, /*for_transfer=*/false) == nullptr) {
+      FindType(*datatype, /*for_transfer=*/false) == nullptr ||
+      S().freed[static_cast<size_t>(*datatype - kFirstDerivedType)]) {
     return Fail(MPI_COMM_WORLD, "MPI_Type_free", MPI_ERR_TYPE);
   }
-  // Pending operations and types built on this one keep their own references to the layout.
+  // Pending operations and types built on this one keep their own references to the layout;
+  // while they do, the handle still resolves (a pending reduction gives it to its user op).
   const size_t i = static_cast<size_t>(*datatype - kFirstDerivedType);
-  S().types[i].reset();
-  S().committed[i] = false;
+  if (S().types[i].use_count() > 1) {
+    S().freed[i] = true;
+    S().freed_in_use.push_back(i);
+  } else {
+    S().types[i].reset();
+    S().committed[i] = false;
+  }
   S().type_names.erase(*datatype);
   *datatype = MPI_DATATYPE_NULL;
   return MPI_SUCCESS;

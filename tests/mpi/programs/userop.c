@@ -61,6 +61,17 @@ static int Near(const double* a, const double* b, int n) {
   return 1;
 }
 
+/* inout += in, elementwise, for a type of 4 doubles; asks MPI for the type's size, as ops that
+ * serve several types do. */
+static int g_bad_type = 0;
+static void SumSized(void* in, void* inout, int* len, MPI_Datatype* type) {
+  int size = 0;
+  if (MPI_Type_size(*type, &size) != MPI_SUCCESS || size != 4 * (int)sizeof(double)) ++g_bad_type;
+  const double* a = (const double*)in;
+  double* b = (double*)inout;
+  for (int k = 0; k < *len * 4; ++k) b[k] += a[k];
+}
+
 int main(int argc, char** argv) {
   StartTest(&argc, &argv, "userop");
   MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
@@ -111,6 +122,27 @@ int main(int argc, char** argv) {
   CHECK_MPI(MPI_Allreduce(v, r, 1, strided, maxabs, MPI_COMM_WORLD));
   CHECK(r[0] == g_size && r[2] == 3 * (g_size - 1), "MaxAbs: %d %d", r[0], r[2]);
   CHECK(r[1] == 12345 && r[3] == 54321, "the gaps were written: %d %d", r[1], r[3]);
+
+  /* The type freed while a nonblocking reduction with a user op is pending: MPI keeps it for
+   * that operation, whose op is still given a handle it can ask about. */
+  MPI_Datatype quad;
+  CHECK_MPI(MPI_Type_contiguous(4, MPI_DOUBLE, &quad));
+  CHECK_MPI(MPI_Type_commit(&quad));
+  MPI_Op sumsized;
+  CHECK_MPI(MPI_Op_create(SumSized, 1, &sumsized));
+  double q[8], qs[8];
+  for (int k = 0; k < 8; ++k) q[k] = g_rank + k;
+  MPI_Request qr;
+  CHECK_MPI(MPI_Iallreduce(q, qs, 2, quad, sumsized, MPI_COMM_WORLD, &qr));
+  CHECK_MPI(MPI_Type_free(&quad));
+  CHECK(quad == MPI_DATATYPE_NULL, "Type_free did not reset the handle");
+  CHECK_MPI(MPI_Wait(&qr, MPI_STATUS_IGNORE));
+  for (int k = 0; k < 8; ++k) {
+    const double want = (double)g_size * (g_size - 1) / 2 + (double)g_size * k;
+    CHECK(qs[k] == want, "Iallreduce with the type freed: [%d] %g, expected %g", k, qs[k], want);
+  }
+  CHECK(g_bad_type == 0, "the user op could not ask the freed type's size %d times", g_bad_type);
+  CHECK_MPI(MPI_Op_free(&sumsized));
 
   CHECK_MPI(MPI_Op_free(&mul));
   CHECK(mul == MPI_OP_NULL, "Op_free did not reset the handle");
