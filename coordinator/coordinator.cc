@@ -86,11 +86,6 @@ std::string UserName(uid_t uid) {
   return std::to_string(uid);
 }
 
-// Automatic restarts the job has left (gos-run --restart-on-failure).
-uint32_t RestartsLeft(const JobRecord& r) {
-  return r.restarts_used < r.restart_on_failure ? r.restart_on_failure - r.restarts_used : 0;
-}
-
 std::string Join(const std::vector<std::string>& v) {
   std::string s;
   for (const auto& x : v) s += (s.empty() ? "" : " ") + x;

@@ -133,6 +133,11 @@ std::string RenderInterval(int64_t ms) {
   return std::to_string(ms) + "ms";
 }
 
+uint32_t RestartsLeft(const storage::JobRecord& rec) {
+  return rec.restarts_used < rec.restart_on_failure ? rec.restart_on_failure - rec.restarts_used
+                                                    : 0;
+}
+
 std::string RenderCheckpointSettings(const storage::JobRecord& rec, uint32_t default_keep) {
   std::string out = rec.checkpoint_ms > 0 ? "checkpoints every " + RenderInterval(rec.checkpoint_ms)
                                           : std::string("no periodic checkpoints");
@@ -145,10 +150,9 @@ std::string RenderCheckpointSettings(const storage::JobRecord& rec, uint32_t def
     out += ", keeps as many epochs as the coordinator's --keep says";
   }
   if (rec.restart_on_failure != 0) {
-    const uint32_t left =
-        rec.restarts_used < rec.restart_on_failure ? rec.restart_on_failure - rec.restarts_used : 0;
-    out += ", " + std::to_string(left) + " of " + std::to_string(rec.restart_on_failure) +
-           " automatic restart" + (rec.restart_on_failure == 1 ? "" : "s") + " left";
+    out += ", " + std::to_string(RestartsLeft(rec)) + " of " +
+           std::to_string(rec.restart_on_failure) + " automatic restart" +
+           (rec.restart_on_failure == 1 ? "" : "s") + " left";
   }
   return out;
 }

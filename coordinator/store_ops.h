@@ -40,6 +40,9 @@ std::string Mib(uint64_t bytes);
 // checkpoint". Rendered by the coordinator, or by gos-ckpt itself when no coordinator runs.
 std::string RenderEpochList(uint64_t job, const std::vector<storage::EpochManifest>& epochs);
 
+// Automatic restarts (gos-run --restart-on-failure) the job has left.
+uint32_t RestartsLeft(const storage::JobRecord& rec);
+
 // A job's stored checkpoint settings, as gos-ckpt --list and gos-restart show them:
 // "checkpoints every 30s, keeps 3 epochs, 1 of 2 automatic restarts left" (or "no periodic
 // checkpoints, ..."). default_keep is the coordinator's --keep, for a job without its own;

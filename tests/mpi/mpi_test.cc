@@ -517,12 +517,19 @@ pid_t NodeAgentPid(const std::string& state, uint32_t node) {
   return -1;
 }
 
+// A fresh state dir for a private cluster of the test (/tmp/gos-mpi-NAME-XXXXXX, readable by
+// the ranks' users); "" if it cannot be made.
+std::string TempStateDir(const std::string& name) {
+  std::string tmpl = "/tmp/gos-mpi-" + name + "-XXXXXX";
+  if (mkdtemp(tmpl.data()) == nullptr) return "";
+  ::chmod(tmpl.c_str(), 0755);
+  return tmpl;
+}
+
 TEST(MpiStall, StalledPeerFailsTheJobInsteadOfHanging) {
   if (geteuid() != 0) GTEST_SKIP() << "needs root: nodeagents make PID namespaces and cgroups";
-  char tmpl[] = "/tmp/gos-mpi-stall-XXXXXX";
-  ASSERT_NE(mkdtemp(tmpl), nullptr);
-  const std::string state = tmpl;
-  ::chmod(state.c_str(), 0755);
+  const std::string state = TempStateDir("stall");
+  ASSERT_FALSE(state.empty());
   const std::vector<std::string> env = {"GOS_STATE_DIR=" + state};
   Result up = Execute({Bin("gos-cluster"), "up", "-N", "2", "--failure-timeout", "10s"}, env, 60s);
   ASSERT_EQ(up.code, 0) << up.Describe();
@@ -574,10 +581,8 @@ TEST(MpiStall, StalledPeerFailsTheJobInsteadOfHanging) {
 // init dirs; gos-run removes them when its embedded cluster is over.
 TEST(MpiKilledAgent, EmbeddedClusterLeavesNoChannelFiles) {
   if (geteuid() != 0) GTEST_SKIP() << "needs root: nodeagents make PID namespaces and cgroups";
-  char tmpl[] = "/tmp/gos-mpi-killed-XXXXXX";
-  ASSERT_NE(mkdtemp(tmpl), nullptr);
-  const std::string state = tmpl;
-  ::chmod(state.c_str(), 0755);
+  const std::string state = TempStateDir("killed");
+  ASSERT_FALSE(state.empty());
   const std::vector<std::string> env = {"GOS_STATE_DIR=" + state};
   auto job = Subprocess::Start(
       {Bin("gos-run"), "-n", "4", "-N", "1", Example("jacobi"), "256", "100000000", "10"}, env);
