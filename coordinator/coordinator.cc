@@ -1476,6 +1476,7 @@ void CoordinatorImpl::CheckDownNodes(After& after) {
 // ---- Join and strobe threads ------------------------------------------------------
 
 void CoordinatorImpl::JoinGroup() {
+  SetThreadName("coord-join");
   prim::NodeOptions no;
   no.bootstrap = bootstrap_->address();
   no.provider = o_.provider;
@@ -1523,6 +1524,7 @@ void CoordinatorImpl::JoinGroup() {
 }
 
 void CoordinatorImpl::InboxLoop() {
+  SetThreadName("coord-inbox");
   os::CkptInbox inbox(
       node_.get(), key_, [this](const os::CkptBatch& b) { return StoreBatch(b); },
       [this](uint32_t node) {
@@ -1574,6 +1576,7 @@ std::string CoordinatorImpl::StoreBatch(const os::CkptBatch& b) {
 // A thread that strobes early whenever `event` fires and `wanted()` (called under mu_) agrees.
 std::thread CoordinatorImpl::StrobeOnEvent(prim::EventId event, std::function<bool()> wanted) {
   return std::thread([this, event, wanted = std::move(wanted)] {
+    SetThreadName(("coord-event" + std::to_string(event)).c_str());
     while (!stop_) {
       auto got = node_->WaitEvent(event, std::chrono::milliseconds(100));
       if (!got.ok() || !*got) continue;
@@ -1620,6 +1623,7 @@ bool CoordinatorImpl::OnlyComputeRunning() const {
 }
 
 void CoordinatorImpl::StrobeLoop() {
+  SetThreadName("coord-strobe");
   auto row_since = SteadyClock::now();
   auto last = SteadyClock::now();
   const auto slice = std::chrono::duration_cast<SteadyClock::duration>(o_.timeslice);
@@ -1965,6 +1969,7 @@ void CoordinatorImpl::StepEpoch(Job& j, After& after) {
 }
 
 void CoordinatorImpl::StoreLoop() {
+  SetThreadName("coord-store");
   for (;;) {
     StoreTask t;
     {
@@ -2419,6 +2424,7 @@ Status CoordinatorImpl::ShipImages(uint64_t id) {
     size_t i = 0;
     for (const auto& [node, ranks] : by_node) {
       senders.emplace_back([&, node = node, ranks = &ranks, i] {
+        SetThreadName("coord-restore");
         results[i] = ship_node(node, *ranks);
         if (!results[i].ok()) failed = true;
       });
@@ -2735,6 +2741,7 @@ Status CoordinatorImpl::CheckReplayEpoch(uint64_t id) {
 // ---- Staging thread ------------------------------------------------------------------
 
 void CoordinatorImpl::StagingLoop() {
+  SetThreadName("coord-staging");
   while (!stop_) {
     uint64_t id;
     {

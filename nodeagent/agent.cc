@@ -330,6 +330,7 @@ class NodeAgentImpl final : public NodeAgent {
   std::condition_variable restore_cv_;
   std::deque<std::function<void()>> restores_;
   void RestoreLoop() {
+    SetThreadName("agent-restore");
     while (true) {
       std::function<void()> task;
       {
@@ -864,6 +865,7 @@ void NodeAgentImpl::MaybeReport(LocalJob& j) {
 }
 
 void NodeAgentImpl::StrobeLoop() {
+  SetThreadName("agent-strobe");
   // Its sleeps are short waits (for a cgroup to freeze): the default 50 us of timer slack
   // would double them.
   ::prctl(PR_SET_TIMERSLACK, 1000UL);
@@ -1504,6 +1506,7 @@ void NodeAgentImpl::StartWorker(std::function<void()> work) {
   }
   auto done = std::make_shared<std::atomic<bool>>(false);
   workers_.push_back({std::thread([work = std::move(work), done] {
+                        SetThreadName("agent-worker");
                         work();
                         *done = true;
                       }),
@@ -2118,6 +2121,7 @@ void NodeAgentImpl::RestoreWorker(uint64_t job, uint64_t epoch, uint32_t slot,
 }
 
 void NodeAgentImpl::StageLoop() {
+  SetThreadName("agent-stage");
   std::vector<uint8_t> unused;
   while (!stop_ && !lost_) {
     auto got = node_->WaitEvent(os::kEventStage, std::chrono::milliseconds(200));

@@ -106,6 +106,7 @@ class CopyThread {
 
  private:
   void Loop() {
+    SetThreadName("agent-copy");
     std::unique_lock<std::mutex> lock(mu_);
     while (true) {
       cv_.wait(lock, [&] { return stop_ || task_; });
@@ -1176,6 +1177,7 @@ bool BcsEngine::MoveData(uint64_t strobe, Job& j) {
 // Watches the doorbells of the running row's local ranks; reports "all blocked" to the
 // coordinator so that it can strobe early.
 void BcsEngine::BellLoop() {
+  SetThreadName("agent-bell");
   os::BlockedRecord last{};
   while (!s_->stop) {
     uint32_t ctl = s_->ctl.load(std::memory_order_acquire);

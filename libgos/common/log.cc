@@ -1,5 +1,6 @@
 #include "gos/log.h"
 
+#include <pthread.h>
 #include <sys/time.h>
 #include <unistd.h>
 
@@ -50,6 +51,13 @@ LogLine::~LogLine() {
   std::string s = out_.str();
   ssize_t rc = ::write(STDERR_FILENO, s.data(), s.size());
   (void)rc;
+}
+
+void SetThreadName(const char* name) {
+  char buf[16];
+  std::strncpy(buf, name, sizeof buf - 1);
+  buf[sizeof buf - 1] = '\0';
+  pthread_setname_np(pthread_self(), buf);
 }
 
 }  // namespace gos

@@ -92,6 +92,7 @@ class BootstrapServerImpl final : public BootstrapServer {
 
  private:
   void Loop() {
+    SetThreadName("prim-bootstrap");
     while (!stop_) {
       std::vector<pollfd> fds;
       fds.push_back({listen_fd_, POLLIN, 0});

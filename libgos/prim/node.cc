@@ -746,6 +746,7 @@ void NodeImpl::Leave() {
 // ------------------------------------------------------------------ progress thread
 
 void NodeImpl::Run() {
+  SetThreadName("prim-progress");
   RunLoop([this] { return !stop_; });
   // Leaving: finish what this node takes part in — forwards its children wait for, acks
   // its parents wait for, queries it sequences — so nobody waits on a node that left.
@@ -964,6 +965,7 @@ bool NodeImpl::TryPost(OpContext* ctx, ssize_t* rc) {
 // and the node is lost to the group (no heartbeat, no progress). Rather than hang, the
 // process exits, naming the cause.
 void NodeImpl::Watchdog() {
+  SetThreadName("prim-watchdog");
   std::unique_lock<std::mutex> lock(watchdog_mu_);
   while (!watchdog_cv_.wait_for(lock, std::chrono::milliseconds(500),
                                 [this] { return watchdog_stop_; })) {

@@ -1,8 +1,14 @@
 #include "gos/status.h"
 
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <cerrno>
+#include <fstream>
+#include <string>
+#include <thread>
+
+#include "gos/log.h"
 
 namespace gos {
 namespace {
@@ -43,6 +49,28 @@ TEST(StatusTest, ErrnoMapping) {
   EXPECT_EQ(ErrnoError(ECONNREFUSED, "connect").code(), StatusCode::kUnavailable);
   EXPECT_EQ(ErrnoError(ENOENT, "open x").code(), StatusCode::kNotFound);
   EXPECT_NE(ErrnoError(ENOENT, "open x").message().find("open x: "), std::string::npos);
+}
+
+// The daemons name their threads; names longer than the kernel's 15 characters are cut.
+TEST(ThreadNameTest, NamesTheCallingThreadOnly) {
+  auto comm = [](pid_t tid) {
+    std::ifstream in("/proc/self/task/" + std::to_string(tid) + "/comm");
+    std::string name;
+    std::getline(in, name);
+    return name;
+  };
+  const std::string main_name = comm(gettid());
+  std::string seen, seen_long;
+  std::thread t([&] {
+    SetThreadName("agent-strobe");
+    seen = comm(gettid());
+    SetThreadName("a-name-longer-than-fifteen");
+    seen_long = comm(gettid());
+  });
+  t.join();
+  EXPECT_EQ(seen, "agent-strobe");
+  EXPECT_EQ(seen_long, "a-name-longer-t");
+  EXPECT_EQ(comm(gettid()), main_name);
 }
 
 }  // namespace

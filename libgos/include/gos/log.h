@@ -14,6 +14,10 @@ enum class LogLevel { kDebug = 0, kInfo = 1, kWarn = 2, kError = 3 };
 LogLevel CurrentLogLevel();
 void SetLogLevel(LogLevel level);
 
+// Names the calling thread (at most 15 characters are kept), so that `top -H`, `ps -L`,
+// perf and gdb tell a daemon's threads apart: "prim-progress", "agent-strobe", ...
+void SetThreadName(const char* name);
+
 class LogLine {
  public:
   LogLine(LogLevel level, std::string_view subsystem);
