@@ -1255,7 +1255,7 @@ os::PsReply CoordinatorImpl::BuildPs() {
   }
   std::vector<NodeRecord> nodes;
   for (auto& [id, n] : nodes_) nodes.push_back(n);
-  os::PsReply r = BuildPsReply(jobs, nodes, UnixMs(), /*live=*/true);
+  os::PsReply r = BuildPsReply(jobs, nodes, UnixMs(), /*live=*/true, store());
   r.running_row = static_cast<int32_t>(row_);
   r.strobe = strobe_;
   return r;

@@ -1,4 +1,4 @@
-gos_cc_library(NAME store_ops SRCS store_ops.cc DEPS gos::storage)
+gos_cc_library(NAME store_ops SRCS store_ops.cc DEPS gos::storage gos::os)
 # A restarted job's replay log, cut back to the checkpoint it restarts from.
 gos_cc_library(NAME log_cut SRCS log_cut.cc DEPS gos::storage gos::replay)
 gos_cc_library(NAME coordinator SRCS coordinator.cc ps.cc

@@ -1,12 +1,14 @@
 #include "coordinator/ps.h"
 
+#include <algorithm>
 #include <map>
 #include <set>
 
 namespace gos::coordinator {
 
 os::PsReply BuildPsReply(const std::vector<storage::JobRecord>& jobs,
-                         const std::vector<storage::NodeRecord>& nodes, int64_t now_ms, bool live) {
+                         const std::vector<storage::NodeRecord>& nodes, int64_t now_ms, bool live,
+                         storage::CheckpointStore* store) {
   os::PsReply r;
   std::map<uint32_t, os::PsNode> by_id;
   for (const auto& n : nodes) {
@@ -33,6 +35,14 @@ os::PsReply BuildPsReply(const std::vector<storage::JobRecord>& jobs,
     p.exit_code = final ? rec.exit_code : -1;
     for (const auto& a : rec.argv) p.command += (p.command.empty() ? "" : " ") + a;
     p.message = rec.message;
+    p.checkpoint_ms = rec.checkpoint_ms;
+    if (store != nullptr) {
+      auto epochs = store->ListEpochs(rec.id, /*with_files=*/false);
+      if (epochs.ok() && !epochs->empty()) {
+        p.last_epoch = epochs->back().epoch;
+        p.last_epoch_age_ms = std::max<int64_t>(0, now_ms - epochs->back().taken_ms);
+      }
+    }
     r.jobs.push_back(std::move(p));
     if (final || !live) continue;
     for (uint32_t n : rec.rank_nodes) {

@@ -4,6 +4,8 @@
 #include <cstdio>
 #include <ctime>
 
+#include "gos/os/flags.h"
+
 namespace gos::coordinator {
 
 std::string Mib(uint64_t bytes) {
@@ -126,21 +128,15 @@ std::string RenderEpochList(uint64_t job, const std::vector<storage::EpochManife
   return out;
 }
 
-std::string RenderInterval(int64_t ms) {
-  if (ms != 0 && ms % 3'600'000 == 0) return std::to_string(ms / 3'600'000) + "h";
-  if (ms != 0 && ms % 60'000 == 0) return std::to_string(ms / 60'000) + "m";
-  if (ms != 0 && ms % 1000 == 0) return std::to_string(ms / 1000) + "s";
-  return std::to_string(ms) + "ms";
-}
-
 uint32_t RestartsLeft(const storage::JobRecord& rec) {
   return rec.restarts_used < rec.restart_on_failure ? rec.restart_on_failure - rec.restarts_used
                                                     : 0;
 }
 
 std::string RenderCheckpointSettings(const storage::JobRecord& rec, uint32_t default_keep) {
-  std::string out = rec.checkpoint_ms > 0 ? "checkpoints every " + RenderInterval(rec.checkpoint_ms)
-                                          : std::string("no periodic checkpoints");
+  std::string out = rec.checkpoint_ms > 0
+                        ? "checkpoints every " + os::FormatDurationMs(rec.checkpoint_ms)
+                        : std::string("no periodic checkpoints");
   if (rec.keep != 0) {
     out += ", keeps " + std::to_string(rec.keep) + " epoch" + (rec.keep == 1 ? "" : "s");
   } else if (default_keep != 0) {

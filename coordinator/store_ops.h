@@ -49,9 +49,6 @@ uint32_t RestartsLeft(const storage::JobRecord& rec);
 // 0 when it is not known (no coordinator runs).
 std::string RenderCheckpointSettings(const storage::JobRecord& rec, uint32_t default_keep);
 
-// "250ms", "1500ms", "30s", "5m", "2h": the largest unit that gives a whole number.
-std::string RenderInterval(int64_t ms);
-
 }  // namespace gos::coordinator
 
 #endif  // GOS_COORDINATOR_STORE_OPS_H_

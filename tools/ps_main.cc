@@ -15,8 +15,8 @@ namespace {
 
 constexpr const char* kUsage = R"(usage: gos-ps [options]
 
-Lists the jobs (id, user, state, ranks, nodes, elapsed) and nodes (up/down, load) of the gos
-cluster. With no coordinator running, reads the job table the last local cluster left in the
+Lists the jobs (id, user, state, ranks, nodes, elapsed, checkpoint interval and newest
+committed epoch) and nodes (up/down, load) of the gos cluster. With no coordinator running, reads the job table the last local cluster left in the
 state dir.
 
 options:
@@ -36,7 +36,7 @@ StatusOr<os::PsReply> FromTables() {
   auto now = std::chrono::duration_cast<std::chrono::milliseconds>(
                  std::chrono::system_clock::now().time_since_epoch())
                  .count();
-  return coordinator::BuildPsReply(jobs, nodes, now, /*live=*/false);
+  return coordinator::BuildPsReply(jobs, nodes, now, /*live=*/false, tables->checkpoints());
 }
 
 int Main(int argc, char** argv) {

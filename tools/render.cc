@@ -9,6 +9,8 @@
 #include <unordered_map>
 #include <utility>
 
+#include "gos/os/flags.h"
+
 namespace gos::tools {
 namespace {
 
@@ -152,8 +154,13 @@ std::string FormatJobs(const std::vector<PsJob>& jobs) {
   rows.reserve(jobs.size());
   for (const PsJob& j : jobs) {
     std::string nodes = CompressIds(j.nodes);
+    std::string every = j.checkpoint_ms > 0 ? os::FormatDurationMs(j.checkpoint_ms) : "-";
+    std::string epoch = j.last_epoch == 0 ? "-"
+                                          : std::to_string(j.last_epoch) + " (" +
+                                                FormatElapsed(j.last_epoch_age_ms) + " ago)";
     rows.push_back({std::to_string(j.id), Clean(j.user), Clean(j.state), std::to_string(j.ntasks),
-                    nodes.empty() ? "-" : nodes, FormatElapsed(j.elapsed_ms), Clean(j.command)});
+                    nodes.empty() ? "-" : nodes, FormatElapsed(j.elapsed_ms), every, epoch,
+                    Clean(j.command)});
   }
   return Table({{"JOBID", true},
                 {"USER", false},
@@ -161,6 +168,8 @@ std::string FormatJobs(const std::vector<PsJob>& jobs) {
                 {"RANKS", true},
                 {"NODES", false},
                 {"ELAPSED", true},
+                {"CKPT", true},
+                {"EPOCH", false},
                 {"COMMAND", false}},
                rows);
 }

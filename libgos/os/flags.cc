@@ -6,6 +6,13 @@
 
 namespace gos::os {
 
+std::string FormatDurationMs(int64_t ms) {
+  if (ms != 0 && ms % 3'600'000 == 0) return std::to_string(ms / 3'600'000) + "h";
+  if (ms != 0 && ms % 60'000 == 0) return std::to_string(ms / 60'000) + "m";
+  if (ms != 0 && ms % 1000 == 0) return std::to_string(ms / 1000) + "s";
+  return std::to_string(ms) + "ms";
+}
+
 bool ParseDuration(const std::string& text, std::chrono::microseconds* out,
                    int64_t default_unit_us) {
   if (text.empty()) return false;

@@ -615,6 +615,9 @@ std::vector<uint8_t> Encode(const PsReply& m) {
     w.I32(j.exit_code);
     w.Str(j.command);
     w.Str(j.message);
+    w.I64(j.checkpoint_ms);
+    w.U64(j.last_epoch);
+    w.I64(j.last_epoch_age_ms);
   }
   w.U32(static_cast<uint32_t>(m.nodes.size()));
   for (const auto& n : m.nodes) {
@@ -641,7 +644,8 @@ StatusOr<PsReply> DecodePsReply(std::span<const uint8_t> b) {
   for (auto& j : m.jobs) {
     if (!r.U64(&j.id) || !r.Str(&j.user, 256) || !r.Str(&j.state, 64) || !r.U32(&j.ntasks) ||
         !Ids(r, &j.nodes) || !r.I64(&j.elapsed_ms) || !r.I32(&j.row) || !r.I32(&j.exit_code) ||
-        !r.Str(&j.command, kMaxStringBytes) || !r.Str(&j.message, kMaxStringBytes)) {
+        !r.Str(&j.command, kMaxStringBytes) || !r.Str(&j.message, kMaxStringBytes) ||
+        !r.I64(&j.checkpoint_ms) || !r.U64(&j.last_epoch) || !r.I64(&j.last_epoch_age_ms)) {
       return Bad("ps reply job");
     }
   }

@@ -708,6 +708,12 @@ TEST(CheckpointTest, CheckpointSettingsOutliveACoordinatorRestart) {
   ASSERT_EQ(listed.size(), 2u) << restart->output();
   EXPECT_GE(listed[0], after[after.size() - 2]) << restart->output();
   EXPECT_EQ(listed[1], listed[0] + 1) << restart->output();
+  // gos-ps shows the interval and the newest epoch of the running job.
+  Result running = Execute({Bin("gos-ps"), "--jobs"}, c.Env(), 30s);
+  const std::string newest =
+      Find(running.output, "\\n *" + job + " .* running .* 1s +([0-9]+) \\([0-9:]+ ago\\) ");
+  ASSERT_FALSE(newest.empty()) << running.Describe();
+  EXPECT_GE(std::stoi(newest), listed[1]) << running.Describe();
   ASSERT_EQ(Execute({Bin("gos-kill"), job}, c.Env(), 30s).code, 0);
   ASSERT_TRUE(restart->Wait(SteadyClock::now() + 60s).has_value()) << restart->output();
 

@@ -6,16 +6,6 @@
 namespace gos::coordinator {
 namespace {
 
-TEST(RenderIntervalTest, LargestWholeUnit) {
-  EXPECT_EQ(RenderInterval(250), "250ms");
-  EXPECT_EQ(RenderInterval(1500), "1500ms");
-  EXPECT_EQ(RenderInterval(1000), "1s");
-  EXPECT_EQ(RenderInterval(90'000), "90s");
-  EXPECT_EQ(RenderInterval(300'000), "5m");
-  EXPECT_EQ(RenderInterval(7'200'000), "2h");
-  EXPECT_EQ(RenderInterval(0), "0ms");
-}
-
 TEST(RenderCheckpointSettingsTest, SaysIntervalKeepAndRestartsLeft) {
   storage::JobRecord r;  // an old record: nothing stored
   EXPECT_EQ(RenderCheckpointSettings(r, 2),

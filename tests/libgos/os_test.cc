@@ -462,6 +462,21 @@ TEST(ClusterKey, CreatedPrivateAndRefusedWhenReadable) {
   rmdir(dir);
 }
 
+TEST(FlagsTest, FormatsDurationsInTheLargestWholeUnit) {
+  EXPECT_EQ(FormatDurationMs(250), "250ms");
+  EXPECT_EQ(FormatDurationMs(1500), "1500ms");
+  EXPECT_EQ(FormatDurationMs(1000), "1s");
+  EXPECT_EQ(FormatDurationMs(90'000), "90s");
+  EXPECT_EQ(FormatDurationMs(300'000), "5m");
+  EXPECT_EQ(FormatDurationMs(7'200'000), "2h");
+  EXPECT_EQ(FormatDurationMs(0), "0ms");
+  for (int64_t ms : {250, 1500, 90'000, 7'200'000}) {  // ParseDuration reads it back
+    std::chrono::microseconds us;
+    ASSERT_TRUE(ParseDuration(FormatDurationMs(ms), &us));
+    EXPECT_EQ(us.count(), ms * 1000);
+  }
+}
+
 TEST(FlagsTest, ParsesDurationsAliasesAndPositionals) {
   std::chrono::microseconds us;
   ASSERT_TRUE(ParseDuration("500us", &us));

@@ -92,15 +92,21 @@ TEST(FormatJobsTest, AlignedColumns) {
   jobs[2].state = "completed";
   jobs[2].exit_code = 0;
   jobs[2].command = "./lu.B --size 64";
+  jobs[0].checkpoint_ms = 30'000;  // periodic, one epoch taken 12 s ago
+  jobs[0].last_epoch = 3;
+  jobs[0].last_epoch_age_ms = 12'000;
+  jobs[2].last_epoch = 1;  // gos-ckpt by hand only
+  jobs[2].last_epoch_age_ms = 3'600'000;
   EXPECT_EQ(FormatJobs(jobs),
-            "JOBID  USER   STATE      RANKS  NODES  ELAPSED  COMMAND\n"
-            "    7  alice  running       20  0-3,7     0:05  ./app\n"
-            "12345  bob    queued       128  -         0:00  ./app\n"
-            "   42  carol  completed      4  4      1:02:03  ./lu.B --size 64\n");
+            "JOBID  USER   STATE      RANKS  NODES  ELAPSED  CKPT  EPOCH            COMMAND\n"
+            "    7  alice  running       20  0-3,7     0:05   30s  3 (0:12 ago)     ./app\n"
+            "12345  bob    queued       128  -         0:00     -  -                ./app\n"
+            "   42  carol  completed      4  4      1:02:03     -  1 (1:00:00 ago)  ./lu.B "
+            "--size 64\n");
 }
 
 TEST(FormatJobsTest, HeaderOnlyAndNoTrailingSpaces) {
-  EXPECT_EQ(FormatJobs({}), "JOBID  USER  STATE  RANKS  NODES  ELAPSED  COMMAND\n");
+  EXPECT_EQ(FormatJobs({}), "JOBID  USER  STATE  RANKS  NODES  ELAPSED  CKPT  EPOCH  COMMAND\n");
   PsJob j = Job(1, "eve", {0}, 0);
   j.command = "";
   for (const std::string& line : Lines(FormatJobs({j}))) {

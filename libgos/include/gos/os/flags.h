@@ -18,6 +18,10 @@ namespace gos::os {
 bool ParseDuration(const std::string& text, std::chrono::microseconds* out,
                    int64_t default_unit_us = 1000000);
 
+// The other way: "250ms", "1500ms", "30s", "5m", "2h", the largest unit that gives a whole
+// number (ParseDuration reads it back).
+std::string FormatDurationMs(int64_t ms);
+
 class Flags {
  public:
   Flags(int argc, char** argv, const char* usage, bool stop_at_positional = false);

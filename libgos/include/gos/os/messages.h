@@ -342,6 +342,9 @@ struct PsJob {
   int32_t exit_code = -1;
   std::string command;
   std::string message;
+  int64_t checkpoint_ms = 0;       // periodic epochs this often (gos-run --checkpoint); 0 = none
+  uint64_t last_epoch = 0;         // newest committed checkpoint epoch; 0 = none
+  int64_t last_epoch_age_ms = -1;  // how long ago it was taken; -1 = none
 };
 
 struct PsNode {
