@@ -5,6 +5,7 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <cstdio>
@@ -155,6 +156,7 @@ int FollowJob(os::Channel* ch, const FollowOptions& o) {
   SteadyClock::time_point last_int{};
   int exit_code = 1;
   bool done = false;
+  uint64_t committed = 0;  // the job's newest epoch the coordinator reported committed
   while (!done) {
     pollfd p[3] = {{ch->fd(), POLLIN, 0},
                    {g_signal_pipe[0], POLLIN, 0},
@@ -217,7 +219,14 @@ int FollowJob(os::Channel* ch, const FollowOptions& o) {
         case os::Frame::kNotice:
         case os::Frame::kPhase: {
           auto text = os::DecodeText(f.payload);
-          if (text.ok()) std::fprintf(stderr, "%s: %s\n", tool, text->c_str());
+          if (!text.ok()) break;
+          std::fprintf(stderr, "%s: %s\n", tool, text->c_str());
+          unsigned long long of = 0, epoch = 0;
+          if (std::sscanf(text->c_str(), "checkpoint: job %llu epoch %llu committed", &of,
+                          &epoch) == 2 &&
+              of == job) {
+            committed = std::max<uint64_t>(committed, epoch);
+          }
           break;
         }
         case os::Frame::kError: {
@@ -263,8 +272,19 @@ int FollowJob(os::Channel* ch, const FollowOptions& o) {
     }
     if (!rs.ok() && !done) {
       out.Flush();
-      std::fprintf(stderr, "%s: lost the coordinator (%s); job %llu's state is unknown\n", tool,
-                   rs.message().c_str(), (unsigned long long)job);
+      // Nodeagents stop their jobs' ranks when they lose the coordinator; a client that only
+      // lost its own connection (TCP) cannot tell, so it says what is likely and what to do.
+      std::fprintf(stderr,
+                   "%s: lost the coordinator (%s); job %llu's ranks stop with it unless only "
+                   "this connection broke (gos-ps tells, once a coordinator runs)\n",
+                   tool, rs.message().c_str(), (unsigned long long)job);
+      if (committed != 0) {
+        std::fprintf(stderr,
+                     "%s: job %llu's newest checkpoint is epoch %llu: `gos-restart %llu` brings "
+                     "it back from there once a coordinator runs again\n",
+                     tool, (unsigned long long)job, (unsigned long long)committed,
+                     (unsigned long long)job);
+      }
       exit_code = 255;
       break;
     }

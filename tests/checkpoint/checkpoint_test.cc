@@ -668,6 +668,10 @@ TEST(CheckpointTest, CheckpointSettingsOutliveACoordinatorRestart) {
   EXPECT_NE(WEXITSTATUS(*lost), 0) << run->output();
   const std::vector<int> before = CommittedEpochs(run->output(), job);
   ASSERT_FALSE(before.empty()) << run->output();
+  // gos-run says where the job can come back from.
+  EXPECT_TRUE(run->OutputContains("job " + job + "'s newest checkpoint is epoch " +
+                                  std::to_string(before.back()) + ": `gos-restart " + job + "`"))
+      << run->output();
   ASSERT_EQ(c.StartCoordinator(), "");
   ASSERT_EQ(c.StartAgent(0), "");
   ASSERT_TRUE(WaitUntil([&] { return c.NodesUp() >= 1; }, 60s)) << c.Logs();
