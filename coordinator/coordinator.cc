@@ -119,6 +119,14 @@ void Tell(const Waiters& waiters, Frame frame, const std::string& text,
   }
 }
 
+// The epoch's ranks were dumped with a BCS channel: the job communicates through gos.
+bool ImagesUseBcs(const storage::EpochManifest& m) {
+  return std::any_of(m.ranks.begin(), m.ranks.end(), [](const storage::EpochRank& r) {
+    return std::any_of(r.files.begin(), r.files.end(),
+                       [](const storage::FileEntry& f) { return f.name == "gos-channel"; });
+  });
+}
+
 std::string EpochAbortedText(uint64_t job, uint64_t epoch, const std::string& error) {
   return "checkpoint: job " + std::to_string(job) + " epoch " + std::to_string(epoch) +
          " aborted: " + error;
@@ -191,7 +199,18 @@ struct Job {
   int32_t replay_failed_rank = -1;
   std::optional<os::ReplayStopped> stop;  // why it stopped; ranks filled as nodes answer
   std::set<uint32_t> stopped_nodes;
+  // Restarted by a new coordinator (the one it ran under went away): no client follows it
+  // until one attaches (kAttach). Its output and notices wait for that client meanwhile, up to
+  // kUnclaimedBytes; what comes beyond is counted and dropped.
+  bool awaits_client = false;
+  std::deque<std::pair<Frame, std::vector<uint8_t>>> unclaimed;
+  size_t unclaimed_bytes = 0;
+  uint64_t unclaimed_dropped = 0;
 };
+
+// Output (and notices) a job restarted by a new coordinator keeps for the client that will
+// attach to it.
+constexpr size_t kUnclaimedBytes = 1u << 20;
 
 class CoordinatorImpl final : public Coordinator {
  public:
@@ -226,6 +245,14 @@ class CoordinatorImpl final : public Coordinator {
   void CheckpointNow(const std::shared_ptr<Client>& c, uint64_t id, After& after);
   void ListEpochs(const std::shared_ptr<Client>& c, uint64_t id, After& after);
   void Restart(const std::shared_ptr<Client>& c, const os::RestartRequest& req, After& after);
+  void Attach(const std::shared_ptr<Client>& c, uint64_t id, After& after);
+  // The job a client asks to follow (restart, attach to), if it may: it follows no job yet,
+  // and the job is its own (or it is root).
+  StatusOr<JobRecord> JobToFollow(const Client& c, uint64_t id, const std::string& verb);
+  // A job to restore from rec (its next incarnation: queued, same id, settings kept).
+  static Job RestartedJob(const JobRecord& rec);
+  // Keeps a frame for the client that will attach to a job no client follows (awaits_client).
+  static void KeepUnclaimed(Job& j, Frame type, std::vector<uint8_t> bytes);
   void StoreOp(const std::shared_ptr<Client>& c, const std::string& op, After& after);
   // gos-replay: how to rerun job id (kReplayInfoReply), or its whole log (with_log).
   void ReplayInfo(const std::shared_ptr<Client>& c, uint64_t id, bool with_log, After& after);
@@ -385,17 +412,43 @@ Status CoordinatorImpl::Init() {
 
   // Recover the tables. Jobs that were not final when the previous coordinator stopped cannot
   // be continued (their clients and strobes are gone: the nodeagents stopped their ranks);
-  // nodes are down until they rejoin. A job with a checkpoint comes back with gos-restart,
-  // which goes on with the checkpoint settings stored in its record.
+  // nodes are down until they rejoin. A job with automatic restarts left and a committed
+  // epoch is restarted from it, as when one of its nodes is lost, once the cluster has formed
+  // (a client may attach to it meanwhile: kAttach). Any other job fails; one with a
+  // checkpoint comes back with gos-restart. Both go on with the checkpoint settings stored in
+  // their records.
   GOS_ASSIGN_OR_RETURN(std::vector<JobRecord> jobs, tables_->ListJobs());
   GOS_ASSIGN_OR_RETURN(std::vector<NodeRecord> nodes, tables_->ListNodes());
   std::vector<JobRecord> changed_jobs;
+  After notices;  // none can be sent yet: the restarted jobs keep theirs for their clients
   for (JobRecord& j : jobs) {
     if (storage::JobStateIsFinal(j.state)) continue;
-    j.message = std::string("the coordinator restarted while the job was ") +
-                storage::JobStateName(j.state) + "; its ranks were stopped";
+    const std::string was = storage::JobStateName(j.state);
     auto epochs = store()->ListEpochs(j.id, false);
-    if (epochs.ok() && !epochs->empty()) {
+    const bool has_epoch = epochs.ok() && !epochs->empty();
+    if (has_epoch && RestartsLeft(j) > 0) {
+      auto m = store()->GetEpoch(j.id, epochs->back().epoch);
+      if (m.ok() && m->has_value()) {
+        Job r = RestartedJob(j);
+        ++r.rec.restarts_used;
+        r.awaits_client = true;
+        SetRestore(r, std::move(**m), epochs->back().epoch);
+        const uint64_t id = j.id;
+        jobs_[id] = std::move(r);
+        Job& restarted = jobs_[id];
+        queue_.Push(restarted.req);
+        changed_jobs.push_back(restarted.rec);
+        ever_had_job_ = true;
+        Notice(restarted,
+               "job " + std::to_string(id) + ": the coordinator restarted while it was " + was +
+                   "; restarting from epoch " + std::to_string(restarted.restore_epoch) + " (" +
+                   std::to_string(RestartsLeft(restarted.rec)) + " automatic restarts left)",
+               notices);
+        continue;
+      }
+    }
+    j.message = "the coordinator restarted while the job was " + was + "; its ranks were stopped";
+    if (has_epoch) {
       j.message += " (gos-restart " + std::to_string(j.id) + " brings it back from epoch " +
                    std::to_string(epochs->back().epoch) + ")";
     }
@@ -415,9 +468,10 @@ Status CoordinatorImpl::Init() {
   for (auto& [id, n] : nodes_) node_list.push_back(n);
   GOS_RETURN_IF_ERROR(tables_->PutAll(changed_jobs, node_list));
   if (!jobs.empty() || !nodes.empty()) {
-    GOS_LOG(kInfo, "coordinator") << "recovered " << jobs.size() << " jobs (" << changed_jobs.size()
-                                  << " marked failed) and " << nodes.size() << " nodes from "
-                                  << o_.data_dir;
+    GOS_LOG(kInfo, "coordinator") << "recovered " << jobs.size() << " jobs ("
+                                  << changed_jobs.size() - jobs_.size() << " marked failed, "
+                                  << jobs_.size() << " restarting) and " << nodes.size()
+                                  << " nodes from " << o_.data_dir;
   }
 
   std::string host = o_.listen.substr(0, o_.listen.rfind(':'));
@@ -789,6 +843,12 @@ void CoordinatorImpl::OnClientFrame(const std::shared_ptr<Client>& c, os::FrameI
       Restart(c, *req, after);
       return;
     }
+    case Frame::kAttach: {
+      auto job = os::DecodeU64(f.payload);
+      if (!job.ok()) return reply_error(job.status().message());
+      Attach(c, *job, after);
+      return;
+    }
     case Frame::kReplayInfo:
     case Frame::kReplayLog: {
       auto job = os::DecodeU64(f.payload);
@@ -1132,7 +1192,11 @@ void CoordinatorImpl::OnAgentFrame(const std::shared_ptr<Agent>& a, os::FrameIn&
       auto out = os::DecodeOutput(f.payload);
       if (!out.ok()) return;
       auto jt = jobs_.find(out->job);
-      if (jt == jobs_.end() || !jt->second.client) return;
+      if (jt == jobs_.end()) return;
+      if (!jt->second.client) {
+        if (jt->second.awaits_client) KeepUnclaimed(jt->second, Frame::kOutput, f.payload);
+        return;
+      }
       auto ch = jt->second.client->ch;
       auto bytes = std::move(f.payload);
       after.push_back([ch, bytes] { ch->Send(Frame::kOutput, bytes).IgnoreError(); });
@@ -1862,7 +1926,10 @@ bool OwnerOrRoot(const os::PeerCreds& who, uint32_t uid) { return who.uid == 0 |
 
 void CoordinatorImpl::Notice(Job& j, const std::string& text, After& after) {
   GOS_LOG(kInfo, "coordinator") << text;
-  if (!j.client) return;
+  if (!j.client) {
+    if (j.awaits_client) KeepUnclaimed(j, Frame::kNotice, os::EncodeText(text));
+    return;
+  }
   auto ch = j.client->ch;
   after.push_back([ch, text] { ch->Send(Frame::kNotice, os::EncodeText(text)).IgnoreError(); });
 }
@@ -2118,13 +2185,23 @@ void CoordinatorImpl::Restart(const std::shared_ptr<Client>& c, const os::Restar
   };
   const uint64_t id = req.job;
   const std::string job_name = "job " + std::to_string(id);
-  if (c->job != 0) return fail("this connection already follows a job");
-  auto rec = tables_->GetJob(id);
-  if (!rec.ok()) return fail(rec.status().ToString());
-  if (!rec->has_value()) return fail("no " + job_name);
-  if (!OwnerOrRoot(c->creds, (*rec)->uid)) {
-    return fail(job_name + " belongs to " + (*rec)->user +
-                "; only its owner or root may restart it");
+  auto rec = JobToFollow(*c, id, "restart");
+  if (!rec.ok()) return fail(rec.status().message());
+  if (auto jt = jobs_.find(id); jt != jobs_.end() && jt->second.awaits_client) {
+    // Restarted already, by this coordinator when it started: follow that restart.
+    const bool options = req.epoch != 0 || !req.exclude.empty() || req.from_store ||
+                         req.checkpoint_ms != 0 || req.keep != 0;
+    Attach(c, id, after);
+    if (options) {
+      Notice(jt->second,
+             job_name + " was being restarted from epoch " +
+                 std::to_string(jt->second.restore_epoch) +
+                 " already (its automatic restart after the coordinator restarted); "
+                 "gos-restart's options do not apply to it (gos-kill " +
+                 std::to_string(id) + " and gos-restart again to use them)",
+             after);
+    }
+    return;
   }
   if (jobs_.count(id)) {
     return fail(job_name + " is still " + storage::JobStateName(jobs_.at(id).rec.state) +
@@ -2141,23 +2218,11 @@ void CoordinatorImpl::Restart(const std::shared_ptr<Client>& c, const os::Restar
     for (const auto& e : *epochs) have += (have.empty() ? "" : ", ") + std::to_string(e.epoch);
     return fail(job_name + " has no epoch " + std::to_string(epoch) + " (it has " + have + ")");
   }
-  Job j;
-  j.rec = **rec;
-  j.rec.state = JobState::kQueued;
-  j.rec.message.clear();
-  j.rec.exit_code = -1;
-  j.rec.failed_rank = -1;
-  j.rec.failed_node = -1;
-  j.rec.end_ms = 0;
-  j.rec.row = -1;
-  j.rec.rank_nodes.clear();
-  j.req.job = id;
-  j.req.ntasks = j.rec.ntasks;
+  Job j = RestartedJob(*rec);
   j.req.exclude = req.exclude;
   std::sort(j.req.exclude.begin(), j.req.exclude.end());
   if (Status s = matrix_.Check(j.req); !s.ok()) return fail(job_name + ": " + s.message());
   j.client = c;
-  j.submit = SteadyClock::now();
   // The job goes on with its stored checkpoint settings (and the automatic restarts it has
   // left); what the request sets replaces them, and is stored with the job.
   if (req.checkpoint_ms > 0) {
@@ -2167,8 +2232,6 @@ void CoordinatorImpl::Restart(const std::shared_ptr<Client>& c, const os::Restar
   }
   if (req.keep != 0) j.rec.keep = req.keep;
   j.restore_from_store = req.from_store;
-  // A recorded job goes on recording (its log is cut back to the epoch when it is restored).
-  j.record = j.rec.recorded && j.rec.replay_of == 0;
   SetRestore(j, std::move(**m), epochs->back().epoch);
   c->job = id;
   ever_had_job_ = true;
@@ -2181,6 +2244,92 @@ void CoordinatorImpl::Restart(const std::shared_ptr<Client>& c, const os::Restar
   after.push_back([ch, bytes] { ch->Send(Frame::kAccepted, bytes).IgnoreError(); });
   Notice(jobs_[id], job_name + ": " + RenderCheckpointSettings(jobs_[id].rec, o_.keep), after);
   Schedule(after);
+}
+
+StatusOr<JobRecord> CoordinatorImpl::JobToFollow(const Client& c, uint64_t id,
+                                                 const std::string& verb) {
+  const std::string job_name = "job " + std::to_string(id);
+  if (c.job != 0) return FailedPreconditionError("this connection already follows a job");
+  GOS_ASSIGN_OR_RETURN(std::optional<JobRecord> rec, tables_->GetJob(id));
+  if (!rec) return NotFoundError("no " + job_name);
+  if (!OwnerOrRoot(c.creds, rec->uid)) {
+    return PermissionDeniedError(job_name + " belongs to " + rec->user + "; only its owner or " +
+                                 "root may " + verb + " it");
+  }
+  return std::move(*rec);
+}
+
+Job CoordinatorImpl::RestartedJob(const JobRecord& rec) {
+  Job j;
+  j.rec = rec;
+  j.rec.state = JobState::kQueued;
+  j.rec.message.clear();
+  j.rec.exit_code = -1;
+  j.rec.failed_rank = -1;
+  j.rec.failed_node = -1;
+  j.rec.end_ms = 0;
+  j.rec.row = -1;
+  j.rec.rank_nodes.clear();
+  j.req.job = rec.id;
+  j.req.ntasks = rec.ntasks;
+  j.submit = SteadyClock::now();
+  // A recorded job goes on recording (its log is cut back to the epoch when it is restored).
+  j.record = rec.recorded && rec.replay_of == 0;
+  return j;
+}
+
+void CoordinatorImpl::KeepUnclaimed(Job& j, Frame type, std::vector<uint8_t> bytes) {
+  if (j.unclaimed_bytes + bytes.size() > kUnclaimedBytes) {
+    j.unclaimed_dropped += bytes.size();
+    return;
+  }
+  j.unclaimed_bytes += bytes.size();
+  j.unclaimed.emplace_back(type, std::move(bytes));
+}
+
+void CoordinatorImpl::Attach(const std::shared_ptr<Client>& c, uint64_t id, After& after) {
+  auto ch = c->ch;
+  auto send = [&](Frame type, std::vector<uint8_t> bytes) {
+    after.push_back([ch, type, bytes = std::move(bytes)] { ch->Send(type, bytes).IgnoreError(); });
+  };
+  auto fail = [&](const std::string& msg) { send(Frame::kError, os::EncodeText(msg)); };
+  const std::string job_name = "job " + std::to_string(id);
+  auto rec = JobToFollow(*c, id, "attach to");
+  if (!rec.ok()) return fail(rec.status().message());
+  auto jt = jobs_.find(id);
+  if (jt == jobs_.end()) {
+    // Over (or failed when this coordinator started): the client gets its end at once.
+    if (!storage::JobStateIsFinal(rec->state)) return fail(job_name + " is not running");
+    os::JobExit e;
+    e.job = id;
+    e.exit_code = rec->exit_code;
+    e.failed_rank = rec->failed_rank;
+    e.failed_node = rec->failed_node;
+    e.message = rec->message.empty()
+                    ? std::string(storage::JobStateName(rec->state)) + " before this attach"
+                    : rec->message;
+    send(Frame::kAccepted, os::EncodeU64(id));
+    send(Frame::kExit, os::Encode(e));
+    return;
+  }
+  Job& j = jt->second;
+  if (j.client) return fail(job_name + " is followed by another client already");
+  j.client = c;
+  c->job = id;
+  send(Frame::kAccepted, os::EncodeU64(id));
+  for (auto& [type, bytes] : j.unclaimed) send(type, std::move(bytes));
+  if (j.unclaimed_dropped > 0) {
+    send(Frame::kNotice,
+         os::EncodeText(job_name + ": " + std::to_string(j.unclaimed_dropped) +
+                        " bytes of its output came before this attach and "
+                        "beyond what is kept for it (" +
+                        std::to_string(kUnclaimedBytes >> 10) + " KiB); they are lost"));
+  }
+  j.unclaimed.clear();
+  j.unclaimed_bytes = 0;
+  j.unclaimed_dropped = 0;
+  j.awaits_client = false;
+  GOS_LOG(kInfo, "coordinator") << job_name << ": " << UserName(c->creds.uid) << " attached";
 }
 
 void CoordinatorImpl::SetRestore(Job& j, storage::EpochManifest m, uint64_t newest) {
@@ -2691,10 +2840,7 @@ uint64_t CoordinatorImpl::ContinueLog(uint64_t id) {
   GOS_LOG(kInfo, "coordinator") << notice;
   // A job that does not communicate through gos (its ranks were dumped without a BCS channel)
   // never had a log: not worth a word to the user.
-  const bool bcs = std::any_of(m.ranks.begin(), m.ranks.end(), [](const storage::EpochRank& r) {
-    return std::any_of(r.files.begin(), r.files.end(),
-                       [](const storage::FileEntry& f) { return f.name == "gos-channel"; });
-  });
+  const bool bcs = ImagesUseBcs(m);
   const bool quiet = !mark.ok() && mark.status().code() == StatusCode::kNotFound && !bcs;
   if (client && !quiet) client->Send(Frame::kNotice, os::EncodeText(notice)).IgnoreError();
   return mark.ok() ? mark->steps : 0;
@@ -2808,6 +2954,9 @@ void CoordinatorImpl::StagingLoop() {
         cmd.epoch = j.restore_epoch;
         // A recorded restart: the steps its log holds before the epoch's mark.
         if (restoring) cmd.base = record_base;
+        // A restored job communicates through gos if its ranks were dumped with channels: its
+        // row then gets early strobes (RowBlocked) like the run it continues.
+        if (restoring && j.restore) bcs = ImagesUseBcs(*j.restore);
         j.restore.reset();  // shipped: the chunk lists are no longer needed
         j.held = restoring;
         os::LaunchCommand& l = cmd.launch;
@@ -2818,7 +2967,7 @@ void CoordinatorImpl::StagingLoop() {
         l.gid = j.rec.gid;
         l.ntasks = j.rec.ntasks;
         j.bcs = bcs;
-        if (bcs) l.flags |= os::kLaunchBcs;
+        if (bcs && !restoring) l.flags |= os::kLaunchBcs;  // a RESTORE finds it in the images
         // A restored job is a communicating one if its nodes find BCS state in its images.
         if ((bcs || restoring) && j.record) l.flags |= os::kLaunchRecord;
         if ((bcs || restoring) && j.replay_of != 0) l.flags |= os::kLaunchReplay;

@@ -148,8 +148,60 @@ void WaitForUser() {
   }
 }
 
+namespace {
+
+// After the coordinator went away: waits (up to o.reattach_wait, Ctrl-C gives up) for a
+// coordinator to answer o.reconnect and asks it to attach this client to `job`. Null when it
+// gives up; `interrupted` is then set if the user did.
+std::unique_ptr<os::Channel> Reattach(const FollowOptions& o, uint64_t job, bool* interrupted) {
+  const char* tool = o.tool.c_str();
+  const auto start = SteadyClock::now();
+  const auto deadline = start + o.reattach_wait;
+  auto next_note = start + std::chrono::seconds(30);
+  std::fprintf(stderr,
+               "%s: waiting up to %lld s for the coordinator to come back and restart job %llu "
+               "from its newest checkpoint (Ctrl-C stops waiting)\n",
+               tool,
+               (long long)std::chrono::duration_cast<std::chrono::seconds>(o.reattach_wait).count(),
+               (unsigned long long)job);
+  std::string last_error;
+  while (SteadyClock::now() < deadline) {
+    auto ch = o.reconnect();
+    if (ch.ok()) {
+      if ((*ch)->Send(os::Frame::kAttach, os::EncodeU64(job)).ok()) {
+        std::fprintf(
+            stderr, "%s: the coordinator is back after %lld s; following job %llu again\n", tool,
+            (long long)std::chrono::duration_cast<std::chrono::seconds>(SteadyClock::now() - start)
+                .count(),
+            (unsigned long long)job);
+        return std::move(*ch);
+      }
+    } else {
+      last_error = ch.status().message();
+    }
+    if (SteadyClock::now() >= next_note) {
+      next_note += std::chrono::seconds(30);
+      std::fprintf(stderr, "%s: still no coordinator (%s)\n", tool, last_error.c_str());
+    }
+    pollfd p = {g_signal_pipe[0], POLLIN, 0};
+    if (::poll(&p, 1, 1000) > 0) {
+      char sig;
+      bool any = false;
+      while (::read(g_signal_pipe[0], &sig, 1) == 1) any = true;
+      if (any) {
+        *interrupted = true;
+        return nullptr;
+      }
+    }
+  }
+  return nullptr;
+}
+
+}  // namespace
+
 int FollowJob(os::Channel* ch, const FollowOptions& o) {
   const char* tool = o.tool.c_str();
+  std::unique_ptr<os::Channel> replacement;  // the connection to a coordinator started again
   OutputWriter out(o);
   uint64_t job = 0;
   bool stdin_open = true;
@@ -206,7 +258,7 @@ int FollowJob(os::Channel* ch, const FollowOptions& o) {
     for (auto& f : frames) {
       switch (f.type) {
         case os::Frame::kAccepted:
-          if (auto id = os::DecodeU64(f.payload); id.ok()) {
+          if (auto id = os::DecodeU64(f.payload); id.ok() && job == 0) {
             job = *id;
             if (o.on_accepted) o.on_accepted(job);
           }
@@ -278,12 +330,28 @@ int FollowJob(os::Channel* ch, const FollowOptions& o) {
                    "%s: lost the coordinator (%s); job %llu's ranks stop with it unless only "
                    "this connection broke (gos-ps tells, once a coordinator runs)\n",
                    tool, rs.message().c_str(), (unsigned long long)job);
+      if ((committed != 0 || o.restored) && o.reconnect && o.reattach_wait.count() > 0) {
+        bool interrupted = false;
+        replacement = Reattach(o, job, &interrupted);
+        if (replacement) {
+          ch = replacement.get();
+          continue;
+        }
+        if (interrupted) std::fprintf(stderr, "%s: stopped waiting\n", tool);
+      }
       if (committed != 0) {
         std::fprintf(stderr,
                      "%s: job %llu's newest checkpoint is epoch %llu: `gos-restart %llu` brings "
-                     "it back from there once a coordinator runs again\n",
+                     "it back from there once a coordinator runs again, or `gos-attach %llu` "
+                     "follows it if that coordinator restarts it by itself "
+                     "(--restart-on-failure)\n",
                      tool, (unsigned long long)job, (unsigned long long)committed,
-                     (unsigned long long)job);
+                     (unsigned long long)job, (unsigned long long)job);
+      } else if (o.restored) {
+        std::fprintf(stderr,
+                     "%s: `gos-restart %llu` brings job %llu back from its newest checkpoint "
+                     "once a coordinator runs again\n",
+                     tool, (unsigned long long)job, (unsigned long long)job);
       }
       exit_code = 255;
       break;

@@ -3,7 +3,9 @@
 #ifndef GOS_TOOLS_FOLLOW_H_
 #define GOS_TOOLS_FOLLOW_H_
 
+#include <chrono>
 #include <functional>
+#include <memory>
 #include <string>
 
 #include "gos/os/channel.h"
@@ -26,6 +28,16 @@ struct FollowOptions {
   // gos-replay: the replayed job stopped for inspection (every rank stopped). FollowJob kills
   // the job once this returns, and goes on until its exit.
   std::function<void(const os::ReplayStopped&)> on_replay_stopped;
+  // When the coordinator goes away while the job has a committed epoch: a coordinator started
+  // again restarts the job from it if the job has automatic restarts left (gos-run
+  // --restart-on-failure). FollowJob then waits up to reattach_wait for a coordinator to
+  // answer `reconnect` (a new connection to the same place) and attaches to the job there
+  // (kAttach), going on with its output and exit. Unset (or a zero wait): it returns 255.
+  std::function<StatusOr<std::unique_ptr<os::Channel>>()> reconnect;
+  std::chrono::milliseconds reattach_wait{0};
+  // The job comes from a checkpoint (gos-restart, gos-attach): it has one even before this
+  // client sees an epoch committed.
+  bool restored = false;
 };
 
 // Waits until the user is done: a line or end of file on stdin, or SIGINT/SIGTERM/SIGHUP.
@@ -37,7 +49,8 @@ bool InstallFollowSignals();
 
 // Reads frames from ch until the job's exit: output to stdout/stderr, notices and errors to
 // stderr, stdin forwarded. Returns the job's exit code (2 when the request was refused before
-// a job was accepted, 255 when the coordinator went away).
+// a job was accepted, 255 when the coordinator went away and did not come back; see
+// FollowOptions::reconnect).
 int FollowJob(os::Channel* ch, const FollowOptions& o);
 
 }  // namespace gos::tools

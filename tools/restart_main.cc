@@ -43,6 +43,8 @@ options:
       --from-store        ship every rank's images from the store; by default a rank placed
                           on a node that still holds its own dump of that epoch (checked
                           chunk by chunk against the epoch) is restored from there
+      --reattach DUR      when the coordinator goes away, wait up to DUR for it to come
+                          back and follow the job there, as gos-run does   (default 5m)
   -l, --label             prefix every output line with its rank ("3: ...")
   -o, --output PATTERN    ranks' stdout to files (%t = rank, %j = job id), as with gos-run
   -e, --error PATTERN     ranks' stderr likewise                   (default: with stdout)
@@ -70,7 +72,9 @@ int Main(int argc, char** argv) {
   std::string checkpoint_flag;
   bool checkpoint = false, no_checkpoint = false, label = false, from_store = false;
   uint32_t keep = 0;  // 0: the job's stored --keep
+  std::chrono::milliseconds reattach{5 * 60 * 1000};
   os::Flags flags(argc, argv, kUsage);
+  flags.Duration("--reattach", &reattach);
   flags.Bool("--from-store", &from_store);
   flags.Bool("--no-checkpoint", &no_checkpoint);
   flags.U32("--keep", &keep, 1);
@@ -142,6 +146,11 @@ int Main(int argc, char** argv) {
     fo.label = label;
     fo.output = output_pattern;
     fo.error = error_pattern;
+    if (!cluster) {  // a local cluster started here does not come back once it is gone
+      fo.reconnect = [address] { return ConnectCoordinator(address); };
+      fo.reattach_wait = reattach;
+      fo.restored = true;
+    }
     rc = FollowJob(ch->get(), fo);
   }
   if (ch.ok()) ch->reset();

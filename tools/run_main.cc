@@ -52,7 +52,12 @@ options:
                           dumps at a quiescent strobe, stored incrementally; see gos-ckpt
       --keep N            checkpoint epochs to keep        (default: the coordinator's, 2)
       --restart-on-failure[=N]  when a node dies, restart the job from its last
-                          checkpoint on the nodes left, up to N times (default 1)
+                          checkpoint on the nodes left, up to N times (default 1); also
+                          when the coordinator restarts, see --reattach
+      --reattach DUR      when the coordinator goes away while the job has a checkpoint,
+                          wait up to DUR for it to come back, then follow the job there
+                          (restarted from its newest epoch if it has automatic restarts
+                          left, else its end); 0: give up at once     (default 5m)
       --no-record         do not record the run's decisions (recording is on by default:
                           any run can be replayed exactly with gos-replay JOB)
       --cpu-bind=MODE     cores: bind each node's ranks of the job to blocks of its CPUs
@@ -117,6 +122,7 @@ int Main(int argc, char** argv) {
   uint32_t keep = 0;  // 0: the coordinator's
   bool restart_on_failure = false;
   std::chrono::milliseconds time_limit{0};
+  std::chrono::milliseconds reattach{5 * 60 * 1000};
   bool label = false, timing = false, no_record = false, checkpoint = false;
   std::vector<std::string> stage, exclude_args, nodelist_args;
   os::Flags flags(argc, argv, kUsage, /*stop_at_positional=*/true);
@@ -138,6 +144,7 @@ int Main(int argc, char** argv) {
   flags.OptionalValue("--restart-on-failure", &restart_on_failure, &restart_flag);
   flags.Bool("--no-record", &no_record);
   flags.String("--cpu-bind", &cpu_bind);
+  flags.Duration("--reattach", &reattach);
   if (int rc = flags.Parse(); rc >= 0) return rc;
   if (cpu_bind != "cores" && cpu_bind != "none") {
     std::fprintf(stderr, "gos-run: --cpu-bind=%s is not cores or none\n", cpu_bind.c_str());
@@ -270,6 +277,10 @@ int Main(int argc, char** argv) {
   fo.label = label;
   fo.output = output_pattern;
   fo.error = error_pattern;
+  if (!cluster) {  // an embedded cluster does not come back once its coordinator is gone
+    fo.reconnect = [address] { return ConnectCoordinator(address); };
+    fo.reattach_wait = reattach;
+  }
   fo.on_exit = [&](const os::JobExit& e) {
     if (!timing) return;
     auto ms = [](int64_t us) { return us / 1000.0; };

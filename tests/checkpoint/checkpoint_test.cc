@@ -28,12 +28,20 @@
 //     cluster is checkpointed, killed, restarted by its owner, runs as nobody again (its
 //     namespace inits as root, see nodeagent/launcher.h) and is checkpointed again.
 //   - CheckpointSettingsOutliveACoordinatorRestart: a job run with --checkpoint=1s --keep 2
-//     --restart-on-failure=2 is stopped by a kill -9 of the coordinator; after the coordinator
-//     restarts, gos-ckpt --list shows those settings, and a plain gos-restart takes an epoch
-//     every second again (at least a second apart, with no gos-ckpt) and keeps 2 epochs, not
-//     the coordinator's 3; a gos-restart --checkpoint=3s --keep 1 replaces them, and a
-//     gos-restart --no-checkpoint then turns the epochs off but keeps --keep 1 (the job table
-//     is read from the database once the cluster is gone).
+//     --restart-on-failure=2 (and gos-run --reattach 0: it gives up at once) is stopped by a
+//     kill -9 of the coordinator; the restarted coordinator restarts it by itself, taking one
+//     of its automatic restarts, gos-ckpt --list shows those settings, and a plain gos-restart
+//     attaches to that restart, which takes an epoch every second again (at least a second
+//     apart, with no gos-ckpt) and keeps 2 epochs, not the coordinator's 3; a gos-restart
+//     --checkpoint=3s --keep 1 replaces them, and a gos-restart --no-checkpoint then turns the
+//     epochs off but keeps --keep 1 (the job table is read from the database once the cluster
+//     is gone).
+//   - CoordinatorRestartRestartsTheJobAndGosRunFollowsIt: at a 1 s quantum (so that every
+//     message needs an early strobe), kill -9 of the coordinator during a 2-rank Jacobi run
+//     with --checkpoint=1s --restart-on-failure; gos-run waits, the coordinator and nodeagents
+//     are started again, the coordinator restarts the job from its newest epoch, gos-run
+//     attaches to it and exits 0 with exactly the checksum of an uninterrupted run (a restored
+//     communicating job that lost its early strobes would take a second per iteration).
 #include <dirent.h>
 #include <signal.h>
 #include <sys/stat.h>
@@ -653,15 +661,17 @@ TEST(CheckpointTest, CheckpointSettingsOutliveACoordinatorRestart) {
   TestCluster c(1, /*netns=*/false);
   c.keep = "3";  // the coordinator's default: the job's own --keep 2 must win
   ASSERT_EQ(c.Start(), "");
-  auto run = Subprocess::Start({Bin("gos-run"), "-n", "2", "--checkpoint=1s", "--keep", "2",
-                                "--restart-on-failure=2", Example("dirty"), "16", "600", "5"},
-                               c.Env());
+  auto run = Subprocess::Start(
+      {Bin("gos-run"), "-n", "2", "--checkpoint=1s", "--keep", "2", "--restart-on-failure=2",
+       "--reattach", "0", Example("dirty"), "16", "600", "5"},
+      c.Env());
   ASSERT_TRUE(run.ok()) << run.status().ToString();
   const std::string job = FirstCommittedJob(*run);
   ASSERT_NE(job, "") << run->output() << c.Logs();
 
   // kill -9 of the coordinator: the nodeagents stop the job's ranks and exit, gos-run loses
-  // the coordinator. A new coordinator on the same data dir finds the job failed.
+  // the coordinator and (--reattach 0) gives up. A new coordinator on the same data dir
+  // restarts the job by itself: it has automatic restarts left.
   c.KillCoordinator();
   auto lost = run->Wait(SteadyClock::now() + 30s);
   ASSERT_TRUE(lost.has_value()) << run->output();
@@ -676,21 +686,25 @@ TEST(CheckpointTest, CheckpointSettingsOutliveACoordinatorRestart) {
   ASSERT_EQ(c.StartAgent(0), "");
   ASSERT_TRUE(WaitUntil([&] { return c.NodesUp() >= 1; }, 60s)) << c.Logs();
   Result ps = Execute({Bin("gos-ps")}, c.Env(), 30s);
-  EXPECT_FALSE(Find(ps.output, "\\n *" + job + " +\\S+ +(failed) ").empty()) << ps.Describe();
+  EXPECT_TRUE(Find(ps.output, "\\n *" + job + " +\\S+ +(failed) ").empty()) << ps.Describe();
   Result list = Execute({Bin("gos-ckpt"), "--list", job}, c.Env(), 30s);
   EXPECT_EQ(list.code, 0) << list.Describe();
   EXPECT_NE(list.output.find("job " + job +
-                             ": checkpoints every 1s, keeps 2 epochs, 2 of 2 automatic "
+                             ": checkpoints every 1s, keeps 2 epochs, 1 of 2 automatic "
                              "restarts left"),
             std::string::npos)
       << list.Describe();
 
-  // A plain gos-restart: no --checkpoint, no --keep, no gos-ckpt.
+  // A plain gos-restart (no --checkpoint, no --keep, no gos-ckpt) follows that restart: it
+  // gets what the job said before anyone followed it.
   auto restart = Subprocess::Start({Bin("gos-restart"), job}, c.Env());
   ASSERT_TRUE(restart.ok()) << restart.status().ToString();
   ASSERT_TRUE(WaitUntil([&] { return restart->OutputContains("resumed"); }, 60s))
       << restart->output() << c.Logs();
-  EXPECT_TRUE(restart->OutputContains("job " + job + ": checkpoints every 1s, keeps 2 epochs"))
+  EXPECT_TRUE(restart->OutputContains("job " + job +
+                                      ": the coordinator restarted while it was running; "
+                                      "restarting from epoch " +
+                                      std::to_string(before.back())))
       << restart->output();
   // Two epochs of its own, each ordered a second after the previous one committed.
   std::vector<SteadyClock::time_point> seen;
@@ -728,7 +742,7 @@ TEST(CheckpointTest, CheckpointSettingsOutliveACoordinatorRestart) {
   ASSERT_TRUE(WaitUntil([&] { return again->OutputContains("resumed"); }, 60s))
       << again->output() << c.Logs();
   EXPECT_TRUE(again->OutputContains("job " + job +
-                                    ": checkpoints every 3s, keeps 1 epoch, 2 of 2 automatic "
+                                    ": checkpoints every 3s, keeps 1 epoch, 1 of 2 automatic "
                                     "restarts left"))
       << again->output();
   ASSERT_EQ(Execute({Bin("gos-kill"), job}, c.Env(), 30s).code, 0);
@@ -738,7 +752,7 @@ TEST(CheckpointTest, CheckpointSettingsOutliveACoordinatorRestart) {
   ASSERT_TRUE(off.ok()) << off.status().ToString();
   ASSERT_TRUE(WaitUntil([&] { return off->OutputContains("resumed"); }, 60s))
       << off->output() << c.Logs();
-  EXPECT_TRUE(off->OutputContains("job " + job + ": no periodic checkpoints, keeps 1 epoch, 2 of " +
+  EXPECT_TRUE(off->OutputContains("job " + job + ": no periodic checkpoints, keeps 1 epoch, 1 of " +
                                   "2 automatic restarts left"))
       << off->output();
   ASSERT_EQ(Execute({Bin("gos-kill"), job}, c.Env(), 30s).code, 0);
@@ -751,7 +765,60 @@ TEST(CheckpointTest, CheckpointSettingsOutliveACoordinatorRestart) {
   EXPECT_EQ((*rec)->checkpoint_ms, 0);
   EXPECT_EQ((*rec)->keep, 1u);
   EXPECT_EQ((*rec)->restart_on_failure, 2u);
-  EXPECT_EQ((*rec)->restarts_used, 0u);
+  EXPECT_EQ((*rec)->restarts_used, 1u);
+}
+
+TEST(CheckpointTest, CoordinatorRestartRestartsTheJobAndGosRunFollowsIt) {
+  if (std::string why = Unsupported(false); !why.empty()) GTEST_SKIP() << why;
+  TestCluster c(2, /*netns=*/false);
+  c.timeslice = "1s";  // every message of the job needs an early strobe
+  ASSERT_EQ(c.Start(), "");
+  const std::vector<std::string> jacobi = {Example("jacobi"), "256", "3000", "100"};
+  std::vector<std::string> argv = {Bin("gos-run"), "-n", "2", "-N", "2"};
+  argv.insert(argv.end(), jacobi.begin(), jacobi.end());
+  Result plain = Execute(argv, c.Env(), 120s);
+  ASSERT_EQ(plain.code, 0) << plain.Describe() << c.Logs();
+  const std::string checksum = Find(plain.output, "(iterations=\\d+ residual=\\S+ checksum=\\S+)");
+  ASSERT_NE(checksum, "") << plain.Describe();
+
+  argv = {Bin("gos-run"), "-n", "2", "-N", "2", "--checkpoint=1s", "--restart-on-failure"};
+  argv.insert(argv.end(), jacobi.begin(), jacobi.end());
+  auto run = Subprocess::Start(argv, c.Env());
+  ASSERT_TRUE(run.ok()) << run.status().ToString();
+  const std::string job = FirstCommittedJob(*run);
+  ASSERT_NE(job, "") << run->output() << c.Logs();
+  c.KillCoordinator();
+  ASSERT_EQ(Find(run->output(), "(checksum=\\S+)"), "") << "the job finished before the kill";
+  // gos-run waits for the coordinator to come back.
+  ASSERT_TRUE(WaitUntil([&] { return run->OutputContains("waiting up to 300 s"); }, 30s))
+      << run->output();
+  ASSERT_EQ(c.StartCoordinator(), "");
+  for (int i = 0; i < 2; ++i) ASSERT_EQ(c.StartAgent(i), "");
+
+  auto status = run->Wait(SteadyClock::now() + 120s);
+  ASSERT_TRUE(status.has_value()) << run->output() << c.Logs();
+  const std::string out = run->output();
+  EXPECT_TRUE(WIFEXITED(*status) && WEXITSTATUS(*status) == 0)
+      << gos::testing::DescribeWaitStatus(*status) << "\n"
+      << out << c.Logs();
+  EXPECT_NE(out.find("the coordinator is back"), std::string::npos) << out;
+  EXPECT_NE(Find(out, "job " + job +
+                          ": the coordinator restarted while it was running; (restarting from "
+                          "epoch \\d+) \\(0 automatic restarts left\\)"),
+            "")
+      << out;
+  EXPECT_NE(Find(out, "job " + job + " (restored from epoch \\d+) on nodes 1,2"), "") << out;
+  EXPECT_EQ(Find(out, "(iterations=\\d+ residual=\\S+ checksum=\\S+)"), checksum)
+      << out << "\nuninterrupted:\n"
+      << plain.Describe();
+  // gos-attach to the job now that it is over: its end at once; to no job: refused.
+  Result over = Execute({Bin("gos-attach"), job}, c.Env(), 30s);
+  EXPECT_EQ(over.code, 0) << over.Describe();
+  EXPECT_NE(over.output.find("job " + job + ": completed before this attach"), std::string::npos)
+      << over.Describe();
+  Result none = Execute({Bin("gos-attach"), "99999"}, c.Env(), 30s);
+  EXPECT_EQ(none.code, 2) << none.Describe();
+  EXPECT_NE(none.output.find("no job 99999"), std::string::npos) << none.Describe();
 }
 
 }  // namespace

@@ -193,6 +193,11 @@ enum class Frame : uint16_t {
   // with (file index << 48 | byte offset) for the job field and a piece of the file, in
   // order, at most 1 MiB each. The submit's files are then these, by index.
   kUpload = 13,
+  // u64 job: follow a job no client follows — one a restarted coordinator restarted from its
+  // newest epoch (gos-run --restart-on-failure) — like gos-run: kAccepted, what the job
+  // wrote meanwhile, then its output and exit. A job already over: kAccepted and its kExit.
+  // Owner or root.
+  kAttach = 14,
 };
 
 struct SubmitFile {
