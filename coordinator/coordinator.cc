@@ -286,7 +286,7 @@ class CoordinatorImpl final : public Coordinator {
   bool AnyEpochInFlight() const;
   // A job that lost a node, with restarts left and a committed epoch, goes back to the queue
   // to be restored instead of failing (gos-run --restart-on-failure).
-  bool RequeueForRestart(Job& j, After& after);
+  bool RequeueForRestart(Job& j, const std::string& why, After& after);
   // This placement of j restores epoch m (newest: j's newest stored epoch).
   void SetRestore(Job& j, storage::EpochManifest m, uint64_t newest);
   void ReleaseSlot(Job& j);
@@ -1225,6 +1225,41 @@ void CoordinatorImpl::OnAgentFrame(const std::shared_ptr<Agent>& a, os::FrameIn&
       Command(cmd);
       return;
     }
+    case Frame::kBrokenDump: {
+      // criu died in the middle of a dump here: the job's ranks on that node are frozen and
+      // must not run again. Restart it from its newest epoch, as for a lost node, or fail it.
+      auto jb = os::DecodeJobBytes(f.payload);
+      if (!jb.ok()) return;
+      auto jt = jobs_.find(jb->first);
+      if (jt == jobs_.end()) return;
+      Job& j = jt->second;
+      if (j.rank_failed || j.kill_requested || j.phase == Phase::kDone ||
+          std::find(j.nodes.begin(), j.nodes.end(), a->node) == j.nodes.end()) {
+        return;
+      }
+      const std::string id = std::to_string(jb->first);
+      const std::string why = jb->second + "; its ranks there cannot go on";
+      GOS_LOG(kWarn, "coordinator") << "job " << id << ": " << why;
+      if (RestartsLeft(j.rec) > 0) {
+        Notice(j, "job " + id + ": " + why, after);
+        if (RequeueForRestart(j, "a dump broke", after)) return;
+      }
+      j.rank_failed = true;
+      j.exit_code = kNodeFailureExit;
+      j.failed_rank = -1;
+      j.failed_node = static_cast<int32_t>(a->node);
+      j.rec.message = "job failed: " + why;
+      if (auto epochs = store()->ListEpochs(j.rec.id, false); epochs.ok() && !epochs->empty()) {
+        j.rec.message += " (gos-restart " + id + " brings it back from epoch " +
+                         std::to_string(epochs->back().epoch) + ")";
+      }
+      os::StrobeCommand cmd;
+      cmd.type = os::CommandType::kSignal;
+      cmd.job = j.rec.id;
+      cmd.signal = SIGKILL;
+      Command(cmd);
+      return;
+    }
     case Frame::kCkptRank:
     case Frame::kCkptFailed: {
       auto jb = os::DecodeJobBytes(f.payload);
@@ -1508,7 +1543,7 @@ void CoordinatorImpl::NodeDown(uint32_t node, const std::string& reason, After& 
     Job& j = jobs_.at(id);
     if (j.phase != Phase::kStaging && RestartsLeft(j.rec) > 0) {
       Notice(j, "job " + std::to_string(id) + ": " + who + " is down: " + reason, after);
-      if (RequeueForRestart(j, after)) continue;
+      if (RequeueForRestart(j, "a node of the job went down", after)) continue;
     }
     j.rec.message = "job failed: " + who + " is down: " + reason;
     j.exit_code = kNodeFailureExit;
@@ -2346,13 +2381,13 @@ void CoordinatorImpl::SetRestore(Job& j, storage::EpochManifest m, uint64_t newe
   j.last_committed = 0;
 }
 
-bool CoordinatorImpl::RequeueForRestart(Job& j, After& after) {
+bool CoordinatorImpl::RequeueForRestart(Job& j, const std::string& why, After& after) {
   auto epochs = store()->ListEpochs(j.rec.id, false);
   if (!epochs.ok() || epochs->empty()) return false;
   auto m = store()->GetEpoch(j.rec.id, epochs->back().epoch);
   if (!m.ok() || !m->has_value()) return false;
   const uint64_t id = j.rec.id;
-  if (j.epoch && !j.epoch->committing) EndEpoch(j, "a node of the job went down", after);
+  if (j.epoch && !j.epoch->committing) EndEpoch(j, why, after);
   // The new incarnation keeps the id and will likely get this slot again, whose VarStarted
   // still holds the id on the surviving nodes. A node zeroes it only when it processes the
   // RESTORE command, and a survivor can be that late (its strobe thread may sit up to the

@@ -103,6 +103,9 @@ struct LocalJob {
   // Frozen whatever row runs, until the coordinator's RESUME: during a checkpoint's dump, and
   // after a restore until every node has restored its ranks.
   bool hold = false;
+  // A dump of it broke (criu died in the middle): its ranks may carry criu's parasite code.
+  // It stays frozen (RESUME does not release it) until the coordinator kills or forgets it.
+  bool dump_broke = false;
   // Checkpoint ordered (kCheckpoint) and not started yet: it starts at the first strobe at
   // which the job has no BCS transfer in flight.
   uint64_t ckpt_epoch = 0, ckpt_base = 0;
@@ -963,6 +966,14 @@ void NodeAgentImpl::ApplyStrobe(const os::Strobe& s) {
       case os::CommandType::kResume: {
         auto jt = jobs_.find(c.job);
         if (jt == jobs_.end()) break;
+        if (jt->second.dump_broke) {
+          if (auto& cancel = jt->second.ckpt_cancel) {
+            std::lock_guard<std::mutex> cl(cancel->mu);
+            cancel->resumed = true;
+            cancel->cv.notify_all();
+          }
+          break;  // never thawed again: see LocalJob::dump_broke
+        }
         jt->second.hold = false;
         if (jt->second.bcs && bcs_) bcs_->Hold(c.job, false);
         if (auto& cancel = jt->second.ckpt_cancel) {
@@ -1621,6 +1632,22 @@ void NodeAgentImpl::CheckpointWorker(uint64_t job, uint64_t epoch, uint64_t base
   const int64_t pause_ms =
       std::chrono::duration_cast<std::chrono::milliseconds>(SteadyClock::now() - t0).count();
   if (!st.ok()) {
+    if (st.code() == StatusCode::kAborted) {
+      // criu died in the middle: the job's ranks here must not run again. The coordinator
+      // restarts the job from its newest epoch or fails it (BROKEN_DUMP); it stays frozen
+      // meanwhile.
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        if (auto jt = jobs_.find(job); jt != jobs_.end()) jt->second.dump_broke = true;
+      }
+      auto ch = channel();
+      report([&] {
+        const std::string msg = "node " + std::to_string(node_id_) + " (" + o_.name +
+                                "): checkpoint epoch " + std::to_string(epoch) + ": " +
+                                st.message();
+        if (ch) ch->Send(Frame::kBrokenDump, os::EncodeJobBytes(job, msg)).IgnoreError();
+      });
+    }
     fail(st.ToString());
     report([&] { node_->Store(os::VarDumped(slot), mark); });
     return;

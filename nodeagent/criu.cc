@@ -287,7 +287,18 @@ StatusOr<DumpResult> DumpRank(const DumpRequest& req) {
       // The job's cgroup is the nodeagent's business, recreated by it at restore.
       "--manage-cgroups=ignore"};
   auto st = RunCriu(args, JoinPath(req.images_dir, kCriuOutput), {}, req.on_running);
+  // A criu that dies in the middle (killed, by the OOM killer or at the deadline) may leave its
+  // parasite code in a task it was dumping: the tree must not run again.
+  if (!st.ok() && st.status().code() == StatusCode::kDeadlineExceeded) {
+    return AbortedError(what + ": " + st.status().message() +
+                        "; the dumped tasks may still carry criu's parasite code");
+  }
   if (!st.ok()) return st.status().WithContext(what);
+  if (WIFSIGNALED(*st)) {
+    return AbortedError(what + ": criu was " + DescribeStatus(*st) +
+                        " in the middle of the dump; the dumped tasks may still carry its "
+                        "parasite code");
+  }
   if (*st != 0) {
     return InternalError(what + " failed (" + DescribeStatus(*st) + "); " + LogTail(log));
   }

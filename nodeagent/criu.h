@@ -62,7 +62,9 @@ struct DumpResult {
   uint64_t bytes = 0;  // size of the image dir (all regular files in it)
 };
 
-// Errors carry the last lines of criu's log and name the pid.
+// Errors carry the last lines of criu's log and name the pid. ABORTED: criu died in the middle
+// (killed by a signal, or at the deadline): the tree may carry criu's parasite code and must
+// not run again (it would die of SIGTRAP once thawed).
 StatusOr<DumpResult> DumpRank(const DumpRequest& req);
 
 struct RestoreRequest {

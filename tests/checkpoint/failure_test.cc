@@ -11,6 +11,12 @@
 //     3 network-namespace hosts; once an epoch is committed one host is killed; gos-run itself
 //     restarts the job on the survivors and exits 0 with the checksum of an uninterrupted run;
 //     the restart it used is stored with the job (gos-ckpt --list: 0 of 1 left).
+//   - CriuKilledMidDumpRestartsOrFailsTheJob: while a 2-rank Jacobi over 2 nodes with
+//     --checkpoint=1s is being dumped, one node's criu is killed (as the OOM killer would): the
+//     ranks it was dumping may carry criu's parasite and are never thawed. With
+//     --restart-on-failure the job is restarted from its newest epoch and gos-run exits 0 with
+//     the uninterrupted run's checksum; without, the job fails (exit code 255) naming the node,
+//     the epoch, criu's death and the epoch gos-restart brings it back from.
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -18,6 +24,7 @@
 #include <chrono>
 #include <cstdlib>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "gtest/gtest.h"
@@ -250,6 +257,83 @@ TEST(CheckpointFailureTest, RestartOnFailure) {
                              "coordinator's --keep), 0 of 1 automatic restart left"),
             std::string::npos)
       << list.Describe();
+}
+
+// Kills node `node`'s criu while it dumps a rank of the job gos-run `run` runs, until the job
+// says so (a criu caught as it was ending by itself does not count). True when it did.
+bool KillCriuMidDump(TestCluster& c, int node, Subprocess& run) {
+  for (int attempt = 0; attempt < 20; ++attempt) {
+    // A dump of these ranks takes tens of ms: look often (a look reads /proc, ~1 ms).
+    std::vector<pid_t> criu;
+    const auto deadline = SteadyClock::now() + 30s;
+    while ((criu = CriuDumpChildren(c.AgentPid(node))).empty()) {
+      if (SteadyClock::now() >= deadline) return false;
+      std::this_thread::sleep_for(1ms);
+    }
+    for (pid_t pid : criu) ::kill(pid, SIGKILL);
+    if (WaitUntil([&] { return run.OutputContains("in the middle of the dump"); }, 5s)) return true;
+  }
+  return false;
+}
+
+TEST(CheckpointFailureTest, CriuKilledMidDumpRestartsOrFailsTheJob) {
+  if (std::string why = Unsupported(false); !why.empty()) GTEST_SKIP() << why;
+  TestCluster c(2, /*netns=*/false);
+  ASSERT_EQ(c.Start(), "");
+  const std::vector<std::string> jacobi = {Example("jacobi"), "256", "4000", "100"};
+  std::vector<std::string> argv = {Bin("gos-run"), "-n", "2", "-N", "2"};
+  argv.insert(argv.end(), jacobi.begin(), jacobi.end());
+  Result plain = Execute(argv, c.Env(), 300s);
+  ASSERT_EQ(plain.code, 0) << plain.Describe() << c.Logs();
+  const std::string checksum = Find(plain.output, "(iterations=\\d+ residual=\\S+ checksum=\\S+)");
+  ASSERT_NE(checksum, "") << plain.Describe();
+
+  // With an automatic restart left: restarted from its newest epoch, finishes as if nothing.
+  argv = {Bin("gos-run"), "-n", "2", "-N", "2", "--checkpoint=1s", "--restart-on-failure"};
+  argv.insert(argv.end(), jacobi.begin(), jacobi.end());
+  auto run = Subprocess::Start(argv, c.Env());
+  ASSERT_TRUE(run.ok()) << run.status().ToString();
+  std::string job = FirstCommittedJob(*run);
+  ASSERT_NE(job, "") << run->output() << c.Logs();
+  ASSERT_TRUE(KillCriuMidDump(c, 1, *run)) << run->output() << c.Logs();
+  auto status = run->Wait(SteadyClock::now() + 120s);
+  ASSERT_TRUE(status.has_value()) << run->output() << c.Logs();
+  std::string out = run->output();
+  EXPECT_TRUE(WIFEXITED(*status) && WEXITSTATUS(*status) == 0)
+      << gos::testing::DescribeWaitStatus(*status) << "\n"
+      << out << c.Logs();
+  EXPECT_NE(
+      Find(out, "job " + job +
+                    ": node 2 \\(h1\\): checkpoint epoch \\d+: rank 1: criu dump of rank init pid "
+                    "\\d+: (criu was killed by signal 9) in the middle of the dump"),
+      "")
+      << out;
+  EXPECT_NE(Find(out, "job " + job + ": (restarting from epoch \\d+)"), "") << out;
+  EXPECT_EQ(Find(out, "(iterations=\\d+ residual=\\S+ checksum=\\S+)"), checksum)
+      << out << "\nuninterrupted:\n"
+      << plain.Describe();
+
+  // Without: the job fails, saying why and where it can come back from.
+  argv = {Bin("gos-run"), "-n", "2", "-N", "2", "--checkpoint=1s"};
+  argv.insert(argv.end(), jacobi.begin(), jacobi.end());
+  run = Subprocess::Start(argv, c.Env());
+  ASSERT_TRUE(run.ok()) << run.status().ToString();
+  job = FirstCommittedJob(*run);
+  ASSERT_NE(job, "") << run->output() << c.Logs();
+  ASSERT_TRUE(KillCriuMidDump(c, 1, *run)) << run->output() << c.Logs();
+  status = run->Wait(SteadyClock::now() + 120s);
+  ASSERT_TRUE(status.has_value()) << run->output() << c.Logs();
+  out = run->output();
+  EXPECT_TRUE(WIFEXITED(*status) && WEXITSTATUS(*status) == 255)
+      << gos::testing::DescribeWaitStatus(*status) << "\n"
+      << out << c.Logs();
+  EXPECT_NE(Find(out, "job " + job +
+                          ": job failed: node 2 \\(h1\\): checkpoint epoch \\d+: .*(criu was "
+                          "killed by signal 9) in the middle of the dump.*gos-restart " +
+                          job + " brings it back from epoch \\d+"),
+            "")
+      << out;
+  EXPECT_EQ(Find(out, "(checksum=\\S+)"), "") << out;
 }
 
 }  // namespace

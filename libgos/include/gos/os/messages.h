@@ -177,6 +177,9 @@ enum class Frame : uint16_t {
                             //   place; not ok: ship them)
   kAgentJoined = 60,        // agent -> coordinator: empty; it joined the primitives' group
                             //   (after kWelcome; what makes a node that joins again usable)
+  kBrokenDump = 61,  // agent -> coordinator: JobBytes: job + why: criu died in the middle of a
+                     //   dump of the job's ranks here, which stay frozen and must not run
+                     //   again (then kCkptFailed for the epoch as usual)
   // client -> coordinator (checkpoint tools)
   kCheckpointNow = 6,  // u64 job: take an epoch now; kPhase lines, then kOk or kError
   kListEpochs = 7,     // u64 job: kOk with the table of epochs
