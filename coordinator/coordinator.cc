@@ -2374,7 +2374,8 @@ Status CoordinatorImpl::ShipImages(uint64_t id) {
     if (!local.count(r.rank)) by_node[rank_nodes.at(r.rank)].push_back(&r);
   }
   const uint64_t attempt = ++restore_attempt_;
-  std::atomic<uint64_t> sent{0};
+  const auto shipping_since = SteadyClock::now();
+  std::atomic<uint64_t> sent{0}, batches{0};
   std::atomic<bool> failed{false};
   std::mutex progress_mu;
   auto last_progress = SteadyClock::now();
@@ -2457,6 +2458,7 @@ Status CoordinatorImpl::ShipImages(uint64_t id) {
       Status st = ship_rank();
       // Nothing of the rank is still being written when its end arrives, even after an error.
       if (!st.ok()) shipment.Abandon().IgnoreError();
+      batches += shipment.batches();
       // The end follows the rank's batches in any case: the node says what it found wrong in
       // them (or that all is there), and forgets the attempt.
       Status told = ch->Send(Frame::kRestoreRankEnd, os::Encode(end));
@@ -2485,6 +2487,20 @@ Status CoordinatorImpl::ShipImages(uint64_t id) {
     for (auto& t : senders) t.join();
   }
   for (const Status& st : results) GOS_RETURN_IF_ERROR(st);
+  if (client && !by_node.empty() && refusals.empty()) {
+    const auto ms =
+        std::chrono::duration_cast<std::chrono::milliseconds>(SteadyClock::now() - shipping_since);
+    size_t ranks = 0;
+    for (const auto& [node, of_node] : by_node) ranks += of_node.size();
+    client
+        ->Send(Frame::kNotice,
+               os::EncodeText("restoring " + what + ": " + Mib(total) + " of " +
+                              std::to_string(ranks) + " ranks from the store, in " +
+                              std::to_string(batches.load()) + " restore batches to " +
+                              std::to_string(by_node.size()) + " nodes in " +
+                              std::to_string(ms.count()) + " ms"))
+        .IgnoreError();
+  }
   if (!refusals.empty()) {
     // The node said why in its answer to the rank's end (the first problem, naming job, epoch,
     // rank, file and chunk); a batch it could not even read is refused without a word.

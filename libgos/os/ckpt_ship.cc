@@ -323,6 +323,7 @@ Status BatchShipment::Flush() {
   if (frames_.empty()) return OkStatus();
   GOS_ASSIGN_OR_RETURN(uint64_t number, box_->Send(to_, batch_, check_));
   sent_.insert(number);
+  ++batches_;
   batch_.chunks.clear();
   frames_.clear();
   batch_bytes_ = empty_bytes_;

@@ -7,6 +7,12 @@
 //     its criu) is killed with kill -9. Epoch 2 reports failure and never shows in
 //     `gos-ckpt --list`; the job fails; `gos-restart` brings it back on the survivor from epoch
 //     1 with exactly epoch 1's state (checked by the heap checksum); `gos-store verify` passes.
+//   - HostOrRestartKilledWhileImagesShip: a 2-rank job (512 MiB heap per rank) over 2 nodes
+//     has epoch 1 committed and is killed. While `gos-restart --from-store` ships the images
+//     (restore batches XFERed into the nodes' memory), node 2's host is killed: the restart
+//     fails at once, naming the node, with nothing left hanging; with node 2 back, a restart
+//     killed (gos-kill) while its images ship stops; then a restart restores the job, which
+//     ends with epoch 1's heap checksum.
 //   - RestartOnFailure: `gos-run --checkpoint=1s --restart-on-failure` of a 4-rank Jacobi over
 //     3 network-namespace hosts; once an epoch is committed one host is killed; gos-run itself
 //     restarts the job on the survivors and exits 0 with the checksum of an uninterrupted run;
@@ -17,7 +23,9 @@
 
 #include <chrono>
 #include <cstdlib>
+#include <filesystem>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "gtest/gtest.h"
@@ -200,6 +208,104 @@ TEST(CheckpointFailureTest, NodeagentKilledMidCheckpointNeverCommits) {
 TEST(CheckpointFailureTest, NodeagentKilledWhileStoringChunksNeverCommits) {
   if (std::string why = Unsupported(false); !why.empty()) GTEST_SKIP() << why;
   NodeagentKilledMidCheckpoint(KillPoint::kShip);
+}
+
+// Bytes of the image files shipped so far into rank `rank`'s restore dir on host h.
+uint64_t RestoredBytes(const TestCluster& c, int h, const std::string& job, int rank) {
+  uint64_t n = 0;
+  std::error_code ec;
+  const std::string root = c.state() + "/nodes/h" + std::to_string(h) + "/restore";
+  for (const auto& e : std::filesystem::recursive_directory_iterator(root, ec)) {
+    const std::string p = e.path().string();
+    if (p.find("/j" + job + "-e") != std::string::npos &&
+        p.find("/r" + std::to_string(rank) + "/") != std::string::npos && e.is_regular_file(ec)) {
+      n += e.file_size(ec);
+    }
+  }
+  return n;
+}
+
+TEST(CheckpointFailureTest, HostOrRestartKilledWhileImagesShip) {
+  if (std::string why = Unsupported(false); !why.empty()) GTEST_SKIP() << why;
+  const std::vector<std::string> dirty_args = {"512", "600", "50"};
+  const std::string expected = DirtyChecksum(dirty_args, 1);
+  ASSERT_EQ(expected.rfind("passes=1 checksum=", 0), 0u) << expected;
+
+  TestCluster c(2, /*netns=*/false);
+  ASSERT_EQ(c.Start(), "");
+  std::vector<std::string> argv = {Bin("gos-run"), "-n", "2", "-N", "2", Example("dirty")};
+  argv.insert(argv.end(), dirty_args.begin(), dirty_args.end());
+  auto run = Subprocess::Start(argv, c.Env());
+  ASSERT_TRUE(run.ok()) << run.status().ToString();
+  ASSERT_TRUE(WaitUntil([&] { return Count(run->output(), "MiB ready") == 2; }, 60s))
+      << run->output() << c.Logs();
+  const std::string job = "1";
+  ASSERT_EQ(Execute({Bin("gos-kill"), "-s", "USR1", job}, c.Env(), 30s).code, 0);
+  ASSERT_TRUE(WaitUntil([&] { return Count(run->output(), "pass 1 done") == 2; }, 30s))
+      << run->output();
+  Result e1 = Execute({Bin("gos-ckpt"), job}, c.Env(), 120s);
+  ASSERT_EQ(e1.code, 0) << e1.Describe() << c.Logs();
+  ASSERT_EQ(Execute({Bin("gos-kill"), job}, c.Env(), 30s).code, 0);
+  ASSERT_TRUE(run->Wait(SteadyClock::now() + 60s).has_value()) << run->output();
+
+  // Rank 1's images are on their way to node 2 (host h1) when the host dies.
+  auto shipping = [&](int host, int rank) {
+    return WaitUntil([&] { return RestoredBytes(c, host, job, rank) > (8u << 20); }, 60s);
+  };
+  {
+    auto restart = Subprocess::Start({Bin("gos-restart"), "--from-store", job}, c.Env());
+    ASSERT_TRUE(restart.ok()) << restart.status().ToString();
+    ASSERT_TRUE(shipping(1, 1)) << restart->output() << c.Logs();
+    const auto killed = SteadyClock::now();
+    c.KillHost(1);
+    auto status = restart->Wait(killed + 60s);
+    ASSERT_TRUE(status.has_value()) << restart->output() << c.Logs();
+    EXPECT_LT(SteadyClock::now() - killed, 30s) << "the failure is seen at once";
+    EXPECT_NE(WEXITSTATUS(*status), 0) << restart->output();
+    EXPECT_NE(restart->output().find("node 2"), std::string::npos) << restart->output();
+    EXPECT_NE(restart->output().find("is down"), std::string::npos) << restart->output();
+    EXPECT_EQ(restart->output().find("resumed"), std::string::npos) << restart->output();
+  }
+  // Node 2 comes back; a restart killed while its images ship stops shipping them.
+  ASSERT_EQ(c.StartAgent(1), "");
+  ASSERT_TRUE(WaitUntil([&] { return c.NodesUp() >= 2; }, 60s)) << c.Logs();
+  {
+    // What the first attempt wrote goes, so that the bytes seen are this attempt's.
+    for (int h = 0; h < 2; ++h) {
+      std::error_code ec;
+      std::filesystem::remove_all(c.state() + "/nodes/h" + std::to_string(h) + "/restore", ec);
+    }
+    auto restart = Subprocess::Start({Bin("gos-restart"), "--from-store", job}, c.Env());
+    ASSERT_TRUE(restart.ok()) << restart.status().ToString();
+    ASSERT_TRUE(shipping(0, 0)) << restart->output() << c.Logs();
+    const auto killed = SteadyClock::now();
+    ASSERT_EQ(Execute({Bin("gos-kill"), job}, c.Env(), 30s).code, 0);
+    auto status = restart->Wait(killed + 60s);
+    ASSERT_TRUE(status.has_value()) << restart->output() << c.Logs();
+    EXPECT_LT(SteadyClock::now() - killed, 30s);
+    EXPECT_NE(WEXITSTATUS(*status), 0) << restart->output();
+    EXPECT_EQ(restart->output().find("resumed"), std::string::npos) << restart->output();
+    // Nothing more arrives once the shipment stopped.
+    std::this_thread::sleep_for(500ms);
+    const uint64_t after = RestoredBytes(c, 0, job, 0) + RestoredBytes(c, 1, job, 1);
+    std::this_thread::sleep_for(1s);
+    EXPECT_EQ(RestoredBytes(c, 0, job, 0) + RestoredBytes(c, 1, job, 1), after);
+  }
+  // What the failed attempts left behind does not get in the way: both ranks come back with
+  // exactly epoch 1's heap.
+  auto restart = Subprocess::Start({Bin("gos-restart"), "--from-store", job}, c.Env());
+  ASSERT_TRUE(restart.ok()) << restart.status().ToString();
+  ASSERT_TRUE(WaitUntil([&] { return restart->OutputContains("resumed"); }, 120s))
+      << restart->output() << c.Logs();
+  EXPECT_NE(restart->output().find("2 ranks from the store, in "), std::string::npos)
+      << restart->output();
+  ASSERT_EQ(Execute({Bin("gos-kill"), "-s", "TERM", job}, c.Env(), 30s).code, 0);
+  auto status = restart->Wait(SteadyClock::now() + 60s);
+  ASSERT_TRUE(status.has_value()) << restart->output();
+  EXPECT_EQ(WEXITSTATUS(*status), 0) << restart->output() << c.Logs();
+  EXPECT_EQ(FindAll(restart->output(), "(passes=\\d+ checksum=[0-9a-f]+)"),
+            std::vector<std::string>(2, expected))
+      << restart->output();
 }
 
 TEST(CheckpointFailureTest, RestartOnFailure) {

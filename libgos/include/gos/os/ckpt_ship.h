@@ -149,6 +149,8 @@ class BatchShipment {
   // After an error: drops the chunks not sent yet and waits (as Finish) until the receiver
   // answered every batch sent, so that nothing of the shipment is still being taken.
   Status Abandon();
+  // Batches sent so far.
+  uint64_t batches() const { return batches_; }
 
  private:
   Status Flush();
@@ -161,6 +163,7 @@ class BatchShipment {
   size_t batch_bytes_ = 0;                    // batch_ encoded
   size_t empty_bytes_ = 0;                    // a batch without chunks encoded
   std::set<uint64_t> sent_;                   // not yet known to be taken
+  uint64_t batches_ = 0;
 };
 
 // The receiver's side: takes the batches its senders put into its slots. Poll from one thread.
