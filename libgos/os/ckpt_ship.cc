@@ -22,18 +22,40 @@ std::string Ms(std::chrono::milliseconds d) { return std::to_string(d.count()) +
 
 }  // namespace
 
-const ShipRoute kCheckpointRoute = {
-    BatchKind::kCheckpoint, "checkpoint",  kCkptInboxSlots, true,         &CkptSlot,
-    &VarCkptOwner,          &VarCkptReady, &CkptTakenOf,    kEventCkptIn, kEventCkptSent,
-    kEventCkptTaken};
-const ShipRoute kRestoreRoute = {
-    BatchKind::kRestore, "restore",         kRestoreSlots,     false,
-    &RestoreSlot,        nullptr,           &VarRestoreReady,  &VarRestoreTaken,
-    kEventRestoreIn,     kEventRestoreSent, kEventRestoreTaken};
+// A node's shipments of checkpoint batches take turns (one delivery event); the coordinator
+// ships restore batches to every node at once.
+const ShipRoute kCheckpointRoute = {.kind = BatchKind::kCheckpoint,
+                                    .what = "checkpoint",
+                                    .slots = kCkptInboxSlots,
+                                    .shared = true,
+                                    .slot = &CkptSlot,
+                                    .owner = &VarCkptOwner,
+                                    .ready = &VarCkptReady,
+                                    .taken = &CkptTakenOf,
+                                    .ready_event = kEventCkptIn,
+                                    .taken_event = kEventCkptTaken,
+                                    .sent_event = kEventCkptSent,
+                                    .sent_lanes = 1};
+const ShipRoute kRestoreRoute = {.kind = BatchKind::kRestore,
+                                 .what = "restore",
+                                 .slots = kRestoreSlots,
+                                 .shared = false,
+                                 .slot = &RestoreSlot,
+                                 .owner = nullptr,
+                                 .ready = &VarRestoreReady,
+                                 .taken = &VarRestoreTaken,
+                                 .ready_event = kEventRestoreIn,
+                                 .taken_event = kEventRestoreTaken,
+                                 .sent_event = kEventRestoreSent,
+                                 .sent_lanes = kRestoreSendLanes};
 
 BatchOutbox::BatchOutbox(prim::Node* node, const ShipRoute& route, std::vector<uint8_t> key,
                          std::chrono::milliseconds patience)
-    : node_(node), route_(route), key_(std::move(key)), patience_(patience) {}
+    : node_(node),
+      route_(route),
+      key_(std::move(key)),
+      patience_(patience),
+      lanes_(std::max<uint32_t>(route.sent_lanes, 1)) {}
 
 std::string BatchOutbox::Sender() const { return Receiver(node_->id()); }
 
@@ -135,35 +157,52 @@ StatusOr<uint32_t> BatchOutbox::TakeSlot(std::unique_lock<std::mutex>& lock, uin
 
 Status BatchOutbox::Deliver(uint32_t to, uint32_t slot, std::vector<uint8_t> bytes,
                             const ShipCheck& check) {
-  std::lock_guard<std::mutex> xl(xfer_mu_);
-  GOS_RETURN_IF_ERROR(node_->XferAndSignal(prim::NodeSet{to}, bytes.data(), bytes.size(),
-                                           route_.slot(slot), prim::kNoEvent, route_.sent_event));
-  ++sent_pending_;
   const auto deadline = SteadyClock::now() + patience_;
+  size_t index = lanes_.size();
+  {
+    std::unique_lock<std::mutex> lock(mu_);
+    for (;;) {
+      for (size_t i = 0; i < lanes_.size() && index == lanes_.size(); ++i) {
+        if (!lanes_[i].busy) index = i;
+      }
+      if (index != lanes_.size()) break;
+      GOS_RETURN_IF_ERROR(CheckUnlocked(lock, check));
+      if (SteadyClock::now() >= deadline) {
+        return DeadlineExceededError("no " + std::string(route_.what) + " batch of " + Sender() +
+                                     " was delivered in " + Ms(patience_));
+      }
+      lane_free_.wait_for(lock, std::chrono::milliseconds(100));
+    }
+    lanes_[index].busy = true;
+  }
+  SendLane& lane = lanes_[index];
+  const prim::EventId event = route_.sent_event + static_cast<prim::EventId>(index);
+  Status st = node_->XferAndSignal(prim::NodeSet{to}, bytes.data(), bytes.size(), route_.slot(slot),
+                                   prim::kNoEvent, event);
+  if (st.ok()) ++lane.pending;
   // Signals of deliveries an earlier call gave up on come first; once none is pending, every
-  // batch sent so far is there, this one too.
-  Status last = OkStatus();
-  while (sent_pending_ > 0) {
+  // batch sent on this lane is there, this one too.
+  while (st.ok() && lane.pending > 0) {
     auto got = node_->TestEvent(
-        route_.sent_event, std::min(deadline, SteadyClock::now() + std::chrono::milliseconds(100)));
+        event, std::min(deadline, SteadyClock::now() + std::chrono::milliseconds(100)));
     if (!got.ok() || *got) {
-      --sent_pending_;
-      last = got.ok() ? OkStatus() : got.status();
+      --lane.pending;
+      // A failed delivery that is not this batch's (one is still pending) is no concern here.
+      st = got.ok() || lane.pending > 0 ? OkStatus() : got.status();
       continue;
     }
-    Status st = check ? check() : OkStatus();
+    st = check ? check() : OkStatus();
     if (st.ok() && SteadyClock::now() >= deadline) {
       st = DeadlineExceededError("a " + std::string(route_.what) + " batch was not delivered to " +
                                  Receiver(to) + " in " + Ms(patience_));
     }
-    if (!st.ok()) {
-      // The primitives may still read it.
-      undelivered_.push_back(std::move(bytes));
-      return st;
-    }
+    if (!st.ok()) lane.undelivered.push_back(std::move(bytes));  // the primitives may read it
   }
-  undelivered_.clear();
-  return last;
+  if (lane.pending == 0) lane.undelivered.clear();
+  std::lock_guard<std::mutex> lock(mu_);
+  lane.busy = false;
+  lane_free_.notify_one();
+  return st;
 }
 
 StatusOr<uint64_t> BatchOutbox::Send(uint32_t to, CkptBatch b, const ShipCheck& check) {

@@ -1,7 +1,8 @@
 // Checkpoint chunks shipped with the primitives (gos/os/ckpt_ship.h), both ways: real prim
 // nodes of one group over the default provider, in one process.
 //   - Checkpoints: node 0 runs the inbox, as the coordinator does; more nodes ship at once than
-//     the inbox has slots for, so nodes wait for slots.
+//     the inbox has slots for, so nodes wait for slots; two shipments of one node share its
+//     outbox.
 //   - Restarts: node 0 ships ranks to several nodes at once, each running its restore inbox as
 //     a nodeagent does; refusals, forged or damaged batches, a receiver that leaves and a
 //     cancelled shipment end a shipment with an error, never a hang.
@@ -166,6 +167,42 @@ TEST_F(CkptShipTest, SixNodesShipAtOnceAndEveryChunkArrivesOnce) {
           << "node " << n << " chunk " << int{i};
     }
   }
+  EXPECT_TRUE(AllSlotsFree());
+}
+
+// Two jobs' epochs shipped from one node at once share its outbox: its one delivery event
+// and its answers.
+TEST_F(CkptShipTest, TwoShipmentsOfOneNodeShareItsOutbox) {
+  Form(1);
+  Received got;
+  StartInbox([&](const CkptBatch& b) {
+    std::lock_guard<std::mutex> lock(got.mu);
+    for (const auto& c : b.chunks) {
+      auto key = std::make_pair(b.job, c.hash[0]);
+      if (got.chunks.count(key)) ++got.duplicates;
+      got.chunks[key].assign(c.data.begin(), c.data.end());
+    }
+    return std::string();
+  });
+  BatchOutbox box(nodes_[1].get(), kCheckpointRoute, Key(1));
+  std::vector<std::future<Status>> ships;
+  for (uint64_t job : {uint64_t{1}, uint64_t{2}}) {
+    ships.push_back(std::async(std::launch::async, [&, job] {
+      BatchShipment s(&box, 0, Head(job, 1), GoOn);
+      for (uint8_t i = 0; i < 100; ++i) {
+        GOS_RETURN_IF_ERROR(s.Add(Chunk(i, 1), Frame(static_cast<uint32_t>(job), i)));
+      }
+      return s.Finish();
+    }));
+  }
+  for (auto& s : ships) {
+    Status st = s.get();
+    EXPECT_TRUE(st.ok()) << st.ToString();
+  }
+  std::lock_guard<std::mutex> lock(got.mu);
+  EXPECT_EQ(got.duplicates, 0);
+  ASSERT_EQ(got.chunks.size(), 200u);
+  EXPECT_EQ((got.chunks[std::make_pair(uint64_t{2}, uint8_t{99})]), Frame(2, 99));
   EXPECT_TRUE(AllSlotsFree());
 }
 

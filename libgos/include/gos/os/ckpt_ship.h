@@ -15,7 +15,10 @@
 //
 // One BatchOutbox per sender and route; any number of BatchShipments (one per job epoch, or
 // per rank being restored) use it from their own threads. The events it waits for are the
-// node's own: one thread at a time consumes them and hands the answers to all.
+// node's own: one thread at a time consumes the answer events and hands the answers to all,
+// and each batch on its way holds one of the route's delivery events until it is there (the
+// coordinator's restore batches go to several nodes at once; a node's checkpoint batches take
+// turns).
 #ifndef GOS_OS_CKPT_SHIP_H_
 #define GOS_OS_CKPT_SHIP_H_
 
@@ -53,8 +56,11 @@ struct ShipRoute {
   uint64_t (*ready)(uint32_t i);                     // receiver's memory: batch number in slot i
   uint64_t (*taken)(uint32_t receiver, uint32_t i);  // sender's memory: the receiver's answer
   prim::EventId ready_event;                         // receiver: a batch is ready
-  prim::EventId sent_event;                          // sender, local: a batch was delivered
   prim::EventId taken_event;                         // sender: the receiver answered
+  // Sender, local: a batch was delivered. As many batches can be on their way at once as
+  // there are such events (sent_event, sent_event + 1, ...): each waits for its own.
+  prim::EventId sent_event;
+  uint32_t sent_lanes;
 };
 // Checkpoints: every node into the coordinator's checkpoint inbox.
 extern const ShipRoute kCheckpointRoute;
@@ -104,7 +110,7 @@ class BatchOutbox {
   size_t InFlightTo(uint32_t to) const;
   // Nobody waits for these numbers any more: their answers are dropped (mu_ held).
   void DropLocked(const std::set<uint64_t>& numbers);
-  // XFERs a sealed batch and waits until it is delivered (takes xfer_mu_).
+  // XFERs a sealed batch and waits until it is delivered (on a lane of its own).
   Status Deliver(uint32_t to, uint32_t slot, std::vector<uint8_t> bytes, const ShipCheck& check);
   std::string Sender() const;
   static std::string Receiver(uint32_t to);
@@ -124,11 +130,16 @@ class BatchOutbox {
   std::map<uint64_t, Status> failed_;
   std::set<uint64_t> forgotten_;
 
-  // One batch on its way at a time: delivery signals are one event, consumed in order.
-  std::mutex xfer_mu_;
-  uint32_t sent_pending_ = 0;  // delivery signals not consumed yet
-  // Batches whose delivery a Send gave up waiting for: the primitives may still read them.
-  std::vector<std::vector<uint8_t>> undelivered_;
+  // A delivery event of the route, held by one Deliver at a time (busy: under mu_; the rest
+  // by its holder).
+  struct SendLane {
+    bool busy = false;
+    uint32_t pending = 0;  // delivery signals not consumed yet
+    // Batches whose delivery a Send gave up waiting for: the primitives may still read them.
+    std::vector<std::vector<uint8_t>> undelivered;
+  };
+  std::vector<SendLane> lanes_;
+  std::condition_variable lane_free_;
 };
 
 // One job epoch's chunks (or one rank's, for a restart) on their way to one receiver: Add

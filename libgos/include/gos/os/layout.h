@@ -185,8 +185,11 @@ inline constexpr prim::EventId kEventCkptIn = 13;        // coordinator: a chunk
 inline constexpr prim::EventId kEventCkptSent = 14;      // agent: its batch reached the inbox
 inline constexpr prim::EventId kEventCkptTaken = 15;     // agent: the coordinator took a batch
 inline constexpr prim::EventId kEventRestoreIn = 16;     // agent: a restore batch is ready
-inline constexpr prim::EventId kEventRestoreSent = 17;   // coordinator: its batch reached the node
-inline constexpr prim::EventId kEventRestoreTaken = 18;  // coordinator: a node took a batch
+inline constexpr prim::EventId kEventRestoreTaken = 17;  // coordinator: a node took a batch
+// Coordinator: a restore batch reached its node, one event per batch on its way at once (up to
+// kRestoreSendLanes of them, to different nodes): events kEventRestoreSent .. + lanes - 1.
+inline constexpr prim::EventId kEventRestoreSent = 24;
+inline constexpr uint32_t kRestoreSendLanes = 8;
 
 }  // namespace gos::os
 
