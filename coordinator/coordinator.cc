@@ -361,6 +361,10 @@ class CoordinatorImpl final : public Coordinator {
   std::thread dumped_thread_;
   std::thread blocked_thread_;
   std::thread inbox_thread_;  // takes checkpoint chunk batches from the inbox
+  // A restart's chunks to the nodes (ShipImages); made once the cluster formed (under mu_).
+  std::unique_ptr<os::BatchOutbox> restore_box_;
+  // Numbers ShipImages's attempts (staging thread): a node drops what an earlier one left.
+  uint64_t restore_attempt_ = 0;
   std::map<int, std::shared_ptr<Client>> clients_;
   std::map<int, std::shared_ptr<Agent>> agents_;
   std::map<uint32_t, NodeRecord> nodes_;
@@ -409,6 +413,8 @@ Status CoordinatorImpl::Init() {
   GOS_ASSIGN_OR_RETURN(tables_, storage::Tables::Open(o_.data_dir + "/db"));
   matrix_ = GangMatrix(o_.mpl);
   for (uint32_t s = 0; s < os::kMaxJobSlots; ++s) free_slots_.insert(s);
+  // Above the attempts of a coordinator that ran before on this data dir.
+  restore_attempt_ = static_cast<uint64_t>(UnixMs());
 
   // Recover the tables. Jobs that were not final when the previous coordinator stopped cannot
   // be continued (their clients and strobes are gone: the nodeagents stopped their ranks);
@@ -1535,6 +1541,8 @@ void CoordinatorImpl::NodeDown(uint32_t node, const std::string& reason, After& 
     at->second->ch->Shutdown();
     node_agents_.erase(at);
   }
+  // Its memory is gone: restore batches on their way to it will never be answered.
+  if (restore_box_) restore_box_->DropReceiver(node);
   std::vector<uint64_t> hit;
   for (auto& [id, j] : jobs_) {
     if (std::find(j.nodes.begin(), j.nodes.end(), node) != j.nodes.end()) hit.push_back(id);
@@ -1598,6 +1606,7 @@ void CoordinatorImpl::JoinGroup() {
   node_ = std::move(*node);
   {
     std::lock_guard<std::mutex> lock(mu_);
+    restore_box_ = std::make_unique<os::BatchOutbox>(node_.get(), os::kRestoreRoute, key_);
     for (auto& [id, n] : nodes_) matrix_.SetNode(id, n.state == NodeState::kUp);
     formed_ = true;
     After after;
@@ -1624,8 +1633,9 @@ void CoordinatorImpl::JoinGroup() {
 
 void CoordinatorImpl::InboxLoop() {
   SetThreadName("coord-inbox");
-  os::CkptInbox inbox(
-      node_.get(), key_, [this](const os::CkptBatch& b) { return StoreBatch(b); },
+  os::BatchInbox inbox(
+      node_.get(), os::kCheckpointRoute, key_,
+      [this](const os::CkptBatch& b) { return StoreBatch(b); },
       [this](uint32_t node) {
         std::lock_guard<std::mutex> lock(mu_);
         auto nt = nodes_.find(node);
@@ -2546,59 +2556,109 @@ Status CoordinatorImpl::ShipImages(uint64_t id) {
     for (const auto& f : r.files) total += f.size;
   }
   // One sender per node, so that the nodes decompress, check and write their ranks' chunks
-  // at the same time; each node gets its ranks one after the other.
+  // at the same time; each node gets its ranks one after the other, in restore batches
+  // XFERed into its memory (docs/specs/checkpoint.md, "Shipping").
   std::map<uint32_t, std::vector<const storage::EpochRank*>> by_node;
   for (const auto& r : m.ranks) {
     if (!local.count(r.rank)) by_node[rank_nodes.at(r.rank)].push_back(&r);
   }
-  std::atomic<uint64_t> sent{0};
+  const uint64_t attempt = ++restore_attempt_;
+  const auto shipping_since = SteadyClock::now();
+  std::atomic<uint64_t> sent{0}, batches{0};
   std::atomic<bool> failed{false};
   std::mutex progress_mu;
   auto last_progress = SteadyClock::now();
+  // Ranks whose node refused a batch: (node, the refusal), by rank.
+  std::map<uint32_t, std::pair<uint32_t, Status>> refusals;
   auto ship_node = [&](uint32_t node, const std::vector<const storage::EpochRank*>& ranks) {
     auto ch = chans.at(node);
+    // Polled while the shipment waits for the node.
+    const os::ShipCheck check = [&, node]() -> Status {
+      if (failed) return CancelledError("the restart failed on another node");
+      std::lock_guard<std::mutex> lock(mu_);
+      auto jt = jobs_.find(id);
+      if (stop_ || jt == jobs_.end()) return CancelledError("job gone");
+      if (jt->second.kill_requested) return CancelledError("killed");
+      auto nt = nodes_.find(node);
+      if (nt == nodes_.end() || nt->second.state != NodeState::kUp) {
+        return UnavailableError(
+            "node " + std::to_string(node) + " is down" +
+            (nt == nodes_.end() ? std::string() : ": " + nt->second.down_reason));
+      }
+      return OkStatus();
+    };
     for (const storage::EpochRank* r : ranks) {
+      if (failed) return OkStatus();
+      const std::string of_rank = what + " rank " + std::to_string(r->rank);
+      os::CkptBatch head;
+      head.kind = os::BatchKind::kRestore;
+      head.job = id;
+      head.epoch = m.epoch;
+      head.rank = r->rank;
+      head.attempt = attempt;
+      os::BatchShipment shipment(restore_box_.get(), node, head, check);
       os::RestoreRankEnd end;
       end.job = id;
       end.epoch = m.epoch;
       end.rank = r->rank;
-      for (const auto& f : r->files) {
-        end.files.push_back(f.name);
-        uint64_t off = 0;
-        for (const auto& c : f.chunks) {
-          if (failed) return OkStatus();
-          auto data = store()->GetCompressed(c.hash);
-          if (!data.ok()) {
-            return DataLossError(what + " rank " + std::to_string(r->rank) + ": file " + f.name +
-                                 ": chunk " + storage::HashHex(c.hash) + ": " +
-                                 data.status().message());
-          }
-          os::RestoreChunk rc;
-          rc.job = id;
-          rc.epoch = m.epoch;
-          rc.rank = r->rank;
-          rc.file = f.name;
-          rc.mode = f.mode;
-          rc.offset = off;
-          rc.hash = c.hash;
-          rc.raw_len = c.raw_len;
-          rc.data = std::move(*data);
-          GOS_RETURN_IF_ERROR(ch->Send(Frame::kRestoreChunk, os::Encode(rc)));
-          off += c.raw_len;
-          const uint64_t now_sent = sent += c.raw_len;
-          if (client) {
-            std::lock_guard<std::mutex> lock(progress_mu);
-            if (SteadyClock::now() - last_progress > std::chrono::seconds(1)) {
-              last_progress = SteadyClock::now();
-              client
-                  ->Send(Frame::kNotice, os::EncodeText("restoring " + what + ": " + Mib(now_sent) +
-                                                        " of " + Mib(total) + " sent"))
-                  .IgnoreError();
+      end.attempt = attempt;
+      bool refused = false;  // DATA_LOSS from the shipment: the node refused a batch
+      auto ship_rank = [&]() -> Status {
+        for (const auto& f : r->files) {
+          end.files.push_back(f.name);
+          uint64_t off = 0;
+          for (const auto& c : f.chunks) {
+            if (failed) return CancelledError("the restart failed on another node");
+            auto data = store()->GetCompressed(c.hash);
+            if (!data.ok()) {
+              return DataLossError(of_rank + ": file " + f.name + ": chunk " +
+                                   storage::HashHex(c.hash) + ": " + data.status().message());
+            }
+            os::CkptBatchChunk chunk;
+            chunk.hash = c.hash;
+            chunk.raw_len = c.raw_len;
+            chunk.file = f.name;
+            chunk.mode = f.mode;
+            chunk.offset = off;
+            Status added = shipment.Add(std::move(chunk), std::move(*data));
+            if (!added.ok()) {
+              refused = added.code() == StatusCode::kDataLoss;
+              return added;
+            }
+            off += c.raw_len;
+            const uint64_t now_sent = sent += c.raw_len;
+            if (client) {
+              std::lock_guard<std::mutex> lock(progress_mu);
+              if (SteadyClock::now() - last_progress > std::chrono::seconds(1)) {
+                last_progress = SteadyClock::now();
+                client
+                    ->Send(Frame::kNotice,
+                           os::EncodeText("restoring " + what + ": " + Mib(now_sent) + " of " +
+                                          Mib(total) + " sent"))
+                    .IgnoreError();
+              }
             }
           }
         }
+        Status done = shipment.Finish();
+        refused = done.code() == StatusCode::kDataLoss;
+        return done;
+      };
+      Status st = ship_rank();
+      // Nothing of the rank is still being written when its end arrives, even after an error.
+      if (!st.ok()) shipment.Abandon().IgnoreError();
+      batches += shipment.batches();
+      // The end follows the rank's batches in any case: the node says what it found wrong in
+      // them (or that all is there), and forgets the attempt.
+      Status told = ch->Send(Frame::kRestoreRankEnd, os::Encode(end));
+      if (refused) {
+        std::lock_guard<std::mutex> lock(progress_mu);
+        refusals[r->rank] = {node, st.WithContext(of_rank)};
+        failed = true;
+        return OkStatus();  // the node's answer to the end says why
       }
-      GOS_RETURN_IF_ERROR(ch->Send(Frame::kRestoreRankEnd, os::Encode(end)));
+      if (!st.ok()) return failed ? OkStatus() : st.WithContext(of_rank);
+      GOS_RETURN_IF_ERROR(told);
     }
     return OkStatus();
   };
@@ -2617,6 +2677,36 @@ Status CoordinatorImpl::ShipImages(uint64_t id) {
     for (auto& t : senders) t.join();
   }
   for (const Status& st : results) GOS_RETURN_IF_ERROR(st);
+  if (client && !by_node.empty() && refusals.empty()) {
+    const auto ms =
+        std::chrono::duration_cast<std::chrono::milliseconds>(SteadyClock::now() - shipping_since);
+    size_t ranks = 0;
+    for (const auto& [node, of_node] : by_node) ranks += of_node.size();
+    client
+        ->Send(Frame::kNotice,
+               os::EncodeText("restoring " + what + ": " + Mib(total) + " of " +
+                              std::to_string(ranks) + " ranks from the store, in " +
+                              std::to_string(batches.load()) + " restore batches to " +
+                              std::to_string(by_node.size()) + " nodes in " +
+                              std::to_string(ms.count()) + " ms"))
+        .IgnoreError();
+  }
+  if (!refusals.empty()) {
+    // The node said why in its answer to the rank's end (the first problem, naming job, epoch,
+    // rank, file and chunk); a batch it could not even read is refused without a word.
+    const auto& first = refusals.begin()->second;
+    return WaitForAnswers(id, std::chrono::minutes(1), first.second.ToString(), [&](Job& j) {
+      for (const auto& [rank, refusal] : refusals) {
+        auto it = j.restore_ready.find(rank);
+        if (it == j.restore_ready.end()) return UnavailableError("");
+        if (!it->second.ok) {
+          return DataLossError("rank " + std::to_string(rank) + " on node " +
+                               std::to_string(refusal.first) + ": " + it->second.message);
+        }
+      }
+      return first.second;
+    });
+  }
   // Each node checks every chunk against its hash and rebuilds the image dirs.
   return WaitForAnswers(
       id, std::chrono::minutes(5), what + ": the nodes did not confirm the images in 5 minutes",

@@ -28,6 +28,7 @@
 #include <set>
 #include <sstream>
 #include <thread>
+#include <tuple>
 
 #include "gos/bcs/channel.h"
 #include "gos/eventfd.h"
@@ -247,7 +248,13 @@ class NodeAgentImpl final : public NodeAgent {
   void WatchOutputs(LocalJob& j);
   void RestoreWorker(uint64_t job, uint64_t epoch, uint32_t slot, std::vector<uint32_t> ranks,
                      std::string procs, uint32_t uid, uint32_t gid, bool bind);
-  void OnRestoreChunk(const os::RestoreChunk& m);
+  // Restore inbox thread: takes the restore batches the coordinator XFERs into this node's
+  // memory (docs/specs/checkpoint.md, "Shipping").
+  void RestoreInLoop();
+  // Writes a restore batch's chunks into the rank's restore dir, each checked against its hash
+  // first; "" or the first problem (naming job, epoch, rank, file and chunk), which refuses it
+  // and every later batch of the rank's attempt.
+  std::string TakeRestoreBatch(const os::CkptBatch& b);
   void OnRestoreRankEnd(const os::RestoreRankEnd& m);
   // kRestoreLocal: links the rank's files from this node's copy of its dump into the restore
   // dir if every file is there and cuts into exactly the manifest's chunks.
@@ -300,10 +307,10 @@ class NodeAgentImpl final : public NodeAgent {
   std::shared_ptr<Channel> ch_;
   std::unique_ptr<prim::Node> node_;
   std::unique_ptr<BcsEngine> bcs_;
-  std::unique_ptr<os::CkptOutbox> outbox_;  // checkpoint chunks to the coordinator's store
+  std::unique_ptr<os::BatchOutbox> outbox_;  // checkpoint chunks to the coordinator's store
   uint32_t node_id_ = 0;
   std::vector<int> cpus_;  // the CPUs this node's ranks are bound to (AllowedCpus at start)
-  std::thread strobe_thread_, stage_thread_;
+  std::thread strobe_thread_, stage_thread_, restore_in_thread_;
 
   std::mutex mu_;
   std::map<uint64_t, LocalJob> jobs_;
@@ -379,10 +386,14 @@ class NodeAgentImpl final : public NodeAgent {
     it->second.first = ++hash_cache_uses_;
     return it->second.second;
   }
-  // Restore images arriving: the first error per (job, rank) (IO thread only).
-  std::map<std::pair<uint64_t, uint32_t>, std::string> restore_errors_;
-  std::string restore_path_;  // the image file being written, open as restore_fd_
-  Fd restore_fd_;
+  // Ranks whose images arrive in restore batches, by (job, epoch, rank): the coordinator's
+  // attempt they belong to and its first problem, until the rank's end (under restore_mu_).
+  struct RankRestore {
+    uint64_t attempt = 0;
+    std::string error;
+  };
+  std::mutex restore_mu_;
+  std::map<std::tuple<uint64_t, uint64_t, uint32_t>, RankRestore> restoring_;
   // Logs to replay: arriving (IO thread), then decoded until their launch (under replay_mu_).
   std::map<uint64_t, std::map<uint32_t, std::vector<std::string>>> replay_inbox_;
   std::mutex replay_mu_;
@@ -539,7 +550,7 @@ Status NodeAgentImpl::Connect() {
   // The join returns once every node has joined; meanwhile the IO loop must not run, which
   // is fine: nothing is launched before the group forms.
   GOS_ASSIGN_OR_RETURN(node_, prim::Node::Join(no));
-  outbox_ = std::make_unique<os::CkptOutbox>(node_.get(), key_);
+  outbox_ = std::make_unique<os::BatchOutbox>(node_.get(), os::kCheckpointRoute, key_);
   // In place of a node that was down, the coordinator sends strobes here only from now on.
   ch_->Send(Frame::kAgentJoined, {}).IgnoreError();  // a broken channel is seen by Run
   BcsEngineOptions bo;
@@ -574,6 +585,7 @@ Status NodeAgentImpl::Connect() {
   lost_ = false;
   strobe_thread_ = std::thread([this] { StrobeLoop(); });
   stage_thread_ = std::thread([this] { StageLoop(); });
+  restore_in_thread_ = std::thread([this] { RestoreInLoop(); });
   restore_thread_ = std::thread([this] { RestoreLoop(); });
   return OkStatus();
 }
@@ -624,6 +636,12 @@ void NodeAgentImpl::Disconnect() {
   if (node_) node_->CancelWaits();
   if (strobe_thread_.joinable()) strobe_thread_.join();
   if (stage_thread_.joinable()) stage_thread_.join();
+  if (restore_in_thread_.joinable()) restore_in_thread_.join();
+  {
+    // A new coordinator numbers its attempts afresh.
+    std::lock_guard<std::mutex> rl(restore_mu_);
+    restoring_.clear();
+  }
   restore_cv_.notify_all();
   if (restore_thread_.joinable()) restore_thread_.join();
   {
@@ -668,11 +686,6 @@ void NodeAgentImpl::OnChannel() {
   std::vector<os::FrameIn> frames;
   Status s = ch_->ReadAvailable(&frames);
   for (auto& f : frames) {
-    if (f.type == Frame::kRestoreChunk) {
-      auto m = os::DecodeRestoreChunk(f.payload);
-      if (m.ok()) OnRestoreChunk(*m);
-      continue;
-    }
     if (f.type == Frame::kRestoreRankEnd) {
       auto m = os::DecodeRestoreRankEnd(f.payload);
       if (m.ok()) OnRestoreRankEnd(*m);
@@ -1684,8 +1697,12 @@ void NodeAgentImpl::CheckpointWorker(uint64_t job, uint64_t epoch, uint64_t base
     auto& per_job = shipped_[job];
     if (auto it = per_job.find(base); base != 0 && it != per_job.end()) known = it->second;
   }
-  os::CkptShipment shipment(outbox_.get(), job, epoch,
-                            [&] { return cancel->cancelled || lost_ || stop_; });
+  os::CkptBatch head;
+  head.job = job;
+  head.epoch = epoch;
+  os::BatchShipment shipment(outbox_.get(), 0, head, [&] {
+    return cancel->cancelled || lost_ || stop_ ? CancelledError("the job was killed") : OkStatus();
+  });
   for (const auto& [rank, pid] : ranks) {
     (void)pid;
     if (lost_ || stop_) return;
@@ -1706,8 +1723,10 @@ void NodeAgentImpl::CheckpointWorker(uint64_t job, uint64_t epoch, uint64_t base
             if (cancel->cancelled) return CancelledError("the job was killed");
             referenced.insert(ref.hash);
             if (known.count(ref.hash)) return OkStatus();
-            GOS_RETURN_IF_ERROR(
-                shipment.Add(ref.hash, ref.raw_len, storage::CompressChunk(raw, level)));
+            os::CkptBatchChunk chunk;
+            chunk.hash = ref.hash;
+            chunk.raw_len = ref.raw_len;
+            GOS_RETURN_IF_ERROR(shipment.Add(std::move(chunk), storage::CompressChunk(raw, level)));
             known.insert(ref.hash);
             return OkStatus();
           },
@@ -1918,53 +1937,89 @@ void NodeAgentImpl::OnRestoreLocal(std::span<const uint8_t> payload) {
   if (ch_) ch_->Send(Frame::kRestoreLocalReply, os::Encode(reply)).IgnoreError();
 }
 
-// IO thread: a chunk of a restore image. Verified against its hash before it is written.
-void NodeAgentImpl::OnRestoreChunk(const os::RestoreChunk& m) {
-  auto key = std::make_pair(m.job, m.rank);
-  if (restore_errors_.count(key)) return;
-  const std::string dir = RestoreDir(m.job, m.epoch, m.rank);
-  auto fail = [&](const std::string& why) {
-    restore_errors_[key] = "job " + std::to_string(m.job) + " epoch " + std::to_string(m.epoch) +
-                           " rank " + std::to_string(m.rank) + ": file " + m.file + ": " + why;
-  };
-  auto raw = storage::DecompressChunk(m.data, storage::ChunkRef{m.hash, m.raw_len});
-  if (!raw.ok()) return fail(raw.status().message());
-  const std::string path = dir + "/" + m.file;
-  // A file's chunks arrive in order: keep it open from one chunk to the next.
-  if (restore_path_ != path) {
-    restore_fd_.Reset();
-    restore_path_.clear();
-    std::error_code ec;
-    std::filesystem::create_directories(std::filesystem::path(path).parent_path(), ec);
-    restore_fd_.Reset(::open(path.c_str(), O_WRONLY | O_CREAT | O_CLOEXEC, m.mode & 07777));
-    if (restore_fd_.get() < 0) return fail(std::string("create: ") + std::strerror(errno));
-    restore_path_ = path;
-  }
-  // Until all is written or an error (a short write is no error: ENOSPC shows on the next).
-  for (size_t done = 0; done < raw->size();) {
-    ssize_t n = ::pwrite(restore_fd_.get(), raw->data() + done, raw->size() - done,
-                         static_cast<off_t>(m.offset + done));
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) return fail(std::string("write: ") + std::strerror(n < 0 ? errno : EIO));
-    done += static_cast<size_t>(n);
-  }
+void NodeAgentImpl::RestoreInLoop() {
+  os::BatchInbox inbox(node_.get(), os::kRestoreRoute, key_,
+                       [this](const os::CkptBatch& b) { return TakeRestoreBatch(b); });
+  while (!stop_ && !lost_) inbox.Poll(std::chrono::milliseconds(200));
 }
 
+std::string NodeAgentImpl::TakeRestoreBatch(const os::CkptBatch& b) {
+  const std::string what = "job " + std::to_string(b.job) + " epoch " + std::to_string(b.epoch) +
+                           " rank " + std::to_string(b.rank);
+  const std::string dir = RestoreDir(b.job, b.epoch, b.rank);
+  const auto key = std::make_tuple(b.job, b.epoch, b.rank);
+  {
+    std::lock_guard<std::mutex> rl(restore_mu_);
+    RankRestore& r = restoring_[key];
+    if (b.attempt < r.attempt) return what + ": a batch of an earlier attempt";
+    if (b.attempt > r.attempt) {
+      // A new attempt: nothing an earlier one wrote or found counts.
+      r = {b.attempt, ""};
+      std::error_code ec;
+      std::filesystem::remove_all(dir, ec);
+    }
+    if (!r.error.empty()) return r.error;
+  }
+  std::string error;
+  Fd fd;
+  std::string open_path;  // the file fd is open on: a file's chunks come in order
+  for (const os::CkptBatchChunk& c : b.chunks) {
+    const std::string where = what + ": file " + c.file + ": ";
+    auto raw = storage::DecompressChunk(c.data, storage::ChunkRef{c.hash, c.raw_len});
+    if (!raw.ok()) {
+      error = where + raw.status().message();
+      break;
+    }
+    const std::string path = dir + "/" + c.file;
+    if (open_path != path) {
+      open_path.clear();
+      std::error_code ec;
+      std::filesystem::create_directories(std::filesystem::path(path).parent_path(), ec);
+      fd.Reset(::open(path.c_str(), O_WRONLY | O_CREAT | O_CLOEXEC, c.mode & 07777));
+      if (fd.get() < 0) {
+        error = where + "create: " + std::strerror(errno);
+        break;
+      }
+      open_path = path;
+    }
+    // Until all is written or an error (a short write is no error: ENOSPC shows on the next).
+    for (size_t done = 0; done < raw->size() && error.empty();) {
+      ssize_t n = ::pwrite(fd.get(), raw->data() + done, raw->size() - done,
+                           static_cast<off_t>(c.offset + done));
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) error = where + "write: " + std::strerror(n < 0 ? errno : EIO);
+      if (n > 0) done += static_cast<size_t>(n);
+    }
+    if (!error.empty()) break;
+  }
+  if (!error.empty()) {
+    std::lock_guard<std::mutex> rl(restore_mu_);
+    RankRestore& r = restoring_[key];
+    if (r.attempt == b.attempt && r.error.empty()) r.error = error;
+  }
+  return error;
+}
+
+// IO thread: every batch of the rank was answered. Reports the first problem its batches had,
+// or creates its empty files (they have no chunks) and reports it ready.
 void NodeAgentImpl::OnRestoreRankEnd(const os::RestoreRankEnd& m) {
-  restore_fd_.Reset();
-  restore_path_.clear();
-  auto key = std::make_pair(m.job, m.rank);
   os::RestoreReady ready;
   ready.job = m.job;
   ready.rank = m.rank;
   const std::string dir = RestoreDir(m.job, m.epoch, m.rank);
-  if (auto it = restore_errors_.find(key); it != restore_errors_.end()) {
-    ready.ok = false;
-    ready.message = it->second;
-    restore_errors_.erase(it);
-  } else {
+  {
+    std::lock_guard<std::mutex> rl(restore_mu_);
+    auto it = restoring_.find(std::make_tuple(m.job, m.epoch, m.rank));
+    if (it != restoring_.end() && it->second.attempt <= m.attempt) {
+      if (it->second.attempt == m.attempt && !it->second.error.empty()) {
+        ready.ok = false;
+        ready.message = it->second.error;
+      }
+      restoring_.erase(it);
+    }
+  }
+  if (ready.ok) {
     for (const std::string& f : m.files) {
-      // Empty files have no chunks: create them.
       const std::string path = dir + "/" + f;
       std::error_code ec;
       std::filesystem::create_directories(std::filesystem::path(path).parent_path(), ec);

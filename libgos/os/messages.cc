@@ -9,9 +9,10 @@ namespace {
 using prim::wire::Reader;
 using prim::wire::Writer;
 
-constexpr uint32_t kStrobeMagic = 0x42544f47;     // "GOTB"
-constexpr uint32_t kStageMagic = 0x47544f47;      // "GOTG"
-constexpr uint32_t kCkptBatchMagic = 0x4b544f47;  // "GOTK"
+constexpr uint32_t kStrobeMagic = 0x42544f47;        // "GOTB"
+constexpr uint32_t kStageMagic = 0x47544f47;         // "GOTG"
+constexpr uint32_t kCkptBatchMagic = 0x4b544f47;     // "GOTK"
+constexpr uint32_t kRestoreBatchMagic = 0x52544f47;  // "GOTR"
 constexpr size_t kMaxRuns = 1u << 16;
 constexpr size_t kMaxCommands = 1024;
 constexpr size_t kMaxOutputBytes = 1u << 20;
@@ -54,6 +55,20 @@ bool Ids(Reader& r, std::vector<T>* v) {
 }
 
 Status Bad(const char* what) { return InvalidArgumentError(std::string("malformed ") + what); }
+
+// A relative path without "." or ".." parts: a name inside a rank's image dir.
+bool SafeName(const std::string& f) {
+  if (f.empty() || f[0] == '/') return false;
+  size_t start = 0;
+  while (start <= f.size()) {
+    size_t end = f.find('/', start);
+    if (end == std::string::npos) end = f.size();
+    std::string part = f.substr(start, end - start);
+    if (part.empty() || part == "." || part == "..") return false;
+    start = end + 1;
+  }
+  return true;
+}
 
 // Appends an HMAC over everything written so far.
 void Seal(std::vector<uint8_t>* out, std::span<const uint8_t> key) {
@@ -174,31 +189,60 @@ StatusOr<Strobe> DecodeStrobe(std::span<const uint8_t> bytes, std::span<const ui
 }
 
 namespace {
+
 constexpr size_t kCkptBatchHeaderBytes = 4 + 4 + 4 + 8 + 8 + 8 + 4;
-constexpr size_t kCkptBatchChunkBytes = 32 + 4 + 4;  // hash, raw length, frame length
+constexpr size_t kRestoreBatchHeaderBytes = kCkptBatchHeaderBytes + 4 + 8;  // + rank, attempt
+// Hash, raw length, frame length; a restore chunk adds its file (u16 length, name), mode, offset.
+constexpr size_t kCkptBatchChunkBytes = 32 + 4 + 4;
+constexpr size_t kRestoreChunkExtraBytes = 2 + 4 + 8;
 constexpr size_t kMaxCkptFrameBytes = 1u << 20;
+constexpr size_t kMaxRestoreFileBytes = 1024;
+// Image files are far smaller; this keeps offset + length far from overflowing.
+constexpr uint64_t kMaxRestoreOffset = uint64_t{1} << 48;
+
+uint32_t BatchMagic(BatchKind kind) {
+  return kind == BatchKind::kRestore ? kRestoreBatchMagic : kCkptBatchMagic;
+}
+
 }  // namespace
 
-size_t CkptBatchBytes(size_t chunks, size_t data_bytes) {
-  return kCkptBatchHeaderBytes + chunks * kCkptBatchChunkBytes + data_bytes + kMacBytes;
+size_t CkptBatchChunkBytes(BatchKind kind, const CkptBatchChunk& c) {
+  size_t n = kCkptBatchChunkBytes + c.data.size();
+  if (kind == BatchKind::kRestore) n += kRestoreChunkExtraBytes + c.file.size();
+  return n;
+}
+
+size_t CkptBatchBytes(const CkptBatch& b) {
+  size_t n = (b.kind == BatchKind::kRestore ? kRestoreBatchHeaderBytes : kCkptBatchHeaderBytes) +
+             kMacBytes;
+  for (const auto& c : b.chunks) n += CkptBatchChunkBytes(b.kind, c);
+  return n;
 }
 
 std::vector<uint8_t> EncodeCkptBatch(const CkptBatch& b, std::span<const uint8_t> key) {
-  size_t data = 0;
-  for (const auto& c : b.chunks) data += c.data.size();
+  const bool restore = b.kind == BatchKind::kRestore;
   std::vector<uint8_t> out;
-  out.reserve(CkptBatchBytes(b.chunks.size(), data));
+  out.reserve(CkptBatchBytes(b));
   Writer w(&out);
-  w.U32(kCkptBatchMagic);
+  w.U32(BatchMagic(b.kind));
   w.U32(0);
   w.U32(b.node);
   w.U64(b.number);
   w.U64(b.job);
   w.U64(b.epoch);
+  if (restore) {
+    w.U32(b.rank);
+    w.U64(b.attempt);
+  }
   w.U32(static_cast<uint32_t>(b.chunks.size()));
   for (const auto& c : b.chunks) {
     w.Raw(c.hash.data(), c.hash.size());
     w.U32(c.raw_len);
+    if (restore) {
+      w.Str(c.file);
+      w.U32(c.mode);
+      w.U64(c.offset);
+    }
     w.Bytes(c.data);
   }
   PatchLength(&out);
@@ -206,25 +250,35 @@ std::vector<uint8_t> EncodeCkptBatch(const CkptBatch& b, std::span<const uint8_t
   return out;
 }
 
-StatusOr<CkptBatch> DecodeCkptBatch(std::span<const uint8_t> bytes, std::span<const uint8_t> key) {
-  GOS_ASSIGN_OR_RETURN(std::span<const uint8_t> body,
-                       Unseal(bytes, kCkptBatchMagic, key, "checkpoint batch"));
+StatusOr<CkptBatch> DecodeCkptBatch(BatchKind kind, std::span<const uint8_t> bytes,
+                                    std::span<const uint8_t> key) {
+  const bool restore = kind == BatchKind::kRestore;
+  const char* what = restore ? "restore batch" : "checkpoint batch";
+  GOS_ASSIGN_OR_RETURN(std::span<const uint8_t> body, Unseal(bytes, BatchMagic(kind), key, what));
   Reader r(body.subspan(8));
   CkptBatch b;
+  b.kind = kind;
   uint32_t n;
-  if (!r.U32(&b.node) || !r.U64(&b.number) || !r.U64(&b.job) || !r.U64(&b.epoch) || !r.U32(&n) ||
+  if (!r.U32(&b.node) || !r.U64(&b.number) || !r.U64(&b.job) || !r.U64(&b.epoch) ||
+      (restore && (!r.U32(&b.rank) || !r.U64(&b.attempt))) || !r.U32(&n) ||
       r.remaining() / kCkptBatchChunkBytes < n) {
-    return Bad("checkpoint batch");
+    return Bad(what);
   }
   b.chunks.resize(n);
   for (auto& c : b.chunks) {
-    if (r.remaining() < c.hash.size()) return Bad("checkpoint batch chunk");
+    if (r.remaining() < c.hash.size()) return Bad(what);
     for (auto& x : c.hash) r.U8(&x);
-    if (!r.U32(&c.raw_len) || !r.Bytes(&c.data, kMaxCkptFrameBytes)) {
-      return Bad("checkpoint batch chunk");
+    if (!r.U32(&c.raw_len)) return Bad(what);
+    if (restore && (!r.Str(&c.file, kMaxRestoreFileBytes) || !r.U32(&c.mode) || !r.U64(&c.offset) ||
+                    c.offset > kMaxRestoreOffset)) {
+      return Bad(what);
+    }
+    if (!r.Bytes(&c.data, kMaxCkptFrameBytes)) return Bad(what);
+    if (restore && !SafeName(c.file)) {
+      return InvalidArgumentError(std::string(what) + " names a bad file \"" + c.file + "\"");
     }
   }
-  if (r.remaining() != 0) return Bad("checkpoint batch (trailing bytes)");
+  if (r.remaining() != 0) return Bad(what);
   return b;
 }
 
@@ -324,68 +378,13 @@ StatusOr<SubmitRequest> DecodeSubmit(std::span<const uint8_t> b) {
   return m;
 }
 
-namespace {
-
-constexpr size_t kMaxChunkFrameBytes = 1u << 20;
-
-bool SafeName(const std::string& f) {
-  if (f.empty() || f[0] == '/') return false;
-  size_t start = 0;
-  while (start <= f.size()) {
-    size_t end = f.find('/', start);
-    if (end == std::string::npos) end = f.size();
-    std::string part = f.substr(start, end - start);
-    if (part.empty() || part == "." || part == "..") return false;
-    start = end + 1;
-  }
-  return true;
-}
-
-bool ChunkData(Reader& r, std::vector<uint8_t>* data) {
-  std::span<const uint8_t> b;
-  if (!r.Bytes(&b, kMaxChunkFrameBytes)) return false;
-  data->assign(b.begin(), b.end());
-  return true;
-}
-
-}  // namespace
-
-std::vector<uint8_t> Encode(const RestoreChunk& m) {
-  std::vector<uint8_t> out;
-  Writer w(&out);
-  w.U64(m.job);
-  w.U64(m.epoch);
-  w.U32(m.rank);
-  w.Str(m.file);
-  w.U32(m.mode);
-  w.U64(m.offset);
-  w.Raw(m.hash.data(), m.hash.size());
-  w.U32(m.raw_len);
-  w.Bytes(m.data);
-  return out;
-}
-
-StatusOr<RestoreChunk> DecodeRestoreChunk(std::span<const uint8_t> b) {
-  Reader r(b);
-  RestoreChunk m;
-  if (!r.U64(&m.job) || !r.U64(&m.epoch) || !r.U32(&m.rank) || !r.Str(&m.file, 1024) ||
-      !r.U32(&m.mode) || !r.U64(&m.offset) || r.remaining() < m.hash.size()) {
-    return Bad("restore chunk");
-  }
-  for (auto& x : m.hash) r.U8(&x);
-  if (!r.U32(&m.raw_len) || !ChunkData(r, &m.data) || r.remaining() != 0) {
-    return Bad("restore chunk");
-  }
-  if (!SafeName(m.file)) return InvalidArgumentError("restore chunk names a bad file");
-  return m;
-}
-
 std::vector<uint8_t> Encode(const RestoreRankEnd& m) {
   std::vector<uint8_t> out;
   Writer w(&out);
   w.U64(m.job);
   w.U64(m.epoch);
   w.U32(m.rank);
+  w.U64(m.attempt);
   Strings(w, m.files);
   return out;
 }
@@ -393,8 +392,8 @@ std::vector<uint8_t> Encode(const RestoreRankEnd& m) {
 StatusOr<RestoreRankEnd> DecodeRestoreRankEnd(std::span<const uint8_t> b) {
   Reader r(b);
   RestoreRankEnd m;
-  if (!r.U64(&m.job) || !r.U64(&m.epoch) || !r.U32(&m.rank) || !Strings(r, &m.files) ||
-      r.remaining() != 0) {
+  if (!r.U64(&m.job) || !r.U64(&m.epoch) || !r.U32(&m.rank) || !r.U64(&m.attempt) ||
+      !Strings(r, &m.files) || r.remaining() != 0) {
     return Bad("restore rank end");
   }
   for (const auto& f : m.files) {

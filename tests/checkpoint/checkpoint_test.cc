@@ -3,7 +3,9 @@
 //
 //   - KillHostThenRestartOnSurvivors: a 4-rank Jacobi over 3 hosts is checkpointed; one
 //     host's nodeagent and ranks are killed with kill -9; gos-restart brings the job back on
-//     the 2 survivors and it prints exactly the checksum of an uninterrupted run.
+//     the 2 survivors and it prints exactly the checksum of an uninterrupted run; so does a
+//     gos-restart --from-store of its last epoch, whose 4 ranks all travel from the store to
+//     the two hosts in restore batches (XFER-AND-SIGNAL).
 //   - IncrementalCorruptionCoordinatorRestart: the second epoch of a rank that dirtied 5% of
 //     its heap stores at most 1.3 x 5% new chunk bytes; a corrupted chunk makes the restart of
 //     its epoch refuse with a message naming job, epoch, rank and chunk, after a coordinator
@@ -119,6 +121,19 @@ TEST(CheckpointTest, KillHostThenRestartOnSurvivors) {
       << restart.Describe();
   EXPECT_EQ(Find(restart.output, "(iterations=\\d+ residual=\\S+ checksum=\\S+)"), checksum)
       << restart.Describe() << "\nuninterrupted:\n"
+      << plain.Describe();
+
+  // Again from the store alone: every rank's images are XFERed to the hosts in restore
+  // batches, and the run ends exactly as well.
+  Result stored = Execute({Bin("gos-restart"), "--from-store", job}, c.Env(), 300s);
+  EXPECT_EQ(stored.code, 0) << stored.Describe() << c.Logs();
+  EXPECT_NE(stored.output.find("on nodes 1,2"), std::string::npos) << stored.Describe();
+  EXPECT_EQ(stored.output.find("own copies"), std::string::npos) << stored.Describe();
+  EXPECT_NE(Find(stored.output, "of (4 ranks from the store, in \\d+ restore batches to 2 nodes)"),
+            "")
+      << stored.Describe();
+  EXPECT_EQ(Find(stored.output, "(iterations=\\d+ residual=\\S+ checksum=\\S+)"), checksum)
+      << stored.Describe() << "\nuninterrupted:\n"
       << plain.Describe();
 }
 

@@ -7,6 +7,12 @@
 //     its criu) is killed with kill -9. Epoch 2 reports failure and never shows in
 //     `gos-ckpt --list`; the job fails; `gos-restart` brings it back on the survivor from epoch
 //     1 with exactly epoch 1's state (checked by the heap checksum); `gos-store verify` passes.
+//   - HostOrRestartKilledWhileImagesShip: a 2-rank job (512 MiB heap per rank) over 2 nodes
+//     has epoch 1 committed and is killed. While `gos-restart --from-store` ships the images
+//     (restore batches XFERed into the nodes' memory), node 2's host is killed: the restart
+//     fails at once, naming the node, with nothing left hanging; with node 2 back, a restart
+//     killed (gos-kill) while its images ship stops; then a restart restores the job, which
+//     ends with epoch 1's heap checksum.
 //   - RestartOnFailure: `gos-run --checkpoint=1s --restart-on-failure` of a 4-rank Jacobi over
 //     3 network-namespace hosts; once an epoch is committed one host is killed; gos-run itself
 //     restarts the job on the survivors and exits 0 with the checksum of an uninterrupted run;
@@ -23,6 +29,8 @@
 
 #include <chrono>
 #include <cstdlib>
+#include <filesystem>
+#include <memory>
 #include <string>
 #include <thread>
 #include <vector>
@@ -103,33 +111,61 @@ enum class KillPoint {
   kShip,  // after every rank is dumped and the job resumed, while chunks are being stored
 };
 
+// A 2-node cluster running a 2-rank examples/dirty job (job 1, `args`) whose ranks did pass 1,
+// with epoch 1 committed: the state a restart must bring back, whose heap checksum is
+// `expected` (of an uninterrupted run with one pass).
+struct DirtyAtEpoch1 {
+  explicit DirtyAtEpoch1(std::vector<std::string> args) : dirty_args(std::move(args)) {}
+
+  void Start() {
+    expected = DirtyChecksum(dirty_args, 1);
+    ASSERT_EQ(expected.rfind("passes=1 checksum=", 0), 0u) << expected;
+    ASSERT_EQ(c.Start(), "");
+    std::vector<std::string> argv = {Bin("gos-run"), "-n", "2", "-N", "2", Example("dirty")};
+    argv.insert(argv.end(), dirty_args.begin(), dirty_args.end());
+    auto started = Subprocess::Start(argv, c.Env());
+    ASSERT_TRUE(started.ok()) << started.status().ToString();
+    run = std::make_unique<Subprocess>(std::move(*started));
+    ASSERT_TRUE(WaitUntil([&] { return Count(run->output(), "MiB ready") == 2; }, 60s))
+        << run->output() << c.Logs();
+    ASSERT_EQ(Execute({Bin("gos-kill"), "-s", "USR1", "1"}, c.Env(), 30s).code, 0);
+    ASSERT_TRUE(WaitUntil([&] { return Count(run->output(), "pass 1 done") == 2; }, 30s))
+        << run->output();
+    e1 = Execute({Bin("gos-ckpt"), "1"}, c.Env(), 120s);
+    ASSERT_EQ(e1.code, 0) << e1.Describe() << c.Logs();
+    ASSERT_NE(e1.output.find("epoch 1 committed"), std::string::npos) << e1.Describe();
+  }
+
+  // SIGTERM ends the restarted job, a `gos-restart` that reported it resumed: it exits 0, and
+  // both ranks print the checksum of epoch 1's heap.
+  void ExpectRestoredHeaps(Subprocess& restart) {
+    ASSERT_EQ(Execute({Bin("gos-kill"), "-s", "TERM", "1"}, c.Env(), 30s).code, 0);
+    auto status = restart.Wait(SteadyClock::now() + 60s);
+    ASSERT_TRUE(status.has_value()) << restart.output();
+    EXPECT_EQ(WEXITSTATUS(*status), 0) << restart.output() << c.Logs();
+    EXPECT_EQ(FindAll(restart.output(), "(passes=\\d+ checksum=[0-9a-f]+)"),
+              std::vector<std::string>(2, expected))
+        << restart.output();
+  }
+
+  const std::vector<std::string> dirty_args;
+  std::string expected;
+  TestCluster c{2, /*netns=*/false};
+  std::unique_ptr<Subprocess> run;  // the job's gos-run
+  Result e1;                        // gos-ckpt's, for epoch 1
+};
+
 // The body of the NodeagentKilled* tests (see the top of the file).
 void NodeagentKilledMidCheckpoint(KillPoint point) {
   // 256 MiB per rank, each pass rewriting half of it, so that epoch 2 is long enough to be
   // hit: each rank's dump takes ~150 ms, and then 2 x 128 MiB of new chunks take about a
   // second to hash, compress and store.
-  const std::vector<std::string> dirty_args = {"256", "600", "50"};
-  const std::string expected = DirtyChecksum(dirty_args, 1);
-  ASSERT_EQ(expected.rfind("passes=1 checksum=", 0), 0u) << expected;
-
-  TestCluster c(2, /*netns=*/false);
-  ASSERT_EQ(c.Start(), "");
-  std::vector<std::string> argv = {Bin("gos-run"), "-n", "2", "-N", "2", Example("dirty")};
-  argv.insert(argv.end(), dirty_args.begin(), dirty_args.end());
-  auto run = Subprocess::Start(argv, c.Env());
-  ASSERT_TRUE(run.ok()) << run.status().ToString();
-  ASSERT_TRUE(WaitUntil([&] { return Count(run->output(), "MiB ready") == 2; }, 60s))
-      << run->output() << c.Logs();
+  DirtyAtEpoch1 d({"256", "600", "50"});
+  ASSERT_NO_FATAL_FAILURE(d.Start());
+  TestCluster& c = d.c;
+  Subprocess* run = d.run.get();
   const std::string job = "1";
-
-  // Pass 1, then epoch 1: the state a restart must bring back.
-  ASSERT_EQ(Execute({Bin("gos-kill"), "-s", "USR1", job}, c.Env(), 30s).code, 0);
-  ASSERT_TRUE(WaitUntil([&] { return Count(run->output(), "pass 1 done") == 2; }, 30s))
-      << run->output();
-  Result e1 = Execute({Bin("gos-ckpt"), job}, c.Env(), 120s);
-  ASSERT_EQ(e1.code, 0) << e1.Describe() << c.Logs();
-  ASSERT_NE(e1.output.find("epoch 1 committed"), std::string::npos) << e1.Describe();
-  ExpectStoringProgress(e1.output);
+  ExpectStoringProgress(d.e1.output);
 
   // Pass 2, so that epoch 2 (had it committed) would restore a different heap.
   ASSERT_EQ(Execute({Bin("gos-kill"), "-s", "USR1", job}, c.Env(), 30s).code, 0);
@@ -186,13 +222,7 @@ void NodeagentKilledMidCheckpoint(KillPoint point) {
       restart->output().find("restored from epoch 1 on node " + std::to_string(survivor + 1) + " "),
       std::string::npos)
       << restart->output();
-  ASSERT_EQ(Execute({Bin("gos-kill"), "-s", "TERM", job}, c.Env(), 30s).code, 0);
-  auto restart_status = restart->Wait(SteadyClock::now() + 60s);
-  ASSERT_TRUE(restart_status.has_value()) << restart->output();
-  EXPECT_EQ(WEXITSTATUS(*restart_status), 0) << restart->output() << c.Logs();
-  EXPECT_EQ(FindAll(restart->output(), "(passes=\\d+ checksum=[0-9a-f]+)"),
-            std::vector<std::string>(2, expected))
-      << restart->output();
+  d.ExpectRestoredHeaps(*restart);
   EXPECT_EQ(ListedEpochs(c, job), std::vector<int>{1});
 
   Result verify = Execute({Bin("gos-store"), "verify"}, c.Env(), 120s);
@@ -207,6 +237,84 @@ TEST(CheckpointFailureTest, NodeagentKilledMidCheckpointNeverCommits) {
 TEST(CheckpointFailureTest, NodeagentKilledWhileStoringChunksNeverCommits) {
   if (std::string why = Unsupported(false); !why.empty()) GTEST_SKIP() << why;
   NodeagentKilledMidCheckpoint(KillPoint::kShip);
+}
+
+// Bytes of the image files shipped so far into rank `rank`'s restore dir on host h.
+uint64_t RestoredBytes(const TestCluster& c, int h, const std::string& job, int rank) {
+  uint64_t n = 0;
+  std::error_code ec;
+  const std::string root = c.state() + "/nodes/h" + std::to_string(h) + "/restore";
+  for (const auto& e : std::filesystem::recursive_directory_iterator(root, ec)) {
+    const std::string p = e.path().string();
+    if (p.find("/j" + job + "-e") != std::string::npos &&
+        p.find("/r" + std::to_string(rank) + "/") != std::string::npos && e.is_regular_file(ec)) {
+      n += e.file_size(ec);
+    }
+  }
+  return n;
+}
+
+TEST(CheckpointFailureTest, HostOrRestartKilledWhileImagesShip) {
+  if (std::string why = Unsupported(false); !why.empty()) GTEST_SKIP() << why;
+  DirtyAtEpoch1 d({"512", "600", "50"});
+  ASSERT_NO_FATAL_FAILURE(d.Start());
+  TestCluster& c = d.c;
+  const std::string job = "1";
+  ASSERT_EQ(Execute({Bin("gos-kill"), job}, c.Env(), 30s).code, 0);
+  ASSERT_TRUE(d.run->Wait(SteadyClock::now() + 60s).has_value()) << d.run->output();
+
+  // Rank 1's images are on their way to node 2 (host h1) when the host dies.
+  auto shipping = [&](int host, int rank) {
+    return WaitUntil([&] { return RestoredBytes(c, host, job, rank) > (8u << 20); }, 60s);
+  };
+  {
+    auto restart = Subprocess::Start({Bin("gos-restart"), "--from-store", job}, c.Env());
+    ASSERT_TRUE(restart.ok()) << restart.status().ToString();
+    ASSERT_TRUE(shipping(1, 1)) << restart->output() << c.Logs();
+    const auto killed = SteadyClock::now();
+    c.KillHost(1);
+    auto status = restart->Wait(killed + 60s);
+    ASSERT_TRUE(status.has_value()) << restart->output() << c.Logs();
+    EXPECT_LT(SteadyClock::now() - killed, 30s) << "the failure is seen at once";
+    EXPECT_NE(WEXITSTATUS(*status), 0) << restart->output();
+    EXPECT_NE(restart->output().find("node 2"), std::string::npos) << restart->output();
+    EXPECT_NE(restart->output().find("is down"), std::string::npos) << restart->output();
+    EXPECT_EQ(restart->output().find("resumed"), std::string::npos) << restart->output();
+  }
+  // Node 2 comes back; a restart killed while its images ship stops shipping them.
+  ASSERT_EQ(c.StartAgent(1), "");
+  ASSERT_TRUE(WaitUntil([&] { return c.NodesUp() >= 2; }, 60s)) << c.Logs();
+  {
+    // What the first attempt wrote goes, so that the bytes seen are this attempt's.
+    for (int h = 0; h < 2; ++h) {
+      std::error_code ec;
+      std::filesystem::remove_all(c.state() + "/nodes/h" + std::to_string(h) + "/restore", ec);
+    }
+    auto restart = Subprocess::Start({Bin("gos-restart"), "--from-store", job}, c.Env());
+    ASSERT_TRUE(restart.ok()) << restart.status().ToString();
+    ASSERT_TRUE(shipping(0, 0)) << restart->output() << c.Logs();
+    const auto killed = SteadyClock::now();
+    ASSERT_EQ(Execute({Bin("gos-kill"), job}, c.Env(), 30s).code, 0);
+    auto status = restart->Wait(killed + 60s);
+    ASSERT_TRUE(status.has_value()) << restart->output() << c.Logs();
+    EXPECT_LT(SteadyClock::now() - killed, 30s);
+    EXPECT_NE(WEXITSTATUS(*status), 0) << restart->output();
+    EXPECT_EQ(restart->output().find("resumed"), std::string::npos) << restart->output();
+    // Nothing more arrives once the shipment stopped.
+    std::this_thread::sleep_for(500ms);
+    const uint64_t after = RestoredBytes(c, 0, job, 0) + RestoredBytes(c, 1, job, 1);
+    std::this_thread::sleep_for(1s);
+    EXPECT_EQ(RestoredBytes(c, 0, job, 0) + RestoredBytes(c, 1, job, 1), after);
+  }
+  // What the failed attempts left behind does not get in the way: both ranks come back with
+  // exactly epoch 1's heap.
+  auto restart = Subprocess::Start({Bin("gos-restart"), "--from-store", job}, c.Env());
+  ASSERT_TRUE(restart.ok()) << restart.status().ToString();
+  ASSERT_TRUE(WaitUntil([&] { return restart->OutputContains("resumed"); }, 120s))
+      << restart->output() << c.Logs();
+  EXPECT_NE(restart->output().find("2 ranks from the store, in "), std::string::npos)
+      << restart->output();
+  d.ExpectRestoredHeaps(*restart);
 }
 
 TEST(CheckpointFailureTest, RestartOnFailure) {

@@ -109,67 +109,97 @@ TEST(StrobeCodec, MutationsNeverCrash) {
   }
 }
 
-CkptBatch SampleBatch(const std::vector<std::vector<uint8_t>>& frames) {
+CkptBatch SampleBatch(BatchKind kind, const std::vector<std::vector<uint8_t>>& frames) {
   CkptBatch b;
+  b.kind = kind;
   b.node = 3;
   b.number = 17;
   b.job = 12;
   b.epoch = 4;
+  if (kind == BatchKind::kRestore) {
+    b.rank = 5;
+    b.attempt = 99;
+  }
   for (size_t i = 0; i < frames.size(); ++i) {
     CkptBatchChunk c;
     c.hash.fill(static_cast<uint8_t>(i + 1));
     c.raw_len = static_cast<uint32_t>(1000 + i);
     c.data = frames[i];
+    if (kind == BatchKind::kRestore) {
+      c.file = i == 0 ? "pages-1.img" : "job/prog";
+      c.mode = 0640;
+      c.offset = 4096 * i;
+    }
     b.chunks.push_back(c);
   }
   return b;
 }
 
-TEST(CkptBatchCodec, RoundTripInASlotWithRoomToSpare) {
+// Both kinds of batch, through one codec.
+class CkptBatchCodec : public ::testing::TestWithParam<BatchKind> {};
+
+TEST_P(CkptBatchCodec, RoundTripInASlotWithRoomToSpare) {
+  const BatchKind kind = GetParam();
   std::vector<std::vector<uint8_t>> frames = {{1, 2, 3}, {}, std::vector<uint8_t>(70000, 9)};
-  auto bytes = EncodeCkptBatch(SampleBatch(frames), Key(1));
-  size_t data = 0;
-  for (const auto& f : frames) data += f.size();
-  EXPECT_EQ(bytes.size(), CkptBatchBytes(frames.size(), data));
+  const CkptBatch sample = SampleBatch(kind, frames);
+  auto bytes = EncodeCkptBatch(sample, Key(1));
+  EXPECT_EQ(bytes.size(), CkptBatchBytes(sample));
+  CkptBatch empty = sample;
+  empty.chunks.clear();
+  size_t sum = CkptBatchBytes(empty);
+  for (const auto& c : sample.chunks) sum += CkptBatchChunkBytes(kind, c);
+  EXPECT_EQ(sum, bytes.size()) << "what Add counts a chunk by";
   bytes.resize(bytes.size() + 4096, 0xee);  // the rest of the slot: last batch's bytes
-  auto b = DecodeCkptBatch(bytes, Key(1));
+  auto b = DecodeCkptBatch(kind, bytes, Key(1));
   ASSERT_TRUE(b.ok()) << b.status().ToString();
+  EXPECT_EQ(b->kind, kind);
   EXPECT_EQ(b->node, 3u);
   EXPECT_EQ(b->number, 17u);
   EXPECT_EQ(b->job, 12u);
   EXPECT_EQ(b->epoch, 4u);
+  EXPECT_EQ(b->rank, sample.rank);
+  EXPECT_EQ(b->attempt, sample.attempt);
   ASSERT_EQ(b->chunks.size(), 3u);
   for (size_t i = 0; i < frames.size(); ++i) {
     EXPECT_EQ(b->chunks[i].hash[0], i + 1);
     EXPECT_EQ(b->chunks[i].raw_len, 1000 + i);
+    EXPECT_EQ(b->chunks[i].file, sample.chunks[i].file);
+    EXPECT_EQ(b->chunks[i].mode, sample.chunks[i].mode);
+    EXPECT_EQ(b->chunks[i].offset, sample.chunks[i].offset);
     EXPECT_EQ(std::vector<uint8_t>(b->chunks[i].data.begin(), b->chunks[i].data.end()), frames[i]);
     // A view into the slot, not a copy.
     EXPECT_GE(b->chunks[i].data.data(), bytes.data());
     EXPECT_LE(b->chunks[i].data.data() + b->chunks[i].data.size(), bytes.data() + bytes.size());
   }
+  // Neither kind is ever taken for the other.
+  const BatchKind other =
+      kind == BatchKind::kRestore ? BatchKind::kCheckpoint : BatchKind::kRestore;
+  EXPECT_FALSE(DecodeCkptBatch(other, bytes, Key(1)).ok());
 }
 
-TEST(CkptBatchCodec, WrongKeyTamperingAndTruncationAreRejected) {
+TEST_P(CkptBatchCodec, WrongKeyTamperingAndTruncationAreRejected) {
+  const BatchKind kind = GetParam();
   std::vector<std::vector<uint8_t>> frames = {{1, 2, 3}, {4, 5}};
-  auto bytes = EncodeCkptBatch(SampleBatch(frames), Key(1));
-  auto wrong = DecodeCkptBatch(bytes, Key(2));
+  auto bytes = EncodeCkptBatch(SampleBatch(kind, frames), Key(1));
+  auto wrong = DecodeCkptBatch(kind, bytes, Key(2));
   ASSERT_FALSE(wrong.ok());
   EXPECT_EQ(wrong.status().code(), StatusCode::kPermissionDenied);
   for (size_t i = 0; i < bytes.size(); ++i) {
     auto copy = bytes;
     copy[i] ^= 0x10;
-    EXPECT_FALSE(DecodeCkptBatch(copy, Key(1)).ok()) << "flip at " << i;
+    EXPECT_FALSE(DecodeCkptBatch(kind, copy, Key(1)).ok()) << "flip at " << i;
   }
   for (size_t n = 0; n < bytes.size(); ++n) {
-    EXPECT_FALSE(DecodeCkptBatch(std::span(bytes).first(n), Key(1)).ok()) << n << " bytes";
+    EXPECT_FALSE(DecodeCkptBatch(kind, std::span(bytes).first(n), Key(1)).ok()) << n << " bytes";
   }
 }
 
-// A node that holds the key but sends garbage (a bug, not an attacker): mutations of the
+// A sender that holds the key but sends garbage (a bug, not an attacker): mutations of the
 // body, sealed again, are refused or decode to views inside the input; never a crash.
-TEST(CkptBatchCodec, SealedMutationsStayInBounds) {
+TEST_P(CkptBatchCodec, SealedMutationsStayInBounds) {
+  const BatchKind kind = GetParam();
   std::vector<std::vector<uint8_t>> frames = {{1, 2, 3}, {4, 5}, std::vector<uint8_t>(300, 7)};
-  const auto base = EncodeCkptBatch(SampleBatch(frames), Key(1));
+  const auto base = EncodeCkptBatch(SampleBatch(kind, frames), Key(1));
   const size_t sealed = base.size() - kMacBytes;
   std::mt19937 rng(11);
   int refused = 0;
@@ -180,7 +210,7 @@ TEST(CkptBatchCodec, SealedMutationsStayInBounds) {
     }
     Mac mac = Hmac(Key(1), {std::span<const uint8_t>(copy).first(sealed)});
     std::copy(mac.begin(), mac.end(), copy.begin() + static_cast<std::ptrdiff_t>(sealed));
-    auto b = DecodeCkptBatch(copy, Key(1));
+    auto b = DecodeCkptBatch(kind, copy, Key(1));
     if (!b.ok()) {
       ++refused;
       continue;
@@ -188,9 +218,39 @@ TEST(CkptBatchCodec, SealedMutationsStayInBounds) {
     for (const auto& c : b->chunks) {
       EXPECT_GE(c.data.data(), copy.data());
       EXPECT_LE(c.data.data() + c.data.size(), copy.data() + copy.size());
+      if (kind == BatchKind::kRestore) {
+        EXPECT_FALSE(c.file.empty());
+        EXPECT_NE(c.file.front(), '/');
+        const std::string parts = "/" + c.file + "/";
+        EXPECT_EQ(parts.find("/../"), std::string::npos) << c.file;
+        EXPECT_EQ(parts.find("//"), std::string::npos) << c.file;
+      }
     }
   }
   EXPECT_GT(refused, 0);
+}
+
+INSTANTIATE_TEST_SUITE_P(BothKinds, CkptBatchCodec,
+                         ::testing::Values(BatchKind::kCheckpoint, BatchKind::kRestore),
+                         [](const ::testing::TestParamInfo<BatchKind>& p) {
+                           return p.param == BatchKind::kRestore ? "Restore" : "Checkpoint";
+                         });
+
+// A restore chunk names a file in the rank's image dir: nothing that leaves it, sealed or not.
+TEST(RestoreBatchCodec, BadFileNamesAndOffsetsAreRefused) {
+  std::vector<std::vector<uint8_t>> frames = {{1, 2, 3}};
+  for (const char* bad : {"../etc/passwd", "/etc/passwd", "a/../../b", "a//b", ".", ""}) {
+    CkptBatch b = SampleBatch(BatchKind::kRestore, frames);
+    b.chunks[0].file = bad;
+    auto d = DecodeCkptBatch(BatchKind::kRestore, EncodeCkptBatch(b, Key(1)), Key(1));
+    EXPECT_FALSE(d.ok()) << bad;
+  }
+  CkptBatch far = SampleBatch(BatchKind::kRestore, frames);
+  far.chunks[0].offset = ~uint64_t{0} - 10;  // offset + length would wrap
+  EXPECT_FALSE(DecodeCkptBatch(BatchKind::kRestore, EncodeCkptBatch(far, Key(1)), Key(1)).ok());
+  CkptBatch fine = SampleBatch(BatchKind::kRestore, frames);
+  fine.chunks[0].file = "sub/dir/pages-3.img";
+  EXPECT_TRUE(DecodeCkptBatch(BatchKind::kRestore, EncodeCkptBatch(fine, Key(1)), Key(1)).ok());
 }
 
 TEST(StageCodec, RoundTripAndBadNames) {
@@ -254,6 +314,25 @@ TEST(MessageCodecs, RoundTripAndMutation) {
       (void)DecodeOutput(copy);
     }
   }
+}
+
+TEST(MessageCodecs, RestoreRankEndRoundTripsAndRefusesBadNames) {
+  RestoreRankEnd end;
+  end.job = 4;
+  end.epoch = 2;
+  end.rank = 3;
+  end.attempt = 1700000000123;
+  end.files = {"pages-1.img", "job/prog", "gos-channel"};
+  const auto bytes = Encode(end);
+  auto back = DecodeRestoreRankEnd(bytes);
+  ASSERT_TRUE(back.ok()) << back.status().ToString();
+  EXPECT_EQ(back->attempt, end.attempt);
+  EXPECT_EQ(back->files, end.files);
+  for (size_t n = 0; n < bytes.size(); ++n) {
+    EXPECT_FALSE(DecodeRestoreRankEnd(std::span(bytes).first(n)).ok()) << n << " bytes";
+  }
+  end.files.push_back("../../etc/passwd");
+  EXPECT_FALSE(DecodeRestoreRankEnd(Encode(end)).ok());
 }
 
 TEST(MessageCodecs, RestartRequestRoundTripsAndReadsOlderClients) {

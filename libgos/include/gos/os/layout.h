@@ -12,6 +12,8 @@
 //             kVarCkptOwner(i)  coordinator: node holding checkpoint inbox slot i (0 = free)
 //             kVarCkptReady(i)  coordinator: batch number written into slot i (0 = none)
 //             kVarCkptTaken(i)  agents: last batch number the coordinator took from slot i
+//             kVarRestoreReady(i)    agents: restore batch number written into slot i (0 = none)
+//             kVarRestoreTaken(n, i) coordinator: node n's answer for its restore slot i
 //   0x010000  strobe payloads, two alternating slots (strobe S uses slot S % 2)
 //   0x030000  exit table, in the coordinator's memory: one ExitRecord per (slot, node)
 //   0x240000  blocked table, in the coordinator's memory: one BlockedRecord per node
@@ -20,7 +22,9 @@
 //             job's node list), data inbox and data outbox of one slice
 //   0x2200000 checkpoint inbox, in the coordinator's memory: kCkptInboxSlots slots a node
 //             takes by COMPARE-AND-WRITE and fills with a batch of chunks (XFER-AND-SIGNAL)
-//             (docs/specs/checkpoint.md, "Shipping")
+//             (docs/specs/checkpoint.md, "Shipping"). In an agent's memory, where the inbox is
+//             unused, the first kRestoreSlots of them take the batches of a restart's chunks
+//             the coordinator XFERs to the node (RestoreSlot).
 #ifndef GOS_OS_LAYOUT_H_
 #define GOS_OS_LAYOUT_H_
 
@@ -68,7 +72,22 @@ constexpr uint64_t VarCkptTaken(uint32_t i) { return kVarCkptTakenBase + 8 * uin
 static_assert(VarStored(kMaxJobSlots) <= kVarCkptOwnerBase);
 static_assert(VarCkptOwner(kCkptInboxSlots) <= kVarCkptReadyBase);
 static_assert(VarCkptReady(kCkptInboxSlots) <= kVarCkptTakenBase);
-static_assert(VarCkptTaken(kCkptInboxSlots) <= 0x10000);
+
+// A restart's chunks, coordinator -> node (docs/specs/checkpoint.md, "Shipping"): the
+// coordinator alone fills the node's restore slots. It XFERs a batch into RestoreSlot(i), then
+// its number into the node's VarRestoreReady(i) with kEventRestoreIn; the node writes the
+// chunks, clears the var and XFERs the number (negated on refusal) into the coordinator's
+// VarRestoreTaken(node, i) with kEventRestoreTaken.
+inline constexpr uint32_t kRestoreSlots = 2;
+inline constexpr uint64_t kVarRestoreReadyBase = 0x5300;
+inline constexpr uint64_t kVarRestoreTakenBase = 0x6000;
+constexpr uint64_t VarRestoreReady(uint32_t i) { return kVarRestoreReadyBase + 8 * uint64_t{i}; }
+constexpr uint64_t VarRestoreTaken(uint32_t node, uint32_t i) {
+  return kVarRestoreTakenBase + 8 * (uint64_t{node} * kRestoreSlots + i);
+}
+static_assert(VarCkptTaken(kCkptInboxSlots) <= kVarRestoreReadyBase);
+static_assert(VarRestoreReady(kRestoreSlots) <= kVarRestoreTakenBase);
+static_assert(VarRestoreTaken(kMaxClusterNodes, 0) <= 0x10000);
 
 inline constexpr uint64_t kStrobeBase = 0x10000;
 inline constexpr size_t kStrobeSlotBytes = 64u << 10;
@@ -141,26 +160,36 @@ inline constexpr uint64_t kBcsOutboxBase = kBcsInboxBase + kBcsInboxBytes;
 inline constexpr uint64_t kCkptInboxBase = kBcsOutboxBase + kBcsOutboxBytes;
 constexpr uint64_t CkptSlot(uint32_t i) { return kCkptInboxBase + uint64_t{i} * kCkptSlotBytes; }
 
+// Only the coordinator's copy of the checkpoint inbox is one: a node's takes restore batches.
+constexpr uint64_t RestoreSlot(uint32_t i) { return CkptSlot(i); }
+static_assert(kRestoreSlots <= kCkptInboxSlots);
+
 inline constexpr size_t kGlobalMemoryBytes = CkptSlot(kCkptInboxSlots);
 static_assert(BlockedSlot(kMaxClusterNodes) <= kStageBase);
 static_assert(kStageBase + 2 * kStageSlotBytes <= kBcsBase);
 
 // Events.
-inline constexpr prim::EventId kEventStrobe = 1;        // agents: a strobe arrived
-inline constexpr prim::EventId kEventStrobeSent = 2;    // coordinator: every agent has it
-inline constexpr prim::EventId kEventStage = 3;         // agents: a staging chunk arrived
-inline constexpr prim::EventId kEventStageSent = 4;     // coordinator: chunk delivered
-inline constexpr prim::EventId kEventExit = 5;          // coordinator: an exit record arrived
-inline constexpr prim::EventId kEventExitSent = 6;      // agent: its exit record is there
-inline constexpr prim::EventId kEventBcsDesc = 7;       // agents: a descriptor block arrived
-inline constexpr prim::EventId kEventBcsData = 8;       // agents: a data block arrived
-inline constexpr prim::EventId kEventBcsSent = 9;       // agent: its BCS block was delivered
-inline constexpr prim::EventId kEventBlocked = 10;      // coordinator: a blocked record arrived
-inline constexpr prim::EventId kEventBlockedSent = 11;  // agent: its blocked record is there
-inline constexpr prim::EventId kEventDumped = 12;       // coordinator: a node's dumps are done
-inline constexpr prim::EventId kEventCkptIn = 13;       // coordinator: a chunk batch is ready
-inline constexpr prim::EventId kEventCkptSent = 14;     // agent: its batch reached the inbox
-inline constexpr prim::EventId kEventCkptTaken = 15;    // agent: the coordinator took a batch
+inline constexpr prim::EventId kEventStrobe = 1;         // agents: a strobe arrived
+inline constexpr prim::EventId kEventStrobeSent = 2;     // coordinator: every agent has it
+inline constexpr prim::EventId kEventStage = 3;          // agents: a staging chunk arrived
+inline constexpr prim::EventId kEventStageSent = 4;      // coordinator: chunk delivered
+inline constexpr prim::EventId kEventExit = 5;           // coordinator: an exit record arrived
+inline constexpr prim::EventId kEventExitSent = 6;       // agent: its exit record is there
+inline constexpr prim::EventId kEventBcsDesc = 7;        // agents: a descriptor block arrived
+inline constexpr prim::EventId kEventBcsData = 8;        // agents: a data block arrived
+inline constexpr prim::EventId kEventBcsSent = 9;        // agent: its BCS block was delivered
+inline constexpr prim::EventId kEventBlocked = 10;       // coordinator: a blocked record arrived
+inline constexpr prim::EventId kEventBlockedSent = 11;   // agent: its blocked record is there
+inline constexpr prim::EventId kEventDumped = 12;        // coordinator: a node's dumps are done
+inline constexpr prim::EventId kEventCkptIn = 13;        // coordinator: a chunk batch is ready
+inline constexpr prim::EventId kEventCkptSent = 14;      // agent: its batch reached the inbox
+inline constexpr prim::EventId kEventCkptTaken = 15;     // agent: the coordinator took a batch
+inline constexpr prim::EventId kEventRestoreIn = 16;     // agent: a restore batch is ready
+inline constexpr prim::EventId kEventRestoreTaken = 17;  // coordinator: a node took a batch
+// Coordinator: a restore batch reached its node, one event per batch on its way at once (up to
+// kRestoreSendLanes of them, to different nodes): events kEventRestoreSent .. + lanes - 1.
+inline constexpr prim::EventId kEventRestoreSent = 24;
+inline constexpr uint32_t kRestoreSendLanes = 8;
 
 }  // namespace gos::os
 

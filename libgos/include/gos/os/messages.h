@@ -1,6 +1,8 @@
 // Messages of the global OS (docs/specs/strobe.md, docs/specs/os-protocol.md):
 //   - the strobe payload, multicast by the coordinator with XFER-AND-SIGNAL every quantum;
 //   - the staging chunk header (launch: the executable multicast in chunks);
+//   - batches of checkpoint chunks, XFERed into slots of the receiver's global memory (to the
+//     coordinator's store for a checkpoint, from it for a restart);
 //   - frames between clients (gos-run, gos-ps, ...) and the coordinator, and between nodeagents
 //     and the coordinator, carried by a Channel (channel.h).
 // Every Decode* bounds-checks and fails with a Status on bad input; none asserts.
@@ -96,27 +98,47 @@ std::vector<uint8_t> EncodeStrobe(const Strobe& s, std::span<const uint8_t> key)
 // Checks version, bounds and the HMAC.
 StatusOr<Strobe> DecodeStrobe(std::span<const uint8_t> bytes, std::span<const uint8_t> key);
 
-// A batch of checkpoint chunks the store may not hold yet, which a node XFERs into a slot of
-// the coordinator's checkpoint inbox (layout.h; docs/specs/checkpoint.md, "Shipping").
-// Authenticated like the strobe.
+// A batch of checkpoint chunks, shipped with XFER-AND-SIGNAL into a slot of its receiver's
+// global memory (layout.h; docs/specs/checkpoint.md, "Shipping"), one of two kinds:
+enum class BatchKind : uint8_t {
+  // A node's chunks the store may not hold yet, into the coordinator's checkpoint inbox.
+  kCheckpoint = 1,
+  // A rank's stored chunks for a restart, from the coordinator into the rank's new node.
+  kRestore = 2,
+};
+// Authenticated like the strobe; the two kinds have different magics, so neither is ever
+// taken for the other.
 struct CkptBatchChunk {
   std::array<uint8_t, 32> hash{};  // SHA-256 of the raw bytes
   uint32_t raw_len = 0;
   std::span<const uint8_t> data;  // zstd frame (a view: into the encoder's input, or into
                                   // the decoded bytes)
+  // kRestore: where the raw bytes go in the rank's image dir (a relative path).
+  std::string file;
+  uint32_t mode = 0600;
+  uint64_t offset = 0;
 };
 struct CkptBatch {
-  uint32_t node = 0;    // the sender
+  BatchKind kind = BatchKind::kCheckpoint;
+  // The nodeagent's end: the sender of a checkpoint batch, the receiver of a restore batch.
+  uint32_t node = 0;
   uint64_t number = 0;  // the sender's batch number (from 1)
   uint64_t job = 0, epoch = 0;
+  // kRestore: the rank whose images these are, and the coordinator's attempt at shipping
+  // them (a node drops what an earlier attempt left of the rank).
+  uint32_t rank = 0;
+  uint64_t attempt = 0;
   std::vector<CkptBatchChunk> chunks;
 };
-// Encoded size of a batch of `chunks` chunks whose zstd frames add up to `data_bytes`.
-size_t CkptBatchBytes(size_t chunks, size_t data_bytes);
+// Encoded size of b, and what one more chunk c adds to a batch of that kind.
+size_t CkptBatchBytes(const CkptBatch& b);
+size_t CkptBatchChunkBytes(BatchKind kind, const CkptBatchChunk& c);
 std::vector<uint8_t> EncodeCkptBatch(const CkptBatch& b, std::span<const uint8_t> key);
-// Checks bounds and the HMAC; bytes may hold more after the batch (the rest of its slot).
-// The chunks' data are views into bytes.
-StatusOr<CkptBatch> DecodeCkptBatch(std::span<const uint8_t> bytes, std::span<const uint8_t> key);
+// Checks the magic of `kind`, bounds (a restore chunk's file name and offset too) and the HMAC;
+// bytes may hold more after the batch (the rest of its slot). The chunks' data are views into
+// bytes.
+StatusOr<CkptBatch> DecodeCkptBatch(BatchKind kind, std::span<const uint8_t> bytes,
+                                    std::span<const uint8_t> key);
 
 // Header of a staging chunk (the chunk's data follows at a fixed offset).
 struct StageHeader {
@@ -158,21 +180,22 @@ enum class Frame : uint16_t {
   kReject = 45,       // text
   kRankFailed = 46,   // JobExit: a communicating rank died or aborted; the job must fail
   // 47: retired (chunks travelled on the channel; they are XFERed into the checkpoint inbox)
-  kCkptRank = 48,        // JobBytes: job + storage::EncodeManifest of one rank's part of an epoch
-  kCkptFailed = 49,      // JobBytes: job + why this node could not take the job's epoch
-  kRestoreChunk = 50,    // coordinator -> agent: RestoreChunk
-  kRestoreRankEnd = 51,  // coordinator -> agent: RestoreRankEnd
-  kRestoreReady = 52,    // agent -> coordinator: RestoreReady
-  kReplaySegment = 53,   // agent -> coordinator: ReplaySegment of a recorded job's log
-  kReplayStop = 54,      // agent -> coordinator: ReplayStopped (no ranks): why a replay stops
-  kReplayStopped = 55,   // agent -> coordinator: ReplayStopped (this node's ranks) after kStop;
-                         // coordinator -> client: ReplayStopped (every rank)
-  kReplayData = 56,      // coordinator -> agent: ReplaySegment of the log to impose
-  kReplayDataEnd = 57,   // coordinator -> agent: ReplayDataEnd (then the agent answers
-                         //   kRestoreReady, rank 0, ok or why not)
-  kRestoreLocal = 58,    // coordinator -> agent: storage::EncodeManifest of one rank of an
-                         //   epoch: restore it from this node's own copy of its dump if it
-                         //   has one that matches, chunk by chunk
+  kCkptRank = 48,    // JobBytes: job + storage::EncodeManifest of one rank's part of an epoch
+  kCkptFailed = 49,  // JobBytes: job + why this node could not take the job's epoch
+  // 50: retired (a restart's chunks travelled on the channel; they are XFERed in restore
+  //     batches into the node's memory)
+  kRestoreRankEnd = 51,     // coordinator -> agent: RestoreRankEnd
+  kRestoreReady = 52,       // agent -> coordinator: RestoreReady
+  kReplaySegment = 53,      // agent -> coordinator: ReplaySegment of a recorded job's log
+  kReplayStop = 54,         // agent -> coordinator: ReplayStopped (no ranks): why a replay stops
+  kReplayStopped = 55,      // agent -> coordinator: ReplayStopped (this node's ranks) after kStop;
+                            // coordinator -> client: ReplayStopped (every rank)
+  kReplayData = 56,         // coordinator -> agent: ReplaySegment of the log to impose
+  kReplayDataEnd = 57,      // coordinator -> agent: ReplayDataEnd (then the agent answers
+                            //   kRestoreReady, rank 0, ok or why not)
+  kRestoreLocal = 58,       // coordinator -> agent: storage::EncodeManifest of one rank of an
+                            //   epoch: restore it from this node's own copy of its dump if it
+                            //   has one that matches, chunk by chunk
   kRestoreLocalReply = 59,  // agent -> coordinator: RestoreReady (ok: the rank's images are in
                             //   place; not ok: ship them)
   kAgentJoined = 60,        // agent -> coordinator: empty; it joined the primitives' group
@@ -274,22 +297,12 @@ struct ReplayStopped {
   std::vector<ReplayRank> ranks;
 };
 
-// One chunk of a file of a rank's image dir, written at `offset`.
-struct RestoreChunk {
-  uint64_t job = 0, epoch = 0;
-  uint32_t rank = 0;
-  std::string file;
-  uint32_t mode = 0600;
-  uint64_t offset = 0;
-  std::array<uint8_t, 32> hash{};
-  uint32_t raw_len = 0;
-  std::vector<uint8_t> data;  // zstd frame
-};
-
-// Every file of the rank has been sent (files = how many, chunkless ones included by name).
+// Every restore batch of the rank has been answered (files = every file of its image dir,
+// chunkless ones included by name): the node reports the rank ready, or the first problem.
 struct RestoreRankEnd {
   uint64_t job = 0, epoch = 0;
   uint32_t rank = 0;
+  uint64_t attempt = 0;            // as in the rank's batches
   std::vector<std::string> files;  // every file of the rank's image dir (empty ones too)
 };
 
@@ -397,7 +410,6 @@ std::vector<uint8_t> Encode(const JobExit& m);
 std::vector<uint8_t> Encode(const PsReply& m);
 std::vector<uint8_t> Encode(const AgentHello& m);
 std::vector<uint8_t> Encode(const AgentWelcome& m);
-std::vector<uint8_t> Encode(const RestoreChunk& m);
 std::vector<uint8_t> Encode(const RestoreRankEnd& m);
 std::vector<uint8_t> Encode(const RestoreReady& m);
 std::vector<uint8_t> Encode(const RestartRequest& m);
@@ -415,7 +427,6 @@ StatusOr<JobExit> DecodeJobExit(std::span<const uint8_t> b);
 StatusOr<PsReply> DecodePsReply(std::span<const uint8_t> b);
 StatusOr<AgentHello> DecodeHello(std::span<const uint8_t> b);
 StatusOr<AgentWelcome> DecodeWelcome(std::span<const uint8_t> b);
-StatusOr<RestoreChunk> DecodeRestoreChunk(std::span<const uint8_t> b);
 StatusOr<RestoreRankEnd> DecodeRestoreRankEnd(std::span<const uint8_t> b);
 StatusOr<RestoreReady> DecodeRestoreReady(std::span<const uint8_t> b);
 StatusOr<RestartRequest> DecodeRestart(std::span<const uint8_t> b);
