@@ -2,7 +2,7 @@
  *
  * Every call maps onto the gos native API (gos/gos.h): a rank holds no network state, its
  * sends and receives are descriptors matched by the nodeagents at global strobes. Only the
- * calls declared here exist; a program using anything else (MPI_Put, MPI_Comm_spawn, ...)
+ * calls declared here exist; a program using anything else (MPI_Win_lock, MPI_Comm_spawn, ...)
  * fails to compile (implicit declaration) or to link (undefined reference), never at run time.
  *
  * Handles are ints (as in MPICH). Errors: MPI_ERRORS_ARE_FATAL by default, so any error prints
