@@ -1,7 +1,7 @@
 /* One-sided communication with fence synchronization (MPI_Win_create, MPI_Put, MPI_Get,
  * MPI_Accumulate, MPI_Win_fence, MPI_Win_free; libsc, p4est's toolkit, counts its senders
  * with MPI_Accumulate between fences): puts and gets to every rank and to itself, a
- * derived target type (a matrix column) and origin type, a put beyond the eager limit,
+ * derived target type (a matrix column) and origin type, a put and a get beyond the eager limit,
  * accumulates from every rank on one location, MPI_REPLACE from one origin applied in call
  * order, epochs kept apart (a store between fences is seen by the next epoch's accumulate),
  * MPI_PROC_NULL targets, windows of 0 bytes, and a put outside the target's window refused. */
@@ -174,6 +174,17 @@ int main(int argc, char** argv) {
       for (int i = 0; i < kBig; ++i) bad += big[i] != left * 1e6 + i;
       CHECK(bad == 0, "%d of %d doubles of the big put wrong (first %g)", bad, kBig, big[0]);
     }
+    /* And back, just as big: what we put there. */
+    double* again = malloc(sizeof(double) * kBig);
+    for (int i = 0; i < kBig; ++i) again[i] = -3.0;
+    CHECK_MPI(MPI_Get(again, kBig, MPI_DOUBLE, to, 0, kBig, MPI_DOUBLE, bwin));
+    CHECK_MPI(MPI_Win_fence(0, bwin));
+    if (to != MPI_PROC_NULL) {
+      int bad = 0;
+      for (int i = 0; i < kBig; ++i) bad += again[i] != src[i];
+      CHECK(bad == 0, "%d of %d doubles of the big get wrong (first %g)", bad, kBig, again[0]);
+    }
+    free(again);
     CHECK_MPI(MPI_Win_free(&bwin));
     free(big);
     free(src);
