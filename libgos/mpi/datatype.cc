@@ -247,6 +247,58 @@ void Unpack(const void* in, size_t bytes, size_t count, const TypeNode& t, void*
   }
 }
 
+namespace {
+
+void AddRun(ptrdiff_t disp, int basic, size_t n, std::vector<FlatRun>* runs) {
+  if (n == 0) return;
+  if (!runs->empty()) {
+    FlatRun& last = runs->back();
+    if (last.basic == basic &&
+        last.disp + static_cast<ptrdiff_t>(last.n * BasicTypeSize(basic)) == disp) {
+      last.n += n;
+      return;
+    }
+  }
+  runs->push_back({disp, basic, n});
+}
+
+void FlattenOne(ptrdiff_t base, const TypeNode& t, std::vector<FlatRun>* runs);
+
+void FlattenBlock(ptrdiff_t start, int blocklen, const TypeNode& bt, std::vector<FlatRun>* runs) {
+  if (bt.kind == TypeNode::Kind::kBasic) {
+    AddRun(start, bt.basic, static_cast<size_t>(blocklen), runs);
+    return;
+  }
+  for (int j = 0; j < blocklen; ++j) FlattenOne(start + j * bt.extent(), bt, runs);
+}
+
+void FlattenOne(ptrdiff_t base, const TypeNode& t, std::vector<FlatRun>* runs) {
+  switch (t.kind) {
+    case TypeNode::Kind::kBasic:
+      AddRun(base, t.basic, 1, runs);
+      return;
+    case TypeNode::Kind::kBlocks:
+      for (const TypeBlock& b : t.blocks) FlattenBlock(base + b.disp, b.blocklen, *b.type, runs);
+      return;
+    case TypeNode::Kind::kVector:
+      for (int i = 0; i < t.count; ++i) {
+        FlattenBlock(base + static_cast<ptrdiff_t>(i) * t.stride * t.old->extent(), t.blocklen,
+                     *t.old, runs);
+      }
+      return;
+  }
+}
+
+}  // namespace
+
+std::vector<FlatRun> Flatten(size_t count, const TypeNode& t) {
+  std::vector<FlatRun> runs;
+  for (size_t k = 0; k < count; ++k) {
+    FlattenOne(static_cast<ptrdiff_t>(k) * t.extent(), t, &runs);
+  }
+  return runs;
+}
+
 int CountOf(size_t bytes, const TypeNode& t, int undefined) {
   if (t.size == 0) return 0;
   if (bytes % t.size != 0) return undefined;

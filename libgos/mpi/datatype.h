@@ -79,6 +79,20 @@ void Pack(const void* buf, size_t count, const TypeNode& t, void* out);
 // `bytes` may be less than PackedSize (a short message): only that much is written.
 void Unpack(const void* in, size_t bytes, size_t count, const TypeNode& t, void* buf);
 
+// A run of `n` consecutive values of the basic gos_type_t `basic` at byte `disp` of a buffer.
+struct FlatRun {
+  ptrdiff_t disp = 0;
+  int basic = -1;
+  size_t n = 0;
+
+  bool operator==(const FlatRun&) const = default;
+};
+
+// The data of `count` elements of t laid out from byte 0, as runs of basic values in packed
+// order (adjacent runs of one basic type merged): what a one-sided operation's target layout
+// becomes on the wire, where the target may not know the origin's derived type handles.
+std::vector<FlatRun> Flatten(size_t count, const TypeNode& t);
+
 // MPI_Get_count: elements in `bytes`, or `undefined` when `bytes` is not a whole number of
 // elements (a zero-size type counts 0).
 int CountOf(size_t bytes, const TypeNode& t, int undefined);

@@ -25,6 +25,7 @@
 #include "gos/gos.h"
 #include "libgos/mpi/comm_logic.h"
 #include "libgos/mpi/datatype.h"
+#include "libgos/mpi/internal.h"
 
 namespace {
 
@@ -212,6 +213,14 @@ const char* ErrorText(int code) {
       return "out of memory";
     case MPI_ERR_KEYVAL:
       return "invalid keyval";
+    case MPI_ERR_WIN:
+      return "invalid window";
+    case MPI_ERR_SIZE:
+      return "invalid window size";
+    case MPI_ERR_DISP:
+      return "invalid displacement or displacement unit";
+    case MPI_ERR_RMA_RANGE:
+      return "target range outside the target's window";
     default:
       return nullptr;
   }
@@ -1085,6 +1094,16 @@ int GroupRanges(MPI_Group group, int n, int ranges[][3], MPI_Group* newgroup, bo
 }
 
 }  // namespace
+
+namespace gos::mpi {
+
+std::shared_ptr<const TypeNode> TransferLayout(MPI_Datatype datatype) {
+  return FindType(datatype, /*for_transfer=*/true);
+}
+
+int FailCall(MPI_Comm comm, const char* fn, int code) { return Fail(comm, fn, code); }
+
+}  // namespace gos::mpi
 
 extern "C" {
 
@@ -3268,6 +3287,22 @@ int MPI_Type_ub(MPI_Datatype datatype, MPI_Aint* displacement) {
 MPI_Aint MPI_Aint_add(MPI_Aint base, MPI_Aint disp) { return base + disp; }
 
 MPI_Aint MPI_Aint_diff(MPI_Aint addr1, MPI_Aint addr2) { return addr1 - addr2; }
+
+// Fortran and C handles are the same ints.
+MPI_Fint MPI_Comm_c2f(MPI_Comm comm) { return comm; }
+MPI_Comm MPI_Comm_f2c(MPI_Fint comm) { return comm; }
+MPI_Fint MPI_Type_c2f(MPI_Datatype datatype) { return datatype; }
+MPI_Datatype MPI_Type_f2c(MPI_Fint datatype) { return datatype; }
+MPI_Fint MPI_Group_c2f(MPI_Group group) { return group; }
+MPI_Group MPI_Group_f2c(MPI_Fint group) { return group; }
+MPI_Fint MPI_Request_c2f(MPI_Request request) { return request; }
+MPI_Request MPI_Request_f2c(MPI_Fint request) { return request; }
+MPI_Fint MPI_Op_c2f(MPI_Op op) { return op; }
+MPI_Op MPI_Op_f2c(MPI_Fint op) { return op; }
+MPI_Fint MPI_Info_c2f(MPI_Info info) { return info; }
+MPI_Info MPI_Info_f2c(MPI_Fint info) { return info; }
+MPI_Fint MPI_Errhandler_c2f(MPI_Errhandler errhandler) { return errhandler; }
+MPI_Errhandler MPI_Errhandler_f2c(MPI_Fint errhandler) { return errhandler; }
 
 int MPI_Type_commit(MPI_Datatype* datatype) {
   if (datatype == nullptr || FindType(*datatype, /*for_transfer=*/false) == nullptr) {

@@ -56,10 +56,20 @@ int main(int argc, char** argv) {
                                  MPI_INFO_NULL, 0, &graph);
   int got = -1;
   MPI_Neighbor_allgather(&rank, 1, MPI_INT, &got, 1, MPI_INT, graph);
+  /* One-sided communication with fences; a handle through its Fortran form. */
+  int cell = 0;
+  MPI_Win win = MPI_WIN_NULL;
+  MPI_Win_create(&cell, sizeof cell, sizeof cell, MPI_INFO_NULL, MPI_COMM_WORLD, &win);
+  MPI_Win_fence(MPI_MODE_NOPRECEDE, win);
+  MPI_Accumulate(&rank, 1, MPI_INT, ring[0], 0, 1, MPI_INT, MPI_SUM, win);
+  MPI_Win_fence(MPI_MODE_NOSTORE | MPI_MODE_NOSUCCEED, win);
+  MPI_Win_free(&win);
+  const MPI_Fint fortran_comm = MPI_Comm_c2f(graph);
   MPI_Comm_free(&graph);
   MPI_Comm_free(&rows);
   MPI_Comm_free(&cart);
   MPI_Comm_free(&half);
+  printf("%d %d\n", cell, MPI_Comm_f2c(fortran_comm) == MPI_COMM_NULL);
   MPI_Finalize();
   return 0;
 }

@@ -28,9 +28,9 @@ if(TARGET gos_rank)
   set_tests_properties(mpi_gos_cc_link mpi_gos_cxx_link PROPERTIES LABELS unit)
   # A call outside the subset fails to build (here: undefined at link time), never at run time.
   file(WRITE ${_out}/mpi_outside_subset.c
-    "#include <mpi.h>\nint MPI_Put(const void*, int, MPI_Datatype, int, MPI_Aint, int, "
-    "MPI_Datatype, int);\nint main(void) { int x = 0; MPI_Init(0, 0); "
-    "MPI_Put(&x, 1, MPI_INT, 0, 0, 1, MPI_INT, 0); return MPI_Finalize(); }\n")
+    "#include <mpi.h>\nint MPI_Win_lock(int, int, int, MPI_Win);\n"
+    "int main(void) { MPI_Init(0, 0); MPI_Win_lock(1, 0, 0, MPI_WIN_NULL); "
+    "return MPI_Finalize(); }\n")
   add_test(NAME mpi_gos_cc_rejects_outside_subset
     COMMAND ${_gos_cc} -o ${_out}/mpi_outside_subset ${_out}/mpi_outside_subset.c)
   set_tests_properties(mpi_gos_cc_rejects_outside_subset PROPERTIES LABELS unit WILL_FAIL TRUE)

@@ -276,6 +276,32 @@ TEST(MpiDatatype, CountOf) {
   EXPECT_EQ(CountOf(0, *empty, MPI_UNDEFINED), 0);
 }
 
+TEST(MpiDatatype, FlattenGivesBasicRunsInPackedOrderMergingAdjacentOnes) {
+  const ptrdiff_t i = sizeof(int);
+  // Contiguous ints merge into one run, over elements too.
+  EXPECT_EQ(Flatten(3, *MakeContiguous(4, BasicType(GOS_INT))),
+            (std::vector<FlatRun>{{0, GOS_INT, 12}}));
+  EXPECT_EQ(Flatten(0, *BasicType(GOS_INT)), std::vector<FlatRun>{});
+  // A column of a 4x3 matrix: one int per row; the second element starts one extent (10 ints)
+  // later, so its first int (at 10) does not merge with the first element's last (at 9).
+  auto col = MakeVector(4, 1, 3, BasicType(GOS_INT));
+  EXPECT_EQ(Flatten(2, *col), (std::vector<FlatRun>{{0, GOS_INT, 1},
+                                                    {3 * i, GOS_INT, 1},
+                                                    {6 * i, GOS_INT, 1},
+                                                    {9 * i, GOS_INT, 2},
+                                                    {13 * i, GOS_INT, 1},
+                                                    {16 * i, GOS_INT, 1},
+                                                    {19 * i, GOS_INT, 1}}));
+  // Mixed types in block order (not address order), negative displacements kept.
+  auto mixed = MakeBlocks({{8, 1, BasicType(GOS_DOUBLE)}, {-4, 2, BasicType(GOS_INT)}});
+  EXPECT_EQ(Flatten(1, *mixed), (std::vector<FlatRun>{{8, GOS_DOUBLE, 1}, {-4, GOS_INT, 2}}));
+  // Every run's values add up to the packed size.
+  auto nested = MakeVector(3, 2, 5, MakeResized(mixed, -8, 32));
+  size_t bytes = 0;
+  for (const FlatRun& r : Flatten(2, *nested)) bytes += r.n * BasicTypeSize(r.basic);
+  EXPECT_EQ(bytes, PackedSize(2, *nested));
+}
+
 TEST(MpiOps, Validity) {
   EXPECT_TRUE(OpValid(GOS_SUM, GOS_DOUBLE));
   EXPECT_TRUE(OpValid(GOS_SUM, GOS_UINT64));

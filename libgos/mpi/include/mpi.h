@@ -2,7 +2,7 @@
  *
  * Every call maps onto the gos native API (gos/gos.h): a rank holds no network state, its
  * sends and receives are descriptors matched by the nodeagents at global strobes. Only the
- * calls declared here exist; a program using anything else (MPI_Put, MPI_Comm_spawn, ...)
+ * calls declared here exist; a program using anything else (MPI_Win_lock, MPI_Comm_spawn, ...)
  * fails to compile (implicit declaration) or to link (undefined reference), never at run time.
  *
  * Handles are ints (as in MPICH). Errors: MPI_ERRORS_ARE_FATAL by default, so any error prints
@@ -31,11 +31,14 @@ typedef int MPI_Request;
 typedef int MPI_Errhandler;
 typedef int MPI_Group;
 typedef int MPI_Info;
+typedef int MPI_Win;
 typedef ptrdiff_t MPI_Aint;
 /* MPI-3 large counts (the _x calls). */
 typedef long long MPI_Count;
 /* A file offset (there is no MPI I/O; the type is there for MPI_OFFSET). */
 typedef long long MPI_Offset;
+/* A handle as Fortran holds it (MPI_Comm_c2f, ...): the same int. */
+typedef int MPI_Fint;
 
 /* MPI_SOURCE, MPI_TAG and MPI_ERROR are public; gos_bytes is private (use MPI_Get_count). */
 typedef struct MPI_Status {
@@ -69,6 +72,10 @@ typedef struct MPI_Status {
 #define MPI_ERR_DIMS 11
 #define MPI_ERR_NO_MEM 34
 #define MPI_ERR_KEYVAL 48
+#define MPI_ERR_WIN 45
+#define MPI_ERR_SIZE 51
+#define MPI_ERR_DISP 52
+#define MPI_ERR_RMA_RANGE 55
 #define MPI_ERR_LASTCODE 0x3fffffff
 
 #define MPI_MAX_PROCESSOR_NAME 256
@@ -562,6 +569,48 @@ int MPI_Comm_idup(MPI_Comm comm, MPI_Comm* newcomm, MPI_Request* request);
 int MPI_Comm_set_name(MPI_Comm comm, const char* comm_name);
 int MPI_Comm_get_name(MPI_Comm comm, char* comm_name, int* resultlen);
 int MPI_Pcontrol(const int level, ...);
+/* One-sided communication, fence synchronization only (docs/mpi.md): an operation is carried
+ * out at the MPI_Win_fence that ends its epoch; until then neither its origin buffer nor the
+ * target's window may be touched, as MPI requires. MPI_Accumulate takes the predefined ops and
+ * MPI_REPLACE. The MPI_MODE_* assertions are accepted and change nothing. */
+#define MPI_WIN_NULL ((MPI_Win)0)
+#define MPI_REPLACE ((MPI_Op)13)
+#define MPI_MODE_NOCHECK 1024
+#define MPI_MODE_NOSTORE 2048
+#define MPI_MODE_NOPUT 4096
+#define MPI_MODE_NOPRECEDE 8192
+#define MPI_MODE_NOSUCCEED 16384
+int MPI_Win_create(void* base, MPI_Aint size, int disp_unit, MPI_Info info, MPI_Comm comm,
+                   MPI_Win* win);
+int MPI_Win_free(MPI_Win* win);
+int MPI_Win_fence(int assert, MPI_Win win);
+/* A window's errors go to its own handler: MPI_ERRORS_ARE_FATAL until set. */
+int MPI_Win_set_errhandler(MPI_Win win, MPI_Errhandler errhandler);
+int MPI_Win_get_errhandler(MPI_Win win, MPI_Errhandler* errhandler);
+int MPI_Put(const void* origin_addr, int origin_count, MPI_Datatype origin_datatype,
+            int target_rank, MPI_Aint target_disp, int target_count, MPI_Datatype target_datatype,
+            MPI_Win win);
+int MPI_Get(void* origin_addr, int origin_count, MPI_Datatype origin_datatype, int target_rank,
+            MPI_Aint target_disp, int target_count, MPI_Datatype target_datatype, MPI_Win win);
+int MPI_Accumulate(const void* origin_addr, int origin_count, MPI_Datatype origin_datatype,
+                   int target_rank, MPI_Aint target_disp, int target_count,
+                   MPI_Datatype target_datatype, MPI_Op op, MPI_Win win);
+/* Handle conversion to and from Fortran (there are no Fortran bindings, but C libraries with
+ * Fortran wrappers convert handles): the identity, since both are the same int. */
+MPI_Fint MPI_Comm_c2f(MPI_Comm comm);
+MPI_Comm MPI_Comm_f2c(MPI_Fint comm);
+MPI_Fint MPI_Type_c2f(MPI_Datatype datatype);
+MPI_Datatype MPI_Type_f2c(MPI_Fint datatype);
+MPI_Fint MPI_Group_c2f(MPI_Group group);
+MPI_Group MPI_Group_f2c(MPI_Fint group);
+MPI_Fint MPI_Request_c2f(MPI_Request request);
+MPI_Request MPI_Request_f2c(MPI_Fint request);
+MPI_Fint MPI_Op_c2f(MPI_Op op);
+MPI_Op MPI_Op_f2c(MPI_Fint op);
+MPI_Fint MPI_Info_c2f(MPI_Info info);
+MPI_Info MPI_Info_f2c(MPI_Fint info);
+MPI_Fint MPI_Errhandler_c2f(MPI_Errhandler errhandler);
+MPI_Errhandler MPI_Errhandler_f2c(MPI_Fint errhandler);
 /* Memory for the program (plain malloc; a size of 0 gives a pointer to free all the same). */
 int MPI_Alloc_mem(MPI_Aint size, MPI_Info info, void* baseptr);
 int MPI_Free_mem(void* base);
