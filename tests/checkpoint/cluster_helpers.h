@@ -312,6 +312,19 @@ inline std::string Unsupported(bool netns) {
 
 // The job id of the first "checkpoint: job J epoch E committed" in a gos-run's output (waits
 // up to 120 s), or "".
+// gos-run's argv: gos-run, then `options`, then `program` (its path and arguments).
+inline std::vector<std::string> GosRun(std::vector<std::string> options,
+                                       const std::vector<std::string>& program) {
+  options.insert(options.begin(), Bin("gos-run"));
+  options.insert(options.end(), program.begin(), program.end());
+  return options;
+}
+
+// What examples/jacobi prints at its end ("iterations=N residual=R checksum=C"), or "".
+inline std::string JacobiResult(const std::string& output) {
+  return Find(output, "(iterations=\\d+ residual=\\S+ checksum=\\S+)");
+}
+
 inline std::string FirstCommittedJob(const Subprocess& run) {
   std::string job;
   WaitUntil(

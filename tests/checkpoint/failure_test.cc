@@ -49,6 +49,8 @@ using testing::Execute;
 using testing::Find;
 using testing::FindAll;
 using testing::FirstCommittedJob;
+using testing::GosRun;
+using testing::JacobiResult;
 using testing::ListedEpochs;
 using testing::Result;
 using testing::Subprocess;
@@ -325,17 +327,14 @@ TEST(CheckpointFailureTest, RestartOnFailure) {
   const std::vector<std::string> jacobi = {Example("jacobi"), "256", "1500", "100"};
 
   // The uninterrupted run, for its checksum.
-  std::vector<std::string> argv = {Bin("gos-run"), "-n", "4", "-N", "3"};
-  argv.insert(argv.end(), jacobi.begin(), jacobi.end());
-  Result plain = Execute(argv, c.Env(), 300s);
+  Result plain = Execute(GosRun({"-n", "4", "-N", "3"}, jacobi), c.Env(), 300s);
   ASSERT_EQ(plain.code, 0) << plain.Describe() << c.Logs();
-  const std::string checksum = Find(plain.output, "(iterations=\\d+ residual=\\S+ checksum=\\S+)");
+  const std::string checksum = JacobiResult(plain.output);
   ASSERT_NE(checksum, "") << plain.Describe();
 
   // With checkpoints and automatic restarts; once an epoch is committed, host 3 dies.
-  argv = {Bin("gos-run"), "-n", "4", "-N", "3", "--checkpoint=1s", "--restart-on-failure"};
-  argv.insert(argv.end(), jacobi.begin(), jacobi.end());
-  auto run = Subprocess::Start(argv, c.Env());
+  auto run = Subprocess::Start(
+      GosRun({"-n", "4", "-N", "3", "--checkpoint=1s", "--restart-on-failure"}, jacobi), c.Env());
   ASSERT_TRUE(run.ok()) << run.status().ToString();
   const std::string job = FirstCommittedJob(*run);
   ASSERT_NE(job, "") << run->output() << c.Logs();
@@ -354,9 +353,7 @@ TEST(CheckpointFailureTest, RestartOnFailure) {
   EXPECT_NE(out.find("job " + job + ": node 3"), std::string::npos) << out;
   EXPECT_NE(Find(out, "job " + job + ": (restarting from epoch \\d+)"), "") << out;
   EXPECT_NE(Find(out, "job " + job + " (restored from epoch \\d+ on nodes 1,2) "), "") << out;
-  EXPECT_EQ(Find(out, "(iterations=\\d+ residual=\\S+ checksum=\\S+)"), checksum)
-      << out << "\nuninterrupted:\n"
-      << plain.Describe();
+  EXPECT_EQ(JacobiResult(out), checksum) << out << "\nuninterrupted:\n" << plain.Describe();
   Result verify = Execute({Bin("gos-store"), "verify"}, c.Env(), 120s);
   EXPECT_EQ(verify.code, 0) << verify.Describe();
   // The job table counts the automatic restart: a gos-restart of the job has none left.
@@ -389,17 +386,14 @@ TEST(CheckpointFailureTest, CriuKilledMidDumpRestartsOrFailsTheJob) {
   TestCluster c(2, /*netns=*/false);
   ASSERT_EQ(c.Start(), "");
   const std::vector<std::string> jacobi = {Example("jacobi"), "256", "4000", "100"};
-  std::vector<std::string> argv = {Bin("gos-run"), "-n", "2", "-N", "2"};
-  argv.insert(argv.end(), jacobi.begin(), jacobi.end());
-  Result plain = Execute(argv, c.Env(), 300s);
+  Result plain = Execute(GosRun({"-n", "2", "-N", "2"}, jacobi), c.Env(), 300s);
   ASSERT_EQ(plain.code, 0) << plain.Describe() << c.Logs();
-  const std::string checksum = Find(plain.output, "(iterations=\\d+ residual=\\S+ checksum=\\S+)");
+  const std::string checksum = JacobiResult(plain.output);
   ASSERT_NE(checksum, "") << plain.Describe();
 
   // With an automatic restart left: restarted from its newest epoch, finishes as if nothing.
-  argv = {Bin("gos-run"), "-n", "2", "-N", "2", "--checkpoint=1s", "--restart-on-failure"};
-  argv.insert(argv.end(), jacobi.begin(), jacobi.end());
-  auto run = Subprocess::Start(argv, c.Env());
+  auto run = Subprocess::Start(
+      GosRun({"-n", "2", "-N", "2", "--checkpoint=1s", "--restart-on-failure"}, jacobi), c.Env());
   ASSERT_TRUE(run.ok()) << run.status().ToString();
   std::string job = FirstCommittedJob(*run);
   ASSERT_NE(job, "") << run->output() << c.Logs();
@@ -417,14 +411,10 @@ TEST(CheckpointFailureTest, CriuKilledMidDumpRestartsOrFailsTheJob) {
       "")
       << out;
   EXPECT_NE(Find(out, "job " + job + ": (restarting from epoch \\d+)"), "") << out;
-  EXPECT_EQ(Find(out, "(iterations=\\d+ residual=\\S+ checksum=\\S+)"), checksum)
-      << out << "\nuninterrupted:\n"
-      << plain.Describe();
+  EXPECT_EQ(JacobiResult(out), checksum) << out << "\nuninterrupted:\n" << plain.Describe();
 
   // Without: the job fails, saying why and where it can come back from.
-  argv = {Bin("gos-run"), "-n", "2", "-N", "2", "--checkpoint=1s"};
-  argv.insert(argv.end(), jacobi.begin(), jacobi.end());
-  run = Subprocess::Start(argv, c.Env());
+  run = Subprocess::Start(GosRun({"-n", "2", "-N", "2", "--checkpoint=1s"}, jacobi), c.Env());
   ASSERT_TRUE(run.ok()) << run.status().ToString();
   job = FirstCommittedJob(*run);
   ASSERT_NE(job, "") << run->output() << c.Logs();
