@@ -420,9 +420,9 @@ Status CoordinatorImpl::Init() {
   // be continued (their clients and strobes are gone: the nodeagents stopped their ranks);
   // nodes are down until they rejoin. A job with automatic restarts left and a committed
   // epoch is restarted from it, as when one of its nodes is lost, once the cluster has formed
-  // (a client may attach to it meanwhile: kAttach). Any other job fails; one with a
-  // checkpoint comes back with gos-restart. Both go on with the checkpoint settings stored in
-  // their records.
+  // (a client may attach to it meanwhile: kAttach), unless this coordinator stops when idle. Any
+  // other job fails; one with a checkpoint comes back with gos-restart. Both go on with the
+  // checkpoint settings stored in their records.
   GOS_ASSIGN_OR_RETURN(std::vector<JobRecord> jobs, tables_->ListJobs());
   GOS_ASSIGN_OR_RETURN(std::vector<NodeRecord> nodes, tables_->ListNodes());
   std::vector<JobRecord> changed_jobs;
@@ -432,7 +432,9 @@ Status CoordinatorImpl::Init() {
     const std::string was = storage::JobStateName(j.state);
     auto epochs = store()->ListEpochs(j.id, false);
     const bool has_epoch = epochs.ok() && !epochs->empty();
-    if (has_epoch && RestartsLeft(j) > 0) {
+    // Not on a cluster started for one client (gos-run's or gos-restart's embedded one, which
+    // stops once idle): nobody would follow such a restart, and the cluster would stop under it.
+    if (has_epoch && RestartsLeft(j) > 0 && !o_.exit_when_idle) {
       auto m = store()->GetEpoch(j.id, epochs->back().epoch);
       if (m.ok() && m->has_value()) {
         Job r = RestartedJob(j);
