@@ -119,6 +119,12 @@ void Tell(const Waiters& waiters, Frame frame, const std::string& text,
   }
 }
 
+// " (gos-restart J brings it back from epoch E)": what a failed job's message ends with.
+std::string RestartHint(uint64_t job, uint64_t epoch) {
+  return " (gos-restart " + std::to_string(job) + " brings it back from epoch " +
+         std::to_string(epoch) + ")";
+}
+
 // The epoch's ranks were dumped with a BCS channel: the job communicates through gos.
 bool ImagesUseBcs(const storage::EpochManifest& m) {
   return std::any_of(m.ranks.begin(), m.ranks.end(), [](const storage::EpochRank& r) {
@@ -287,6 +293,12 @@ class CoordinatorImpl final : public Coordinator {
   // A job that lost a node, with restarts left and a committed epoch, goes back to the queue
   // to be restored instead of failing (gos-run --restart-on-failure).
   bool RequeueForRestart(Job& j, const std::string& why, After& after);
+  // The job if something on `node` may still fail it: it runs there, is not failing already
+  // (the first failure is the one it reports), killed or over. Else nullptr.
+  Job* FailableOn(uint64_t id, uint32_t node);
+  // j fails with this exit code, rank, node and message; its ranks everywhere are killed.
+  void FailAndKill(Job& j, int32_t exit_code, int32_t rank, uint32_t node,
+                   const std::string& message);
   // This placement of j restores epoch m (newest: j's newest stored epoch).
   void SetRestore(Job& j, storage::EpochManifest m, uint64_t newest);
   void ReleaseSlot(Job& j);
@@ -457,8 +469,7 @@ Status CoordinatorImpl::Init() {
     }
     j.message = "the coordinator restarted while the job was " + was + "; its ranks were stopped";
     if (has_epoch) {
-      j.message += " (gos-restart " + std::to_string(j.id) + " brings it back from epoch " +
-                   std::to_string(epochs->back().epoch) + ")";
+      j.message += RestartHint(j.id, epochs->back().epoch);
     }
     j.state = JobState::kFailed;
     j.exit_code = kNodeFailureExit;
@@ -1213,24 +1224,10 @@ void CoordinatorImpl::OnAgentFrame(const std::shared_ptr<Agent>& a, os::FrameIn&
     case Frame::kRankFailed: {
       auto e = os::DecodeJobExit(f.payload);
       if (!e.ok()) return;
-      auto jt = jobs_.find(e->job);
-      if (jt == jobs_.end()) return;
-      Job& j = jt->second;
-      if (j.rank_failed || j.kill_requested || j.phase == Phase::kDone ||
-          std::find(j.nodes.begin(), j.nodes.end(), a->node) == j.nodes.end()) {
-        return;
-      }
-      j.rank_failed = true;
-      j.exit_code = e->exit_code;
-      j.failed_rank = e->failed_rank;
-      j.failed_node = static_cast<int32_t>(a->node);
-      j.rec.message = "job failed: " + e->message;
+      Job* j = FailableOn(e->job, a->node);
+      if (j == nullptr) return;
       GOS_LOG(kInfo, "coordinator") << "job " << e->job << ": " << e->message;
-      os::StrobeCommand cmd;
-      cmd.type = os::CommandType::kSignal;
-      cmd.job = e->job;
-      cmd.signal = SIGKILL;
-      Command(cmd);
+      FailAndKill(*j, e->exit_code, e->failed_rank, a->node, "job failed: " + e->message);
       return;
     }
     case Frame::kBrokenDump: {
@@ -1238,34 +1235,20 @@ void CoordinatorImpl::OnAgentFrame(const std::shared_ptr<Agent>& a, os::FrameIn&
       // must not run again. Restart it from its newest epoch, as for a lost node, or fail it.
       auto jb = os::DecodeJobBytes(f.payload);
       if (!jb.ok()) return;
-      auto jt = jobs_.find(jb->first);
-      if (jt == jobs_.end()) return;
-      Job& j = jt->second;
-      if (j.rank_failed || j.kill_requested || j.phase == Phase::kDone ||
-          std::find(j.nodes.begin(), j.nodes.end(), a->node) == j.nodes.end()) {
-        return;
-      }
+      Job* j = FailableOn(jb->first, a->node);
+      if (j == nullptr) return;
       const std::string id = std::to_string(jb->first);
       const std::string why = jb->second + "; its ranks there cannot go on";
       GOS_LOG(kWarn, "coordinator") << "job " << id << ": " << why;
-      if (RestartsLeft(j.rec) > 0) {
-        Notice(j, "job " + id + ": " + why, after);
-        if (RequeueForRestart(j, "a dump broke", after)) return;
+      if (RestartsLeft(j->rec) > 0) {
+        Notice(*j, "job " + id + ": " + why, after);
+        if (RequeueForRestart(*j, "a dump broke", after)) return;
       }
-      j.rank_failed = true;
-      j.exit_code = kNodeFailureExit;
-      j.failed_rank = -1;
-      j.failed_node = static_cast<int32_t>(a->node);
-      j.rec.message = "job failed: " + why;
-      if (auto epochs = store()->ListEpochs(j.rec.id, false); epochs.ok() && !epochs->empty()) {
-        j.rec.message += " (gos-restart " + id + " brings it back from epoch " +
-                         std::to_string(epochs->back().epoch) + ")";
+      std::string hint;
+      if (auto epochs = store()->ListEpochs(j->rec.id, false); epochs.ok() && !epochs->empty()) {
+        hint = RestartHint(j->rec.id, epochs->back().epoch);
       }
-      os::StrobeCommand cmd;
-      cmd.type = os::CommandType::kSignal;
-      cmd.job = j.rec.id;
-      cmd.signal = SIGKILL;
-      Command(cmd);
+      FailAndKill(*j, kNodeFailureExit, -1, a->node, "job failed: " + why + hint);
       return;
     }
     case Frame::kCkptRank:
@@ -2391,6 +2374,31 @@ void CoordinatorImpl::SetRestore(Job& j, storage::EpochManifest m, uint64_t newe
   // New epochs get new numbers; none of this incarnation's nodes shipped a chunk yet.
   j.next_epoch = std::max(j.next_epoch, newest + 1);
   j.last_committed = 0;
+}
+
+Job* CoordinatorImpl::FailableOn(uint64_t id, uint32_t node) {
+  auto jt = jobs_.find(id);
+  if (jt == jobs_.end()) return nullptr;
+  Job& j = jt->second;
+  if (j.rank_failed || j.kill_requested || j.phase == Phase::kDone ||
+      std::find(j.nodes.begin(), j.nodes.end(), node) == j.nodes.end()) {
+    return nullptr;
+  }
+  return &j;
+}
+
+void CoordinatorImpl::FailAndKill(Job& j, int32_t exit_code, int32_t rank, uint32_t node,
+                                  const std::string& message) {
+  j.rank_failed = true;
+  j.exit_code = exit_code;
+  j.failed_rank = rank;
+  j.failed_node = static_cast<int32_t>(node);
+  j.rec.message = message;
+  os::StrobeCommand cmd;
+  cmd.type = os::CommandType::kSignal;
+  cmd.job = j.rec.id;
+  cmd.signal = SIGKILL;
+  Command(cmd);
 }
 
 bool CoordinatorImpl::RequeueForRestart(Job& j, const std::string& why, After& after) {

@@ -107,6 +107,14 @@ std::vector<uint8_t> Frame(uint32_t node, uint8_t index) {
 
 Status GoOn() { return OkStatus(); }
 
+// Every shipment running in `ships` ends well.
+void ExpectAllShipped(std::vector<std::future<Status>>& ships) {
+  for (auto& s : ships) {
+    Status st = s.get();
+    EXPECT_TRUE(st.ok()) << st.ToString();
+  }
+}
+
 CkptBatch Head(uint64_t job, uint64_t epoch) {
   CkptBatch b;
   b.job = job;
@@ -154,10 +162,7 @@ TEST_F(CkptShipTest, SixNodesShipAtOnceAndEveryChunkArrivesOnce) {
       return s.Finish();
     }));
   }
-  for (auto& s : ships) {
-    Status st = s.get();
-    EXPECT_TRUE(st.ok()) << st.ToString();
-  }
+  ExpectAllShipped(ships);
   std::lock_guard<std::mutex> lock(got.mu);
   EXPECT_EQ(got.duplicates, 0);
   ASSERT_EQ(got.chunks.size(), size_t{kAgents} * kChunks);
@@ -195,10 +200,7 @@ TEST_F(CkptShipTest, TwoShipmentsOfOneNodeShareItsOutbox) {
       return s.Finish();
     }));
   }
-  for (auto& s : ships) {
-    Status st = s.get();
-    EXPECT_TRUE(st.ok()) << st.ToString();
-  }
+  ExpectAllShipped(ships);
   std::lock_guard<std::mutex> lock(got.mu);
   EXPECT_EQ(got.duplicates, 0);
   ASSERT_EQ(got.chunks.size(), 200u);
@@ -350,10 +352,7 @@ TEST_F(CkptShipTest, RestartShipsRanksToFourNodesAtOnce) {
       return OkStatus();
     }));
   }
-  for (auto& s : ships) {
-    Status st = s.get();
-    EXPECT_TRUE(st.ok()) << st.ToString();
-  }
+  ExpectAllShipped(ships);
   StopInbox();
   std::lock_guard<std::mutex> lock(got.mu);
   EXPECT_EQ(got.duplicates, 0);
