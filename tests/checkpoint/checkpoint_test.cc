@@ -89,10 +89,9 @@ TEST(CheckpointTest, KillHostThenRestartOnSurvivors) {
   const std::vector<std::string> jacobi = {Example("jacobi"), "256", "3000", "100"};
 
   // The uninterrupted run, for its checksum.
-  Result plain = Execute(GosRun({"-n", "4", "-N", "3"}, jacobi), c.Env(), 300s);
-  ASSERT_EQ(plain.code, 0) << plain.Describe() << c.Logs();
-  const std::string checksum = JacobiResult(plain.output);
-  ASSERT_NE(checksum, "") << plain.Describe();
+  std::string why;
+  const std::string checksum = UninterruptedJacobi(c, {"-n", "4", "-N", "3"}, jacobi, 300s, &why);
+  ASSERT_NE(checksum, "") << why;
 
   // The same job with checkpoints; once one is committed, host 3 (rank 3) dies.
   auto run = Subprocess::Start(GosRun({"-n", "4", "-N", "3", "--checkpoint=1s"}, jacobi), c.Env());
@@ -115,8 +114,7 @@ TEST(CheckpointTest, KillHostThenRestartOnSurvivors) {
   // host 3 died never committed); only rank 3's images come from the store.
   EXPECT_NE(restart.output.find("3 of 4 ranks from their nodes' own copies"), std::string::npos)
       << restart.Describe();
-  EXPECT_EQ(JacobiResult(restart.output), checksum) << restart.Describe() << "\nuninterrupted:\n"
-                                                    << plain.Describe();
+  EXPECT_EQ(JacobiResult(restart.output), checksum) << restart.Describe();
 
   // Again from the store alone: every rank's images are XFERed to the hosts in restore
   // batches, and the run ends exactly as well.
@@ -127,8 +125,7 @@ TEST(CheckpointTest, KillHostThenRestartOnSurvivors) {
   EXPECT_NE(Find(stored.output, "of (4 ranks from the store, in \\d+ restore batches to 2 nodes)"),
             "")
       << stored.Describe();
-  EXPECT_EQ(JacobiResult(stored.output), checksum) << stored.Describe() << "\nuninterrupted:\n"
-                                                   << plain.Describe();
+  EXPECT_EQ(JacobiResult(stored.output), checksum) << stored.Describe();
 }
 
 // The inodes of the CRIU pages images in the nodes' kept dumps of rank 0 of job 1, epoch e.
@@ -783,10 +780,9 @@ TEST(CheckpointTest, CoordinatorRestartRestartsTheJobAndGosRunFollowsIt) {
   c.timeslice = "1s";  // every message of the job needs an early strobe
   ASSERT_EQ(c.Start(), "");
   const std::vector<std::string> jacobi = {Example("jacobi"), "256", "3000", "100"};
-  Result plain = Execute(GosRun({"-n", "2", "-N", "2"}, jacobi), c.Env(), 120s);
-  ASSERT_EQ(plain.code, 0) << plain.Describe() << c.Logs();
-  const std::string checksum = JacobiResult(plain.output);
-  ASSERT_NE(checksum, "") << plain.Describe();
+  std::string why;
+  const std::string checksum = UninterruptedJacobi(c, {"-n", "2", "-N", "2"}, jacobi, 120s, &why);
+  ASSERT_NE(checksum, "") << why;
 
   auto run = Subprocess::Start(
       GosRun({"-n", "2", "-N", "2", "--checkpoint=1s", "--restart-on-failure"}, jacobi), c.Env());
@@ -814,7 +810,7 @@ TEST(CheckpointTest, CoordinatorRestartRestartsTheJobAndGosRunFollowsIt) {
             "")
       << out;
   EXPECT_NE(Find(out, "job " + job + " (restored from epoch \\d+) on nodes 1,2"), "") << out;
-  EXPECT_EQ(JacobiResult(out), checksum) << out << "\nuninterrupted:\n" << plain.Describe();
+  EXPECT_EQ(JacobiResult(out), checksum) << out;
   // gos-attach to the job now that it is over: its end at once; to no job: refused.
   Result over = Execute({Bin("gos-attach"), job}, c.Env(), 30s);
   EXPECT_EQ(over.code, 0) << over.Describe();

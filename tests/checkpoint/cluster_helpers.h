@@ -325,6 +325,17 @@ inline std::string JacobiResult(const std::string& output) {
   return Find(output, "(iterations=\\d+ residual=\\S+ checksum=\\S+)");
 }
 
+// Runs examples/jacobi (`program`) with gos-run `options` on c to its end, uninterrupted: what
+// it printed at its end (JacobiResult), or "" with *why saying what went wrong.
+inline std::string UninterruptedJacobi(const TestCluster& c, std::vector<std::string> options,
+                                       const std::vector<std::string>& program,
+                                       std::chrono::seconds timeout, std::string* why) {
+  Result plain = Execute(GosRun(std::move(options), program), c.Env(), timeout);
+  const std::string result = plain.code == 0 ? JacobiResult(plain.output) : "";
+  if (result.empty()) *why = plain.Describe() + c.Logs();
+  return result;
+}
+
 inline std::string FirstCommittedJob(const Subprocess& run) {
   std::string job;
   WaitUntil(

@@ -55,6 +55,7 @@ using testing::ListedEpochs;
 using testing::Result;
 using testing::Subprocess;
 using testing::TestCluster;
+using testing::UninterruptedJacobi;
 using testing::Unsupported;
 using testing::WaitUntil;
 using SteadyClock = std::chrono::steady_clock;
@@ -327,10 +328,9 @@ TEST(CheckpointFailureTest, RestartOnFailure) {
   const std::vector<std::string> jacobi = {Example("jacobi"), "256", "1500", "100"};
 
   // The uninterrupted run, for its checksum.
-  Result plain = Execute(GosRun({"-n", "4", "-N", "3"}, jacobi), c.Env(), 300s);
-  ASSERT_EQ(plain.code, 0) << plain.Describe() << c.Logs();
-  const std::string checksum = JacobiResult(plain.output);
-  ASSERT_NE(checksum, "") << plain.Describe();
+  std::string why;
+  const std::string checksum = UninterruptedJacobi(c, {"-n", "4", "-N", "3"}, jacobi, 300s, &why);
+  ASSERT_NE(checksum, "") << why;
 
   // With checkpoints and automatic restarts; once an epoch is committed, host 3 dies.
   auto run = Subprocess::Start(
@@ -353,7 +353,7 @@ TEST(CheckpointFailureTest, RestartOnFailure) {
   EXPECT_NE(out.find("job " + job + ": node 3"), std::string::npos) << out;
   EXPECT_NE(Find(out, "job " + job + ": (restarting from epoch \\d+)"), "") << out;
   EXPECT_NE(Find(out, "job " + job + " (restored from epoch \\d+ on nodes 1,2) "), "") << out;
-  EXPECT_EQ(JacobiResult(out), checksum) << out << "\nuninterrupted:\n" << plain.Describe();
+  EXPECT_EQ(JacobiResult(out), checksum) << out;
   Result verify = Execute({Bin("gos-store"), "verify"}, c.Env(), 120s);
   EXPECT_EQ(verify.code, 0) << verify.Describe();
   // The job table counts the automatic restart: a gos-restart of the job has none left.
@@ -386,10 +386,9 @@ TEST(CheckpointFailureTest, CriuKilledMidDumpRestartsOrFailsTheJob) {
   TestCluster c(2, /*netns=*/false);
   ASSERT_EQ(c.Start(), "");
   const std::vector<std::string> jacobi = {Example("jacobi"), "256", "4000", "100"};
-  Result plain = Execute(GosRun({"-n", "2", "-N", "2"}, jacobi), c.Env(), 300s);
-  ASSERT_EQ(plain.code, 0) << plain.Describe() << c.Logs();
-  const std::string checksum = JacobiResult(plain.output);
-  ASSERT_NE(checksum, "") << plain.Describe();
+  std::string why;
+  const std::string checksum = UninterruptedJacobi(c, {"-n", "2", "-N", "2"}, jacobi, 300s, &why);
+  ASSERT_NE(checksum, "") << why;
 
   // With an automatic restart left: restarted from its newest epoch, finishes as if nothing.
   auto run = Subprocess::Start(
@@ -411,7 +410,7 @@ TEST(CheckpointFailureTest, CriuKilledMidDumpRestartsOrFailsTheJob) {
       "")
       << out;
   EXPECT_NE(Find(out, "job " + job + ": (restarting from epoch \\d+)"), "") << out;
-  EXPECT_EQ(JacobiResult(out), checksum) << out << "\nuninterrupted:\n" << plain.Describe();
+  EXPECT_EQ(JacobiResult(out), checksum) << out;
 
   // Without: the job fails, saying why and where it can come back from.
   run = Subprocess::Start(GosRun({"-n", "2", "-N", "2", "--checkpoint=1s"}, jacobi), c.Env());
