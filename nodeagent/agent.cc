@@ -2167,9 +2167,16 @@ void NodeAgentImpl::RestoreWorker(uint64_t job, uint64_t epoch, uint32_t slot,
   if (auto ch = channel(); ch && failed.job != 0) {
     ch->Send(Frame::kRankFailed, os::Encode(failed)).IgnoreError();
   }
-  std::error_code ec;
-  std::filesystem::remove_all(
-      o_.state_dir + "/restore/j" + std::to_string(job) + "-e" + std::to_string(epoch), ec);
+  // The restore dir goes once the ranks are registered and reported started (declared before
+  // the lock: it is removed after mu_ is released): removing a GiB of image files can take
+  // longer than the rest of this function, and the job resumes only when every node is done.
+  struct RemoveWhenDone {
+    std::string dir;
+    ~RemoveWhenDone() {
+      std::error_code ec;
+      std::filesystem::remove_all(dir, ec);
+    }
+  } restore_dir{o_.state_dir + "/restore/j" + std::to_string(job) + "-e" + std::to_string(epoch)};
   std::lock_guard<std::mutex> lock(mu_);
   auto jt = jobs_.find(job);
   if (jt == jobs_.end()) {

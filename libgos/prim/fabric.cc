@@ -49,15 +49,6 @@ Status FabricError(ssize_t rc, const std::string& what) {
   }
 }
 
-std::string ResolveProvider(const std::string& requested) {
-  if (!requested.empty()) return requested;
-  const char* env = std::getenv("GOS_FABRIC_PROVIDER");
-  if (env != nullptr && *env != '\0') return env;
-  return "tcp;ofi_rxm";
-}
-
-bool ProviderUsesIp(const std::string& provider) { return provider.rfind("shm", 0) != 0; }
-
 namespace {
 
 // The abstract unix address of the bell of the endpoint with this name: "\0gos-bell/" and

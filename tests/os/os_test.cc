@@ -606,6 +606,30 @@ std::map<int, int> ParseHello(const std::string& out, int size, std::string* pro
   return nodes;
 }
 
+// ---- 0. Every tool's --help; what the tools load ------------------------------------------
+
+// Every tool answers --help with its usage and exit code 0. The tools that only talk to the
+// coordinator over its socket do not load libfabric: Debian's libfabric links the psm and psm2
+// libraries, whose constructors spend 100 ms each calibrating the CPU clock, so every gos-run,
+// gos-ps, gos-restart, ... would start 0.2 s late. The daemons load it (and show that the
+// check, the dynamic loader's own trace, sees it when it is there).
+TEST(ToolsTest, EveryToolHasHelpAndOnlyTheDaemonsLoadLibfabric) {
+  const std::vector<std::string> clients = {"gos-run",     "gos-ps",     "gos-kill",
+                                            "gos-cluster", "gos-ckpt",   "gos-restart",
+                                            "gos-store",   "gos-replay", "gos-attach"};
+  const std::vector<std::string> daemons = {"gos-coordinator", "gos-nodeagent"};
+  for (const std::vector<std::string>* list : {&clients, &daemons}) {
+    for (const std::string& name : *list) {
+      auto r = gos::testing::Run({Bin(name), "--help"}, {"LD_DEBUG=libs"}, 30s);
+      EXPECT_EQ(r.code, 0) << r.Describe();
+      EXPECT_NE(r.output.find("usage: " + name), std::string::npos) << r.Describe();
+      const bool loads = r.output.find("libfabric.so") != std::string::npos;
+      EXPECT_EQ(loads, list == &daemons)
+          << name << (loads ? " loads" : " does not load") << " libfabric";
+    }
+  }
+}
+
 // ---- 1. gos-run -n 8 -l hello on the embedded cluster ---------------------------------------
 
 TEST_F(OsTest, HelloEightRanksLabelledOnEmbeddedCluster) {
