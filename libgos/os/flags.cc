@@ -121,6 +121,10 @@ int Flags::Parse() {
       std::fputs(usage_, stdout);
       return 0;
     }
+    if (a == "--version") {
+      std::printf("%s (gos) %s\n", program_.c_str(), GOS_VERSION);
+      return 0;
+    }
     if (a == "--") {
       positional_.insert(positional_.end(), args_.begin() + static_cast<long>(i) + 1, args_.end());
       return -1;

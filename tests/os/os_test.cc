@@ -608,12 +608,12 @@ std::map<int, int> ParseHello(const std::string& out, int size, std::string* pro
 
 // ---- 0. Every tool's --help; what the tools load ------------------------------------------
 
-// Every tool answers --help with its usage and exit code 0. The tools that only talk to the
-// coordinator over its socket do not load libfabric: Debian's libfabric links the psm and psm2
-// libraries, whose constructors spend 100 ms each calibrating the CPU clock, so every gos-run,
-// gos-ps, gos-restart, ... would start 0.2 s late. The daemons load it (and show that the
-// check, the dynamic loader's own trace, sees it when it is there).
-TEST(ToolsTest, EveryToolHasHelpAndOnlyTheDaemonsLoadLibfabric) {
+// Every tool answers --help with its usage and --version with its version, exit code 0. The tools
+// that only talk to the coordinator over its socket do not load libfabric: Debian's libfabric links
+// the psm and psm2 libraries, whose constructors spend 100 ms each calibrating the CPU clock, so
+// every gos-run, gos-ps, gos-restart, ... would start 0.2 s late. The daemons load it (and show
+// that the check, the dynamic loader's own trace, sees it when it is there).
+TEST(ToolsTest, EveryToolHasHelpAndVersionAndOnlyTheDaemonsLoadLibfabric) {
   const std::vector<std::string> clients = {"gos-run",     "gos-ps",     "gos-kill",
                                             "gos-cluster", "gos-ckpt",   "gos-restart",
                                             "gos-store",   "gos-replay", "gos-attach"};
@@ -623,6 +623,9 @@ TEST(ToolsTest, EveryToolHasHelpAndOnlyTheDaemonsLoadLibfabric) {
       auto r = gos::testing::Run({Bin(name), "--help"}, {"LD_DEBUG=libs"}, 30s);
       EXPECT_EQ(r.code, 0) << r.Describe();
       EXPECT_NE(r.output.find("usage: " + name), std::string::npos) << r.Describe();
+      auto v = gos::testing::Run({Bin(name), "--version"}, {}, 30s);
+      EXPECT_EQ(v.code, 0) << v.Describe();
+      EXPECT_EQ(v.output.rfind(name + " (gos) ", 0), 0u) << v.Describe();
       const bool loads = r.output.find("libfabric.so") != std::string::npos;
       EXPECT_EQ(loads, list == &daemons)
           << name << (loads ? " loads" : " does not load") << " libfabric";

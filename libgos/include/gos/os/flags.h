@@ -47,8 +47,9 @@ class Flags {
     });
   }
 
-  // Returns -1 to go on, else the exit code to return from main: 0 after --help, 2 after a
-  // usage error (already printed to stderr with the program name).
+  // Returns -1 to go on, else the exit code to return from main: 0 after --help (the usage)
+  // or --version ("gos-run (gos) 0.1.0"), 2 after a usage error (already printed to stderr
+  // with the program name).
   int Parse();
   const std::vector<std::string>& positional() const { return positional_; }
 
