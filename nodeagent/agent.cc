@@ -288,9 +288,24 @@ class NodeAgentImpl final : public NodeAgent {
   // scripts/criu-patches/0003), then removes the job's other dumps.
   std::vector<RecycledFile> RecycleDumps(uint64_t job, uint64_t epoch, const std::string& scratch,
                                          const std::vector<std::pair<uint32_t, pid_t>>& ranks);
+  // Where a restart of (job, epoch) gathers a rank's images: those shipped from the store in
+  // the state dir; hard links to this node's own copy of the rank's dump next to that copy, in
+  // the scratch dir (on another file system than the state dir, each file had to be copied:
+  // seconds per GiB). The same dir when the scratch dir is the state dir (the default).
+  std::string RestoreJobDir(const std::string& root, uint64_t job, uint64_t epoch) const {
+    return root + "/restore/j" + std::to_string(job) + "-e" + std::to_string(epoch);
+  }
   std::string RestoreDir(uint64_t job, uint64_t epoch, uint32_t rank) const {
-    return o_.state_dir + "/restore/j" + std::to_string(job) + "-e" + std::to_string(epoch) + "/r" +
-           std::to_string(rank);
+    return RestoreJobDir(o_.state_dir, job, epoch) + "/r" + std::to_string(rank);
+  }
+  std::string LocalRestoreDir(uint64_t job, uint64_t epoch, uint32_t rank) const {
+    return RestoreJobDir(o_.scratch_dir, job, epoch) + "/r" + std::to_string(rank);
+  }
+  // The rank's images, wherever they were gathered.
+  std::string ImagesDir(uint64_t job, uint64_t epoch, uint32_t rank) const {
+    std::error_code ec;
+    const std::string local = LocalRestoreDir(job, epoch, rank);
+    return std::filesystem::is_directory(local, ec) ? local : RestoreDir(job, epoch, rank);
   }
   std::shared_ptr<Channel> channel() {
     std::lock_guard<std::mutex> lock(mu_);
@@ -1884,8 +1899,12 @@ void NodeAgentImpl::OnRestoreLocal(std::span<const uint8_t> payload) {
   reply.job = m->job;
   reply.rank = er.rank;
   const std::string src = CkptDir(m->job, m->epoch) + "/r" + std::to_string(er.rank);
-  const std::string dst = RestoreDir(m->job, m->epoch, er.rank);
+  const std::string dst = LocalRestoreDir(m->job, m->epoch, er.rank);
   std::error_code ec;
+  // What an earlier attempt got from the store goes: this one uses the node's copy.
+  if (dst != RestoreDir(m->job, m->epoch, er.rank)) {
+    std::filesystem::remove_all(RestoreDir(m->job, m->epoch, er.rank), ec);
+  }
   auto refuse = [&](const std::string& why) {
     reply.ok = false;
     reply.message = why;
@@ -1957,6 +1976,8 @@ std::string NodeAgentImpl::TakeRestoreBatch(const os::CkptBatch& b) {
       r = {b.attempt, ""};
       std::error_code ec;
       std::filesystem::remove_all(dir, ec);
+      // Nor what an earlier attempt linked from this node's copy of the dump.
+      std::filesystem::remove_all(LocalRestoreDir(b.job, b.epoch, b.rank), ec);
     }
     if (!r.error.empty()) return r.error;
   }
@@ -2041,13 +2062,13 @@ void NodeAgentImpl::Restore(const os::StrobeCommand& c) {
   LocalJob& j = *jp;
   j.hold = true;
   // BCS state: the matcher (the same in every rank's images) and each rank's channel.
-  const std::string first = RestoreDir(l.job, c.epoch, mine[0]);
+  const std::string first = ImagesDir(l.job, c.epoch, mine[0]);
   if (failure.empty() && ::access((first + "/gos-channel").c_str(), F_OK) == 0 && bcs_) {
     BcsRestore restore;
     auto m = ReadWholeFile(first + "/gos-matcher");
     if (m.ok()) restore.matcher = std::move(*m);
     for (uint32_t rank : mine) {
-      auto ch = ReadWholeFile(RestoreDir(l.job, c.epoch, rank) + "/gos-channel");
+      auto ch = ReadWholeFile(ImagesDir(l.job, c.epoch, rank) + "/gos-channel");
       if (ch.ok()) restore.channels[rank] = std::move(*ch);
     }
     BcsJob bj = BcsJobOf(l, mine);
@@ -2102,7 +2123,7 @@ void NodeAgentImpl::RestoreWorker(uint64_t job, uint64_t epoch, uint32_t slot,
   os::JobExit failed;  // the first rank that could not be restored (job 0: none)
   for (uint32_t i = 0; i < ranks.size(); ++i) {
     const uint32_t rank = ranks[i];
-    const std::string dir = RestoreDir(job, epoch, rank);
+    const std::string dir = ImagesDir(job, epoch, rank);
     Status st;
     std::string rank_dir;  // where this rank's executable goes
     // The executable must be where the dumped process had it.
@@ -2167,16 +2188,17 @@ void NodeAgentImpl::RestoreWorker(uint64_t job, uint64_t epoch, uint32_t slot,
   if (auto ch = channel(); ch && failed.job != 0) {
     ch->Send(Frame::kRankFailed, os::Encode(failed)).IgnoreError();
   }
-  // The restore dir goes once the ranks are registered and reported started (declared before
-  // the lock: it is removed after mu_ is released): removing a GiB of image files can take
-  // longer than the rest of this function, and the job resumes only when every node is done.
+  // The restore dirs go once the ranks are registered and reported started (declared before
+  // the lock: removed after mu_ is released): removing a GiB of image files can take longer
+  // than the rest of this function, and the job resumes only when every node is done.
   struct RemoveWhenDone {
-    std::string dir;
+    std::vector<std::string> dirs;
     ~RemoveWhenDone() {
       std::error_code ec;
-      std::filesystem::remove_all(dir, ec);
+      for (const std::string& d : dirs) std::filesystem::remove_all(d, ec);
     }
-  } restore_dir{o_.state_dir + "/restore/j" + std::to_string(job) + "-e" + std::to_string(epoch)};
+  } restore_dirs{
+      {RestoreJobDir(o_.state_dir, job, epoch), RestoreJobDir(o_.scratch_dir, job, epoch)}};
   std::lock_guard<std::mutex> lock(mu_);
   auto jt = jobs_.find(job);
   if (jt == jobs_.end()) {
