@@ -808,6 +808,85 @@ int ExchangeImpl(const char* fn, const void* sendbuf, const int* scounts, const 
   return WaitCollective(fn, comm, err, reqs);
 }
 
+// MPI_(I)alltoallw: ExchangeImpl with a datatype per peer on each side and displacements in
+// bytes. sendbuf MPI_IN_PLACE: what recvbuf holds, laid out as the receive, is sent from a
+// packed copy (owned by `in_place`, which must outlive the exchange).
+int AlltoallwImpl(const char* fn, const void* sendbuf, const int* scounts, const int* sdispls,
+                  const MPI_Datatype* stypes, void* recvbuf, const int* rcounts, const int* rdispls,
+                  const MPI_Datatype* rtypes, Comm* c, MPI_Comm comm, std::vector<char>* in_place,
+                  std::vector<MPI_Request>* started) {
+  const int n = c->g.size;
+  const int me = c->g.rank;
+  const bool inplace = sendbuf == MPI_IN_PLACE;
+  std::vector<TypePtr> st(static_cast<size_t>(n)), rt(static_cast<size_t>(n));
+  std::vector<size_t> packed_at(static_cast<size_t>(n) + 1, 0);
+  for (int i = 0; i < n; ++i) {
+    const size_t k = static_cast<size_t>(i);
+    rt[k] = FindType(rtypes[i]);
+    st[k] = inplace ? rt[k] : FindType(stypes[i]);
+    if (st[k] == nullptr || rt[k] == nullptr) return Fail(comm, fn, MPI_ERR_TYPE);
+    if (rcounts[i] < 0 || (!inplace && scounts[i] < 0)) return Fail(comm, fn, MPI_ERR_COUNT);
+    packed_at[k + 1] =
+        packed_at[k] +
+        (inplace ? gos::mpi::PackedSize(static_cast<size_t>(rcounts[i]), *rt[k]) : 0);
+  }
+  if (inplace) {
+    in_place->resize(packed_at.back());
+    for (int i = 0; i < n; ++i) {
+      const size_t k = static_cast<size_t>(i);
+      gos::mpi::Pack(static_cast<const char*>(recvbuf) + rdispls[i],
+                     static_cast<size_t>(rcounts[i]), *rt[k], in_place->data() + packed_at[k]);
+    }
+  }
+  // What goes to peer i: count x type at its byte displacement, or its packed block.
+  auto send_part = [&](int i, const void** buf, int* count, TypePtr* type) {
+    const size_t k = static_cast<size_t>(i);
+    if (inplace) {
+      *buf = in_place->data() + packed_at[k];
+      *count = static_cast<int>(packed_at[k + 1] - packed_at[k]);
+      *type = FindType(MPI_BYTE);
+    } else {
+      *buf = static_cast<const char*>(sendbuf) + sdispls[i];
+      *count = scounts[i];
+      *type = st[k];
+    }
+  };
+  const gos_comm_t gc = c->Collective();
+  const int tag = c->NextCollTag();
+  std::vector<MPI_Request> reqs;
+  int err = MPI_SUCCESS;
+  for (int k = 1; k < n && err == MPI_SUCCESS; ++k) {
+    const int from = (me - k + n) % n;
+    MPI_Request r;
+    err = StartRecv(static_cast<char*>(recvbuf) + rdispls[from], rcounts[from],
+                    rt[static_cast<size_t>(from)], from, tag, comm, gc, &r);
+    if (err == MPI_SUCCESS) reqs.push_back(r);
+  }
+  for (int k = 1; k < n && err == MPI_SUCCESS; ++k) {
+    const int to = (me + k) % n;
+    const void* buf;
+    int count;
+    TypePtr type;
+    send_part(to, &buf, &count, &type);
+    MPI_Request r;
+    err = StartSend(buf, count, type, to, tag, comm, gc, 0, &r);
+    if (err == MPI_SUCCESS) reqs.push_back(r);
+  }
+  if (err == MPI_SUCCESS && !inplace) {
+    const void* buf;
+    int count;
+    TypePtr type;
+    send_part(me, &buf, &count, &type);
+    err = LocalCopy(buf, count, *type, static_cast<char*>(recvbuf) + rdispls[me], rcounts[me],
+                    *rt[static_cast<size_t>(me)]);
+  }
+  if (started != nullptr && err == MPI_SUCCESS) {
+    *started = std::move(reqs);
+    return MPI_SUCCESS;
+  }
+  return WaitCollective(fn, comm, err, reqs);
+}
+
 int ReduceArgs(MPI_Datatype dt, MPI_Op op, int count) {
   if (count < 0) return MPI_ERR_COUNT;
   if (dt < MPI_CHAR || dt > MPI_LONG_DOUBLE_INT) {
@@ -3057,6 +3136,32 @@ int MPI_Alltoallv(const void* sendbuf, const int sendcounts[], const int sdispls
   }
   return ExchangeImpl(kFn, copy.data(), pcounts.data(), pdispls.data(), MPI_BYTE, recvbuf,
                       recvcounts, rdispls, recvtype, c, comm, /*self_copy=*/true);
+}
+
+int MPI_Alltoallw(const void* sendbuf, const int sendcounts[], const int sdispls[],
+                  const MPI_Datatype sendtypes[], void* recvbuf, const int recvcounts[],
+                  const int rdispls[], const MPI_Datatype recvtypes[], MPI_Comm comm) {
+  GOS_MPI_COMM(c, comm, "MPI_Alltoallw");
+  std::vector<char> in_place;
+  return AlltoallwImpl("MPI_Alltoallw", sendbuf, sendcounts, sdispls, sendtypes, recvbuf,
+                       recvcounts, rdispls, recvtypes, c, comm, &in_place, nullptr);
+}
+
+int MPI_Ialltoallw(const void* sendbuf, const int sendcounts[], const int sdispls[],
+                   const MPI_Datatype sendtypes[], void* recvbuf, const int recvcounts[],
+                   const int rdispls[], const MPI_Datatype recvtypes[], MPI_Comm comm,
+                   MPI_Request* request) {
+  static const char* const kFn = "MPI_Ialltoallw";
+  GOS_MPI_COMM(c, comm, kFn);
+  // An in-place exchange sends from a packed copy that lives until the request is done.
+  auto in_place = std::make_shared<std::vector<char>>();
+  std::vector<MPI_Request> parts;
+  if (int e = AlltoallwImpl(kFn, sendbuf, sendcounts, sdispls, sendtypes, recvbuf, recvcounts,
+                            rdispls, recvtypes, c, comm, in_place.get(), &parts)) {
+    return e;
+  }
+  *request = Compound(comm, std::move(parts), [in_place] { return MPI_SUCCESS; });
+  return MPI_SUCCESS;
 }
 
 int MPI_Alltoall(const void* sendbuf, int sendcount, MPI_Datatype sendtype, void* recvbuf,
