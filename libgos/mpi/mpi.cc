@@ -55,6 +55,7 @@ constexpr int kCollTagBase = 0x40000000;
 constexpr int kCollTagMask = 0x3fffffff;
 // MPI_Comm_create_keyval's handles: kFirstKeyval + index (above the predefined MPI_TAG_UB ...).
 constexpr int kFirstKeyval = 64;
+constexpr MPI_Errhandler kFirstUserErrhandler = 16;
 
 // A distributed graph topology (MPI_Dist_graph_create_adjacent): this rank's in- and
 // out-neighbours (comm ranks, in the order given) and, when weighted, their weights.
@@ -160,6 +161,14 @@ struct State {
   std::vector<std::optional<std::vector<std::pair<std::string, std::string>>>> infos;
   std::thread::id main_thread;  // the thread that called MPI_Init
   std::vector<Keyval> keyvals;  // index = keyval - kFirstKeyval; never reused
+  // MPI_Comm_create_errhandler's functions: index = MPI_Errhandler - kFirstUserErrhandler;
+  // never reused (a freed handler stays valid for the communicators that use it).
+  std::vector<MPI_Comm_errhandler_function*> errhandlers;
+  // MPI_Add_error_class/_code: the class of each code handed out, index = code -
+  // MPI_ERR_LASTCODE - 1 (a class is its own), and MPI_Add_error_string's texts.
+  std::vector<int> user_code_class;
+  std::map<int, std::string> user_error_strings;
+  int last_used_code = MPI_ERR_LASTCODE;  // MPI_LASTUSEDCODE's value
 };
 
 State& S() {
@@ -249,20 +258,54 @@ int FromGos(int err) {
   }
 }
 
+// The class of a code MPI_Add_error_code/_class handed out, or -1.
+int UserErrorClass(int code) {
+  const State& s = S();
+  if (code <= MPI_ERR_LASTCODE || code > s.last_used_code) return -1;
+  return s.user_code_class[static_cast<size_t>(code - MPI_ERR_LASTCODE - 1)];
+}
+
+// ErrorText, and the program's texts for its own codes ("" when it gave none).
+const char* AnyErrorText(int code) {
+  if (UserErrorClass(code) < 0) return ErrorText(code);
+  const auto& strings = S().user_error_strings;
+  auto it = strings.find(code);
+  return it != strings.end() ? it->second.c_str() : "";
+}
+
 Comm* FindComm(MPI_Comm c) {
   State& s = S();
   if (c <= 0 || static_cast<size_t>(c) >= s.comms.size()) return nullptr;
   return s.comms[static_cast<size_t>(c)].get();
 }
 
+// The program's handler behind `e`, or nullptr (a predefined one, or no handler).
+MPI_Comm_errhandler_function* UserErrhandler(MPI_Errhandler e) {
+  const State& s = S();
+  if (e < kFirstUserErrhandler ||
+      static_cast<size_t>(e - kFirstUserErrhandler) >= s.errhandlers.size()) {
+    return nullptr;
+  }
+  return s.errhandlers[static_cast<size_t>(e - kFirstUserErrhandler)];
+}
+
 // Applies the error handler of `comm` (MPI_COMM_WORLD's when comm is not a communicator):
-// fatal prints the reason and ends the job; MPI_ERRORS_RETURN hands the code back.
+// fatal prints the reason and ends the job; MPI_ERRORS_RETURN hands the code back; a handler
+// of the program's is called with the communicator and the code, which is then handed back.
 int Fail(MPI_Comm comm, const char* fn, int code) {
   if (code == MPI_SUCCESS) return code;
   Comm* c = FindComm(comm);
-  if (c == nullptr) c = FindComm(MPI_COMM_WORLD);
+  if (c == nullptr) {
+    comm = MPI_COMM_WORLD;
+    c = FindComm(comm);
+  }
   if (c != nullptr && c->errhandler == MPI_ERRORS_RETURN) return code;
-  const char* text = ErrorText(code);
+  if (MPI_Comm_errhandler_function* user = c != nullptr ? UserErrhandler(c->errhandler) : nullptr) {
+    int handed = code;
+    user(&comm, &handed);
+    return code;
+  }
+  const char* text = AnyErrorText(code);
   std::fprintf(stderr, "gos MPI: %s: %s (rank %d)\n", fn, text != nullptr ? text : "error",
                gos_initialized() ? gos_world_rank() : -1);
   std::fflush(stderr);
@@ -1384,7 +1427,7 @@ int MPI_Comm_create_group(MPI_Comm comm, MPI_Group group, int tag, MPI_Comm* new
 int MPI_Comm_get_attr(MPI_Comm comm, int comm_keyval, void* attribute_val, int* flag) {
   static const char* const kFn = "MPI_Comm_get_attr";
   static int tag_ub = 0x7fffffff, host = MPI_PROC_NULL, io = MPI_ANY_SOURCE, wtime_global = 0,
-             universe = 0, last_code = MPI_ERR_LASTCODE;
+             universe = 0;
   GOS_MPI_COMM(c, comm, kFn);
   if (attribute_val == nullptr || flag == nullptr) return Fail(comm, kFn, MPI_ERR_ARG);
   if (!IsPredefinedKeyval(comm_keyval)) {
@@ -1413,7 +1456,7 @@ int MPI_Comm_get_attr(MPI_Comm comm, int comm_keyval, void* attribute_val, int* 
       value = &universe;
       break;
     case MPI_LASTUSEDCODE:
-      value = &last_code;  // there are no user error codes (MPI_Add_error_code)
+      value = &S().last_used_code;
       break;
     default:
       break;
@@ -1653,9 +1696,31 @@ int MPI_Comm_free(MPI_Comm* comm) {
   return MPI_SUCCESS;
 }
 
-// The error handlers there are: the two predefined ones.
+// The error handlers there are: the predefined ones and those MPI_Comm_create_errhandler made.
 static bool IsErrhandler(MPI_Errhandler e) {
-  return e == MPI_ERRORS_ARE_FATAL || e == MPI_ERRORS_RETURN;
+  return e == MPI_ERRORS_ARE_FATAL || e == MPI_ERRORS_RETURN || e == MPI_ERRORS_ABORT ||
+         UserErrhandler(e) != nullptr;
+}
+
+int MPI_Comm_create_errhandler(MPI_Comm_errhandler_function* function, MPI_Errhandler* errhandler) {
+  if (function == nullptr || errhandler == nullptr) {
+    return Fail(MPI_COMM_WORLD, "MPI_Comm_create_errhandler", MPI_ERR_ARG);
+  }
+  State& s = S();
+  s.errhandlers.push_back(function);
+  *errhandler = kFirstUserErrhandler + static_cast<MPI_Errhandler>(s.errhandlers.size() - 1);
+  return MPI_SUCCESS;
+}
+
+int MPI_Errhandler_create(MPI_Handler_function* function, MPI_Errhandler* errhandler) {
+  return MPI_Comm_create_errhandler(function, errhandler);
+}
+
+int MPI_Comm_call_errhandler(MPI_Comm comm, int errorcode) {
+  GOS_MPI_COMM(c, comm, "MPI_Comm_call_errhandler");
+  (void)c;
+  Fail(comm, "MPI_Comm_call_errhandler", errorcode);
+  return MPI_SUCCESS;
 }
 
 int MPI_Comm_set_errhandler(MPI_Comm comm, MPI_Errhandler errhandler) {
@@ -3522,7 +3587,7 @@ int MPI_Query_thread(int* provided) {
 int MPI_Pcontrol(const int /*level*/, ...) { return MPI_SUCCESS; }
 
 int MPI_Error_string(int errorcode, char* string, int* resultlen) {
-  const char* text = ErrorText(errorcode);
+  const char* text = AnyErrorText(errorcode);
   if (text == nullptr) {
     std::snprintf(string, MPI_MAX_ERROR_STRING, "unknown error code %d", errorcode);
   } else {
@@ -3619,11 +3684,42 @@ int MPI_Unpack(const void* inbuf, int insize, int* position, void* outbuf, int o
 }
 
 int MPI_Error_class(int errorcode, int* errorclass) {
-  // Every error code gos returns is itself a class.
-  if (errorclass == nullptr || ErrorText(errorcode) == nullptr) {
+  // Every error code gos returns is itself a class; the program's codes have theirs.
+  const int user = UserErrorClass(errorcode);
+  if (errorclass == nullptr || (user < 0 && ErrorText(errorcode) == nullptr)) {
     return Fail(MPI_COMM_WORLD, "MPI_Error_class", MPI_ERR_ARG);
   }
-  *errorclass = errorcode;
+  *errorclass = user >= 0 ? user : errorcode;
+  return MPI_SUCCESS;
+}
+
+int MPI_Add_error_class(int* errorclass) {
+  if (errorclass == nullptr) return Fail(MPI_COMM_WORLD, "MPI_Add_error_class", MPI_ERR_ARG);
+  State& s = S();
+  *errorclass = ++s.last_used_code;
+  s.user_code_class.push_back(*errorclass);
+  return MPI_SUCCESS;
+}
+
+int MPI_Add_error_code(int errorclass, int* errorcode) {
+  // A predefined class, or one the program added (not a code of its own that is no class).
+  const bool is_class = UserErrorClass(errorclass) == errorclass ||
+                        (errorclass <= MPI_ERR_LASTCODE && ErrorText(errorclass) != nullptr);
+  if (errorcode == nullptr || !is_class) {
+    return Fail(MPI_COMM_WORLD, "MPI_Add_error_code", MPI_ERR_ARG);
+  }
+  State& s = S();
+  *errorcode = ++s.last_used_code;
+  s.user_code_class.push_back(errorclass);
+  return MPI_SUCCESS;
+}
+
+int MPI_Add_error_string(int errorcode, const char* string) {
+  // Only for the program's own codes and classes (MPI 4.1, 9.5).
+  if (string == nullptr || UserErrorClass(errorcode) < 0) {
+    return Fail(MPI_COMM_WORLD, "MPI_Add_error_string", MPI_ERR_ARG);
+  }
+  S().user_error_strings[errorcode] = std::string(string).substr(0, MPI_MAX_ERROR_STRING - 1);
   return MPI_SUCCESS;
 }
 

@@ -129,6 +129,8 @@ typedef struct MPI_Status {
 #define MPI_ERRHANDLER_NULL ((MPI_Errhandler)0)
 #define MPI_ERRORS_ARE_FATAL ((MPI_Errhandler)1)
 #define MPI_ERRORS_RETURN ((MPI_Errhandler)2)
+/* MPI 4.0: like MPI_ERRORS_ARE_FATAL here (a job is aborted as a whole). */
+#define MPI_ERRORS_ABORT ((MPI_Errhandler)3)
 
 #define MPI_STATUS_IGNORE ((MPI_Status*)0)
 #define MPI_STATUSES_IGNORE ((MPI_Status*)0)
@@ -220,7 +222,19 @@ int MPI_Comm_split(MPI_Comm comm, int color, int key, MPI_Comm* newcomm);
 int MPI_Comm_free(MPI_Comm* comm);
 int MPI_Comm_set_errhandler(MPI_Comm comm, MPI_Errhandler errhandler);
 int MPI_Comm_get_errhandler(MPI_Comm comm, MPI_Errhandler* errhandler);
-/* The handlers are predefined: freeing one only sets the handle to MPI_ERRHANDLER_NULL. */
+/* A handler of the program's own: called with the communicator and the error code of a call
+ * that failed on it, after which the call returns that code (unless the handler ends the
+ * job). The handler may call MPI. */
+typedef void MPI_Comm_errhandler_function(MPI_Comm* comm, int* errorcode, ...);
+typedef MPI_Comm_errhandler_function MPI_Comm_errhandler_fn; /* MPI 2.0's name */
+typedef MPI_Comm_errhandler_function MPI_Handler_function;   /* MPI 1's name */
+int MPI_Comm_create_errhandler(MPI_Comm_errhandler_function* function, MPI_Errhandler* errhandler);
+int MPI_Errhandler_create(MPI_Handler_function* function, MPI_Errhandler* errhandler);
+/* Applies comm's handler to errorcode as a failed call on comm would; MPI_SUCCESS when the
+ * handler returned. */
+int MPI_Comm_call_errhandler(MPI_Comm comm, int errorcode);
+/* Freeing a handler only sets the handle to MPI_ERRHANDLER_NULL: communicators using it keep
+ * it. */
 int MPI_Errhandler_free(MPI_Errhandler* errhandler);
 /* MPI-1 names of MPI_Comm_set_errhandler and MPI_Comm_get_errhandler. */
 int MPI_Errhandler_set(MPI_Comm comm, MPI_Errhandler errhandler);
@@ -555,6 +569,11 @@ double MPI_Wtick(void);
 int MPI_Get_processor_name(char* name, int* resultlen);
 int MPI_Error_string(int errorcode, char* string, int* resultlen);
 int MPI_Error_class(int errorcode, int* errorclass);
+/* Error classes and codes of the program's own, above MPI_ERR_LASTCODE (MPI_LASTUSEDCODE on
+ * MPI_COMM_WORLD tells the last one handed out), with texts for MPI_Error_string. */
+int MPI_Add_error_class(int* errorclass);
+int MPI_Add_error_code(int errorclass, int* errorcode);
+int MPI_Add_error_string(int errorcode, const char* string);
 int MPI_Get_version(int* version, int* subversion);
 int MPI_Get_library_version(char* version, int* resultlen);
 int MPI_Query_thread(int* provided);
