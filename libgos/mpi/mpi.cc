@@ -117,13 +117,15 @@ struct Request {
   std::vector<MPI_Request> parts;
   std::function<int()> on_done;
   int compound_error = MPI_SUCCESS;
+  int status_part = -1;  // the part whose status is the compound's (MPI_Isendrecv's receive)
 };
 
 // A persistent request's arguments (MPI_Send_init, MPI_Recv_init); MPI_Start posts them.
 struct Persistent {
   bool in_use = false;
   bool send = false;
-  int flags = 0;  // GOS_SEND_SYNC for MPI_Ssend_init
+  bool buffered = false;  // MPI_Bsend_init: each MPI_Start copies and is complete at once
+  int flags = 0;          // GOS_SEND_SYNC for MPI_Ssend_init
   const void* sbuf = nullptr;
   void* rbuf = nullptr;
   int count = 0;
@@ -467,8 +469,16 @@ void FinishCompound(Request* q) {
   int err = MPI_SUCCESS;
   std::vector<MPI_Request> parts = std::move(q->parts);
   std::function<int()> done = std::move(q->on_done);
-  for (MPI_Request p : parts) {
-    const int e = Finish(p, MPI_STATUS_IGNORE);
+  for (size_t i = 0; i < parts.size(); ++i) {
+    MPI_Status st{};
+    const bool keep = static_cast<int>(i) == q->status_part;
+    const int e = Finish(parts[i], keep ? &st : MPI_STATUS_IGNORE);
+    if (keep) {
+      q->st.source = st.MPI_SOURCE;
+      q->st.tag = st.MPI_TAG;
+      q->st.len = st.gos_bytes;
+      q->st.cancelled = st.gos_cancelled;
+    }
     if (err == MPI_SUCCESS) err = e;
   }
   if (err == MPI_SUCCESS && done) err = done();
@@ -2112,6 +2122,36 @@ int MPI_Test_cancelled(const MPI_Status* status, int* flag) {
   return MPI_SUCCESS;
 }
 
+int MPI_Status_set_cancelled(MPI_Status* status, int flag) {
+  if (status == nullptr) return Fail(MPI_COMM_WORLD, "MPI_Status_set_cancelled", MPI_ERR_ARG);
+  status->gos_cancelled = flag != 0 ? 1 : 0;
+  return MPI_SUCCESS;
+}
+
+// What MPI_Get_count / MPI_Get_elements read back: count elements of datatype's size.
+int MPI_Status_set_elements_x(MPI_Status* status, MPI_Datatype datatype, MPI_Count count) {
+  static const char* const kFn = "MPI_Status_set_elements";
+  TypePtr t = FindType(datatype, /*for_transfer=*/false);
+  if (status == nullptr || count < 0) return Fail(MPI_COMM_WORLD, kFn, MPI_ERR_ARG);
+  if (t == nullptr) return Fail(MPI_COMM_WORLD, kFn, MPI_ERR_TYPE);
+  // count basic elements: whole items of the type, then the rest of one at the item's mean
+  // element size (exact for a type of one basic type, as every use of this call has).
+  const size_t item = gos::mpi::PackedSize(1, *t);
+  const long per_item = gos::mpi::ElementsOf(item, *t, MPI_UNDEFINED);
+  if (item == 0 || per_item <= 0) {
+    status->gos_bytes = 0;
+    return count == 0 ? MPI_SUCCESS : Fail(MPI_COMM_WORLD, kFn, MPI_ERR_TYPE);
+  }
+  const auto n = static_cast<size_t>(count);
+  const auto e = static_cast<size_t>(per_item);
+  status->gos_bytes = n / e * item + n % e * (item / e);
+  return MPI_SUCCESS;
+}
+
+int MPI_Status_set_elements(MPI_Status* status, MPI_Datatype datatype, int count) {
+  return MPI_Status_set_elements_x(status, datatype, count);
+}
+
 static int Active_Request_free(MPI_Request* request) {
   static const char* const kFn = "MPI_Request_free";
   if (request == nullptr) return Fail(MPI_COMM_WORLD, kFn, MPI_ERR_REQUEST);
@@ -2200,6 +2240,31 @@ int NewPersistent(Persistent p, MPI_Request* request, const char* fn) {
   return MPI_SUCCESS;
 }
 
+// A buffered send of count x t: a packed copy that the request owns, then the request is let
+// go: the copy lives until the message has moved (a detached request), and the program's
+// buffer is free at once. With `done`, also a request that is complete already (MPI_Ibsend's,
+// a started MPI_Bsend_init's).
+int StartBsend(const char* fn, const void* buf, int count, const TypePtr& t, int dest, int tag,
+               MPI_Comm comm, MPI_Request* done) {
+  GOS_MPI_COMM(c, comm, fn);
+  GOS_MPI_CHECK(comm, fn, CheckCount(count));
+  if (t == nullptr) return Fail(comm, fn, MPI_ERR_TYPE);
+  std::vector<char> copy(gos::mpi::PackedSize(static_cast<size_t>(count), *t));
+  gos::mpi::Pack(buf, static_cast<size_t>(count), *t, copy.data());
+  MPI_Request r = MPI_REQUEST_NULL;
+  GOS_MPI_CHECK(comm, fn,
+                StartSend(copy.data(), static_cast<int>(copy.size()), MPI_BYTE, dest, tag, comm,
+                          c->g, 0, &r));
+  Request* q = FindRequest(r);
+  if (q != nullptr && !q->proc_null && q->tmp.empty()) {
+    // gos may still read `copy` (a large message): keep it with the request.
+    q->tmp = std::move(copy);
+  }
+  if (int e = Active_Request_free(&r)) return e;
+  if (done != nullptr) *done = Compound(comm, {}, nullptr);
+  return MPI_SUCCESS;
+}
+
 }  // namespace
 
 extern "C" {
@@ -2223,6 +2288,18 @@ int MPI_Ssend_init(const void* buf, int count, MPI_Datatype datatype, int dest, 
   return MPI_SUCCESS;
 }
 
+int MPI_Rsend_init(const void* buf, int count, MPI_Datatype datatype, int dest, int tag,
+                   MPI_Comm comm, MPI_Request* request) {
+  return MPI_Send_init(buf, count, datatype, dest, tag, comm, request);  // as MPI_Rsend
+}
+
+int MPI_Bsend_init(const void* buf, int count, MPI_Datatype datatype, int dest, int tag,
+                   MPI_Comm comm, MPI_Request* request) {
+  if (int e = MPI_Send_init(buf, count, datatype, dest, tag, comm, request)) return e;
+  if (Persistent* p = FindPersistent(*request)) p->buffered = true;
+  return MPI_SUCCESS;
+}
+
 int MPI_Recv_init(void* buf, int count, MPI_Datatype datatype, int source, int tag, MPI_Comm comm,
                   MPI_Request* request) {
   return NewPersistent(
@@ -2236,6 +2313,9 @@ int MPI_Start(MPI_Request* request) {
   if (p == nullptr) return Fail(MPI_COMM_WORLD, kFn, MPI_ERR_REQUEST);
   if (p->active != MPI_REQUEST_NULL) return Fail(p->comm, kFn, MPI_ERR_REQUEST);  // still active
   GOS_MPI_COMM(c, p->comm, kFn);
+  if (p->buffered) {
+    return StartBsend(kFn, p->sbuf, p->count, p->layout, p->peer, p->tag, p->comm, &p->active);
+  }
   if (p->send) {
     GOS_MPI_CHECK(p->comm, kFn,
                   StartSend(p->sbuf, p->count, p->layout, p->peer, p->tag, p->comm, c->g, p->flags,
@@ -2328,25 +2408,60 @@ int MPI_Irsend(const void* buf, int count, MPI_Datatype datatype, int dest, int 
 }
 
 int MPI_Bsend(const void* buf, int count, MPI_Datatype datatype, int dest, int tag, MPI_Comm comm) {
-  static const char* const kFn = "MPI_Bsend";
+  return StartBsend("MPI_Bsend", buf, count, FindType(datatype), dest, tag, comm, nullptr);
+}
+
+int MPI_Ibsend(const void* buf, int count, MPI_Datatype datatype, int dest, int tag, MPI_Comm comm,
+               MPI_Request* request) {
+  if (request == nullptr) return Fail(comm, "MPI_Ibsend", MPI_ERR_ARG);
+  return StartBsend("MPI_Ibsend", buf, count, FindType(datatype), dest, tag, comm, request);
+}
+
+int MPI_Isendrecv(const void* sendbuf, int sendcount, MPI_Datatype sendtype, int dest, int sendtag,
+                  void* recvbuf, int recvcount, MPI_Datatype recvtype, int source, int recvtag,
+                  MPI_Comm comm, MPI_Request* request) {
+  static const char* const kFn = "MPI_Isendrecv";
   GOS_MPI_COMM(c, comm, kFn);
+  if (request == nullptr) return Fail(comm, kFn, MPI_ERR_ARG);
+  MPI_Request rr;
+  MPI_Request sr;
+  GOS_MPI_CHECK(comm, kFn,
+                StartRecv(recvbuf, recvcount, recvtype, source, recvtag, comm, c->g, &rr));
+  if (int e = StartSend(sendbuf, sendcount, sendtype, dest, sendtag, comm, c->g, 0, &sr)) {
+    MPI_Cancel(&rr);
+    (void)WaitOne(rr, MPI_STATUS_IGNORE);
+    return Fail(comm, kFn, e);
+  }
+  *request = Compound(comm, {rr, sr}, nullptr);
+  FindRequest(*request)->status_part = 0;  // the receive's
+  return MPI_SUCCESS;
+}
+
+int MPI_Isendrecv_replace(void* buf, int count, MPI_Datatype datatype, int dest, int sendtag,
+                          int source, int recvtag, MPI_Comm comm, MPI_Request* request) {
+  static const char* const kFn = "MPI_Isendrecv_replace";
+  GOS_MPI_COMM(c, comm, kFn);
+  if (request == nullptr) return Fail(comm, kFn, MPI_ERR_ARG);
   GOS_MPI_CHECK(comm, kFn, CheckCount(count));
   TypePtr t = FindType(datatype);
   if (t == nullptr) return Fail(comm, kFn, MPI_ERR_TYPE);
-  // A packed copy that the request owns, then the request is let go: the copy lives until the
-  // message has moved (a detached request), and the program's buffer is free at once.
-  std::vector<char> copy(gos::mpi::PackedSize(static_cast<size_t>(count), *t));
-  gos::mpi::Pack(buf, static_cast<size_t>(count), *t, copy.data());
-  MPI_Request r = MPI_REQUEST_NULL;
-  GOS_MPI_CHECK(comm, kFn,
-                StartSend(copy.data(), static_cast<int>(copy.size()), MPI_BYTE, dest, tag, comm,
-                          c->g, 0, &r));
-  Request* q = FindRequest(r);
-  if (q != nullptr && !q->proc_null && q->tmp.empty()) {
-    // gos may still read `copy` (a large message): keep it with the request.
-    q->tmp = std::move(copy);
+  // The message goes from a packed copy, so that the receive may fill buf meanwhile; the copy
+  // lives as long as the request.
+  auto copy =
+      std::make_shared<std::vector<char>>(gos::mpi::PackedSize(static_cast<size_t>(count), *t));
+  gos::mpi::Pack(buf, static_cast<size_t>(count), *t, copy->data());
+  MPI_Request rr;
+  MPI_Request sr;
+  GOS_MPI_CHECK(comm, kFn, StartRecv(buf, count, t, source, recvtag, comm, c->g, &rr));
+  if (int e = StartSend(copy->data(), static_cast<int>(copy->size()), MPI_BYTE, dest, sendtag, comm,
+                        c->g, 0, &sr)) {
+    MPI_Cancel(&rr);
+    (void)WaitOne(rr, MPI_STATUS_IGNORE);
+    return Fail(comm, kFn, e);
   }
-  return Active_Request_free(&r);
+  *request = Compound(comm, {rr, sr}, [copy] { return MPI_SUCCESS; });
+  FindRequest(*request)->status_part = 0;
+  return MPI_SUCCESS;
 }
 
 int MPI_Buffer_attach(void* buffer, int size) {
@@ -3927,6 +4042,22 @@ int MPI_Info_get(MPI_Info info, const char* key, int valuelen, char* value, int*
   *flag = v != nullptr;
   // At most valuelen characters, and the terminating NUL (value has valuelen + 1 bytes).
   if (v != nullptr) std::snprintf(value, static_cast<size_t>(valuelen) + 1, "%s", v->c_str());
+  return MPI_SUCCESS;
+}
+
+int MPI_Info_get_string(MPI_Info info, const char* key, int* buflen, char* value, int* flag) {
+  int err = MPI_SUCCESS;
+  InfoPairs* pairs = InfoArgs("MPI_Info_get_string", info,
+                              key != nullptr && buflen != nullptr && *buflen >= 0 &&
+                                  flag != nullptr && (*buflen == 0 || value != nullptr),
+                              &err);
+  if (pairs == nullptr) return err;
+  const std::string* v = InfoValue(*pairs, key);
+  *flag = v != nullptr;
+  if (v == nullptr) return MPI_SUCCESS;
+  // At most *buflen bytes with the NUL; *buflen becomes what the whole value needs.
+  if (*buflen > 0) std::snprintf(value, static_cast<size_t>(*buflen), "%s", v->c_str());
+  *buflen = static_cast<int>(v->size()) + 1;
   return MPI_SUCCESS;
 }
 

@@ -231,12 +231,12 @@ INSTANTIATE_TEST_SUITE_P(
     ProgramLayoutName);
 
 // Newer programs, at 1 rank and at 4 and 6 over one and two nodes.
-INSTANTIATE_TEST_SUITE_P(MorePrograms, SemanticsTest,
-                         ::testing::Combine(::testing::Values("topo_attr", "comm_create", "apps",
-                                                              "rma", "alltoallw", "errhandler"),
-                                            ::testing::Values(Layout{1, 1}, Layout{4, 1},
-                                                              Layout{4, 2}, Layout{6, 2})),
-                         ProgramLayoutName);
+INSTANTIATE_TEST_SUITE_P(
+    MorePrograms, SemanticsTest,
+    ::testing::Combine(::testing::Values("topo_attr", "comm_create", "apps", "rma", "alltoallw",
+                                         "errhandler", "sendmodes"),
+                       ::testing::Values(Layout{1, 1}, Layout{4, 1}, Layout{4, 2}, Layout{6, 2})),
+    ProgramLayoutName);
 
 // Large sends from one reused buffer, between ranks of one node (3 ranks: two receivers of one
 // buffer) and across two nodes.

@@ -323,6 +323,12 @@ int MPI_Irecv(void* buf, int count, MPI_Datatype datatype, int source, int tag, 
 int MPI_Sendrecv(const void* sendbuf, int sendcount, MPI_Datatype sendtype, int dest, int sendtag,
                  void* recvbuf, int recvcount, MPI_Datatype recvtype, int source, int recvtag,
                  MPI_Comm comm, MPI_Status* status);
+/* MPI 4.0: MPI_Sendrecv as one request, whose status is the receive's. */
+int MPI_Isendrecv(const void* sendbuf, int sendcount, MPI_Datatype sendtype, int dest, int sendtag,
+                  void* recvbuf, int recvcount, MPI_Datatype recvtype, int source, int recvtag,
+                  MPI_Comm comm, MPI_Request* request);
+int MPI_Isendrecv_replace(void* buf, int count, MPI_Datatype datatype, int dest, int sendtag,
+                          int source, int recvtag, MPI_Comm comm, MPI_Request* request);
 int MPI_Probe(int source, int tag, MPI_Comm comm, MPI_Status* status);
 int MPI_Iprobe(int source, int tag, MPI_Comm comm, int* flag, MPI_Status* status);
 int MPI_Get_count(const MPI_Status* status, MPI_Datatype datatype, int* count);
@@ -335,6 +341,9 @@ int MPI_Rsend(const void* buf, int count, MPI_Datatype datatype, int dest, int t
 int MPI_Irsend(const void* buf, int count, MPI_Datatype datatype, int dest, int tag, MPI_Comm comm,
                MPI_Request* request);
 int MPI_Bsend(const void* buf, int count, MPI_Datatype datatype, int dest, int tag, MPI_Comm comm);
+/* Copies like MPI_Bsend; the request is complete at once. */
+int MPI_Ibsend(const void* buf, int count, MPI_Datatype datatype, int dest, int tag, MPI_Comm comm,
+               MPI_Request* request);
 int MPI_Buffer_attach(void* buffer, int size);
 int MPI_Buffer_detach(void* buffer_addr, int* size);
 #define MPI_BSEND_OVERHEAD 0
@@ -343,6 +352,11 @@ int MPI_Buffer_detach(void* buffer_addr, int* size);
 int MPI_Send_init(const void* buf, int count, MPI_Datatype datatype, int dest, int tag,
                   MPI_Comm comm, MPI_Request* request);
 int MPI_Ssend_init(const void* buf, int count, MPI_Datatype datatype, int dest, int tag,
+                   MPI_Comm comm, MPI_Request* request);
+/* MPI_Start of these: as MPI_Rsend, and as MPI_Ibsend (complete at once). */
+int MPI_Rsend_init(const void* buf, int count, MPI_Datatype datatype, int dest, int tag,
+                   MPI_Comm comm, MPI_Request* request);
+int MPI_Bsend_init(const void* buf, int count, MPI_Datatype datatype, int dest, int tag,
                    MPI_Comm comm, MPI_Request* request);
 int MPI_Recv_init(void* buf, int count, MPI_Datatype datatype, int source, int tag, MPI_Comm comm,
                   MPI_Request* request);
@@ -370,6 +384,11 @@ int MPI_Request_get_status(MPI_Request request, int* flag, MPI_Status* status);
  * is never cancelled (it completes normally). Wait or test the request afterwards. */
 int MPI_Cancel(MPI_Request* request);
 int MPI_Test_cancelled(const MPI_Status* status, int* flag);
+/* For generalized requests and layered libraries: what MPI_Test_cancelled and MPI_Get_count /
+ * MPI_Get_elements (count elements of a basic type) read back from a status. */
+int MPI_Status_set_cancelled(MPI_Status* status, int flag);
+int MPI_Status_set_elements(MPI_Status* status, MPI_Datatype datatype, int count);
+int MPI_Status_set_elements_x(MPI_Status* status, MPI_Datatype datatype, MPI_Count count);
 
 /* Collectives. */
 int MPI_Barrier(MPI_Comm comm);
@@ -582,6 +601,9 @@ int MPI_Is_thread_main(int* flag);
 int MPI_Info_create(MPI_Info* info);
 int MPI_Info_set(MPI_Info info, const char* key, const char* value);
 int MPI_Info_get(MPI_Info info, const char* key, int valuelen, char* value, int* flag);
+/* MPI 4.0: at most *buflen bytes of the value with its NUL; *buflen is set to the length the
+ * whole value needs (with the NUL). */
+int MPI_Info_get_string(MPI_Info info, const char* key, int* buflen, char* value, int* flag);
 int MPI_Info_get_valuelen(MPI_Info info, const char* key, int* valuelen, int* flag);
 int MPI_Info_delete(MPI_Info info, const char* key);
 int MPI_Info_get_nkeys(MPI_Info info, int* nkeys);

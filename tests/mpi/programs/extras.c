@@ -326,6 +326,15 @@ int main(int argc, char** argv) {
     CHECK(flag && strcmp(value, "sec") == 0, "truncated value \"%s\"", value);
     CHECK_MPI(MPI_Info_get(info, "missing", MPI_MAX_INFO_VAL, value, &flag));
     CHECK(!flag, "a missing key was found");
+#if !defined(OPEN_MPI) || MPI_VERSION >= 4
+    /* MPI 4.0's MPI_Info_get_string: the length asked with 0, then a short buffer. */
+    int buflen = 0;
+    CHECK_MPI(MPI_Info_get_string(info, "gos_hint", &buflen, value, &flag));
+    CHECK(flag && buflen == 7, "needed %d flag %d", buflen, flag);
+    buflen = 4;
+    CHECK_MPI(MPI_Info_get_string(info, "gos_hint", &buflen, value, &flag));
+    CHECK(flag && buflen == 7 && strcmp(value, "sec") == 0, "\"%s\", %d", value, buflen);
+#endif
     CHECK_MPI(MPI_Info_dup(info, &copy));
     CHECK_MPI(MPI_Info_delete(info, "gos_hint"));
     CHECK_MPI(MPI_Info_get_nthkey(info, 0, key));
@@ -379,6 +388,26 @@ int main(int argc, char** argv) {
           "MPI_AINT sum %ld", (long)asum);
     CHECK(omin == -(MPI_Offset)(g_size - 1) && cmax == 3, "MPI_OFFSET min %lld, MPI_COUNT max %lld",
           (long long)omin, (long long)cmax);
+  }
+  /* MPI_Status_set_elements/_cancelled: what MPI_Get_count, MPI_Get_elements and
+   * MPI_Test_cancelled then read back. */
+  {
+    MPI_Status s;
+    MPI_Datatype two;
+    int c = -1, e = -1, f = 0;
+    CHECK_MPI(MPI_Type_contiguous(2, MPI_INT, &two));
+    CHECK_MPI(MPI_Type_commit(&two));
+    CHECK_MPI(MPI_Status_set_elements(&s, two, 6));
+    CHECK_MPI(MPI_Get_count(&s, two, &c));
+    CHECK_MPI(MPI_Get_elements(&s, two, &e));
+    CHECK(c == 3 && e == 6, "count %d elements %d", c, e);
+    CHECK_MPI(MPI_Status_set_elements(&s, MPI_DOUBLE, 5));
+    CHECK_MPI(MPI_Get_count(&s, MPI_DOUBLE, &c));
+    CHECK(c == 5, "count %d", c);
+    CHECK_MPI(MPI_Status_set_cancelled(&s, 1));
+    CHECK_MPI(MPI_Test_cancelled(&s, &f));
+    CHECK(f == 1, "cancelled %d", f);
+    CHECK_MPI(MPI_Type_free(&two));
   }
   return FinishTest();
 }
