@@ -818,6 +818,52 @@ int ScattervImpl(const char* fn, const void* sendbuf, const int* scounts, const 
   return WaitCollective(fn, comm, err, reqs);
 }
 
+// One rank's block of an all-to-all exchange: count x type at buf.
+struct Block {
+  const void* buf;
+  int count;
+  TypePtr type;
+};
+
+// The exchange under every all-to-all: receives recv_block(i) from every other rank i, sends
+// send_block(j) to every other rank j, copies its own block (self_copy), then waits for it all
+// or, with `started`, hands the requests over (a nonblocking collective waits for them).
+int ExchangeBlocks(const char* fn, Comm* c, MPI_Comm comm,
+                   const std::function<Block(int)>& send_block,
+                   const std::function<Block(int)>& recv_block, bool self_copy,
+                   std::vector<MPI_Request>* started) {
+  const int n = c->g.size;
+  const int me = c->g.rank;
+  const gos_comm_t gc = c->Collective();
+  const int tag = c->NextCollTag();
+  std::vector<MPI_Request> reqs;
+  int err = MPI_SUCCESS;
+  for (int k = 1; k < n && err == MPI_SUCCESS; ++k) {
+    const int from = (me - k + n) % n;
+    const Block b = recv_block(from);
+    MPI_Request r;
+    err = StartRecv(const_cast<void*>(b.buf), b.count, b.type, from, tag, comm, gc, &r);
+    if (err == MPI_SUCCESS) reqs.push_back(r);
+  }
+  for (int k = 1; k < n && err == MPI_SUCCESS; ++k) {
+    const int to = (me + k) % n;
+    const Block b = send_block(to);
+    MPI_Request r;
+    err = StartSend(b.buf, b.count, b.type, to, tag, comm, gc, 0, &r);
+    if (err == MPI_SUCCESS) reqs.push_back(r);
+  }
+  if (err == MPI_SUCCESS && self_copy) {
+    const Block out = send_block(me);
+    const Block in = recv_block(me);
+    err = LocalCopy(out.buf, out.count, *out.type, const_cast<void*>(in.buf), in.count, *in.type);
+  }
+  if (started != nullptr && err == MPI_SUCCESS) {
+    *started = std::move(reqs);
+    return MPI_SUCCESS;
+  }
+  return WaitCollective(fn, comm, err, reqs);
+}
+
 // The engine of Allgather(v), Alltoall(v): every rank i sends scounts[j] x stype at
 // sdispls[j] to every rank j, which receives it as rcounts[i] x rtype at rdispls[i].
 // For an allgather every sdispls[j] is 0 and scounts[j] the same.
@@ -828,37 +874,18 @@ int ExchangeImpl(const char* fn, const void* sendbuf, const int* scounts, const 
   TypePtr st = FindType(sendtype);
   TypePtr rt = FindType(recvtype);
   if (st == nullptr || rt == nullptr) return Fail(comm, fn, MPI_ERR_TYPE);
-  const int n = c->g.size;
-  const int me = c->g.rank;
-  for (int i = 0; i < n; ++i) {
+  for (int i = 0; i < c->g.size; ++i) {
     if (scounts[i] < 0 || rcounts[i] < 0) return Fail(comm, fn, MPI_ERR_COUNT);
   }
-  const gos_comm_t gc = c->Collective();
-  const int tag = c->NextCollTag();
-  std::vector<MPI_Request> reqs;
-  int err = MPI_SUCCESS;
-  for (int k = 1; k < n && err == MPI_SUCCESS; ++k) {
-    const int from = (me - k + n) % n;
-    MPI_Request r;
-    err = StartRecv(At(recvbuf, rdispls[from], *rt), rcounts[from], recvtype, from, tag, comm, gc,
-                    &r);
-    if (err == MPI_SUCCESS) reqs.push_back(r);
-  }
-  for (int k = 1; k < n && err == MPI_SUCCESS; ++k) {
-    const int to = (me + k) % n;
-    MPI_Request r;
-    err = StartSend(At(sendbuf, sdispls[to], *st), scounts[to], sendtype, to, tag, comm, gc, 0, &r);
-    if (err == MPI_SUCCESS) reqs.push_back(r);
-  }
-  if (err == MPI_SUCCESS && self_copy) {
-    err = LocalCopy(At(sendbuf, sdispls[me], *st), scounts[me], *st, At(recvbuf, rdispls[me], *rt),
-                    rcounts[me], *rt);
-  }
-  if (started != nullptr && err == MPI_SUCCESS) {
-    *started = std::move(reqs);  // a nonblocking collective waits for them
-    return MPI_SUCCESS;
-  }
-  return WaitCollective(fn, comm, err, reqs);
+  return ExchangeBlocks(
+      fn, c, comm,
+      [&](int i) {
+        return Block{At(sendbuf, sdispls[i], *st), scounts[i], st};
+      },
+      [&](int i) {
+        return Block{At(recvbuf, rdispls[i], *rt), rcounts[i], rt};
+      },
+      self_copy, started);
 }
 
 // MPI_(I)alltoallw: ExchangeImpl with a datatype per peer on each side and displacements in
@@ -869,7 +896,6 @@ int AlltoallwImpl(const char* fn, const void* sendbuf, const int* scounts, const
                   const MPI_Datatype* rtypes, Comm* c, MPI_Comm comm, std::vector<char>* in_place,
                   std::vector<MPI_Request>* started) {
   const int n = c->g.size;
-  const int me = c->g.rank;
   const bool inplace = sendbuf == MPI_IN_PLACE;
   std::vector<TypePtr> st(static_cast<size_t>(n)), rt(static_cast<size_t>(n));
   std::vector<size_t> packed_at(static_cast<size_t>(n) + 1, 0);
@@ -892,52 +918,19 @@ int AlltoallwImpl(const char* fn, const void* sendbuf, const int* scounts, const
     }
   }
   // What goes to peer i: count x type at its byte displacement, or its packed block.
-  auto send_part = [&](int i, const void** buf, int* count, TypePtr* type) {
+  TypePtr bytes = FindType(MPI_BYTE);
+  auto send_block = [&](int i) {
     const size_t k = static_cast<size_t>(i);
     if (inplace) {
-      *buf = in_place->data() + packed_at[k];
-      *count = static_cast<int>(packed_at[k + 1] - packed_at[k]);
-      *type = FindType(MPI_BYTE);
-    } else {
-      *buf = static_cast<const char*>(sendbuf) + sdispls[i];
-      *count = scounts[i];
-      *type = st[k];
+      return Block{in_place->data() + packed_at[k],
+                   static_cast<int>(packed_at[k + 1] - packed_at[k]), bytes};
     }
+    return Block{static_cast<const char*>(sendbuf) + sdispls[i], scounts[i], st[k]};
   };
-  const gos_comm_t gc = c->Collective();
-  const int tag = c->NextCollTag();
-  std::vector<MPI_Request> reqs;
-  int err = MPI_SUCCESS;
-  for (int k = 1; k < n && err == MPI_SUCCESS; ++k) {
-    const int from = (me - k + n) % n;
-    MPI_Request r;
-    err = StartRecv(static_cast<char*>(recvbuf) + rdispls[from], rcounts[from],
-                    rt[static_cast<size_t>(from)], from, tag, comm, gc, &r);
-    if (err == MPI_SUCCESS) reqs.push_back(r);
-  }
-  for (int k = 1; k < n && err == MPI_SUCCESS; ++k) {
-    const int to = (me + k) % n;
-    const void* buf;
-    int count;
-    TypePtr type;
-    send_part(to, &buf, &count, &type);
-    MPI_Request r;
-    err = StartSend(buf, count, type, to, tag, comm, gc, 0, &r);
-    if (err == MPI_SUCCESS) reqs.push_back(r);
-  }
-  if (err == MPI_SUCCESS && !inplace) {
-    const void* buf;
-    int count;
-    TypePtr type;
-    send_part(me, &buf, &count, &type);
-    err = LocalCopy(buf, count, *type, static_cast<char*>(recvbuf) + rdispls[me], rcounts[me],
-                    *rt[static_cast<size_t>(me)]);
-  }
-  if (started != nullptr && err == MPI_SUCCESS) {
-    *started = std::move(reqs);
-    return MPI_SUCCESS;
-  }
-  return WaitCollective(fn, comm, err, reqs);
+  auto recv_block = [&](int i) {
+    return Block{static_cast<char*>(recvbuf) + rdispls[i], rcounts[i], rt[static_cast<size_t>(i)]};
+  };
+  return ExchangeBlocks(fn, c, comm, send_block, recv_block, /*self_copy=*/!inplace, started);
 }
 
 int ReduceArgs(MPI_Datatype dt, MPI_Op op, int count) {
