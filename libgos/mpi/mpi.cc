@@ -933,6 +933,35 @@ int AlltoallwImpl(const char* fn, const void* sendbuf, const int* scounts, const
   return ExchangeBlocks(fn, c, comm, send_block, recv_block, /*self_copy=*/!inplace, started);
 }
 
+// An all-to-all in place sends what recvbuf holds now, laid out as the receive, from a packed
+// copy, so that incoming blocks cannot overwrite it first: the copy, and each peer's byte
+// count and offset in it.
+struct PackedBlocks {
+  std::vector<char> data;
+  std::vector<int> counts, displs;
+};
+int PackInPlace(const char* fn, MPI_Comm comm, Comm* c, const void* recvbuf, const int* recvcounts,
+                const int* rdispls, MPI_Datatype recvtype, PackedBlocks* p) {
+  TypePtr rt = FindType(recvtype);
+  if (rt == nullptr) return Fail(comm, fn, MPI_ERR_TYPE);
+  const size_t n = static_cast<size_t>(c->g.size);
+  p->counts.assign(n, 0);
+  p->displs.assign(n, 0);
+  size_t total = 0;
+  for (size_t i = 0; i < n; ++i) {
+    if (recvcounts[i] < 0) return Fail(comm, fn, MPI_ERR_COUNT);
+    p->counts[i] = static_cast<int>(gos::mpi::PackedSize(static_cast<size_t>(recvcounts[i]), *rt));
+    p->displs[i] = static_cast<int>(total);
+    total += static_cast<size_t>(p->counts[i]);
+  }
+  p->data.resize(total);
+  for (size_t i = 0; i < n; ++i) {
+    gos::mpi::Pack(At(recvbuf, rdispls[i], *rt), static_cast<size_t>(recvcounts[i]), *rt,
+                   p->data.data() + p->displs[i]);
+  }
+  return MPI_SUCCESS;
+}
+
 int ReduceArgs(MPI_Datatype dt, MPI_Op op, int count) {
   if (count < 0) return MPI_ERR_COUNT;
   if (dt < MPI_CHAR || dt > MPI_LONG_DOUBLE_INT) {
@@ -1145,6 +1174,20 @@ int StartExchange(const char* fn, Comm* c, MPI_Comm comm, const void* sbuf,
   }
   *request = Compound(comm, std::move(parts), std::move(on_done));
   return MPI_SUCCESS;
+}
+
+// MPI_Ialltoall(v) in place: the exchange from a packed copy that lives as long as the request.
+int StartAlltoallInPlace(const char* fn, Comm* c, MPI_Comm comm, void* recvbuf,
+                         const std::vector<int>& recvcounts, const std::vector<int>& rdispls,
+                         MPI_Datatype recvtype, MPI_Request* request) {
+  auto p = std::make_shared<PackedBlocks>();
+  if (int e =
+          PackInPlace(fn, comm, c, recvbuf, recvcounts.data(), rdispls.data(), recvtype, p.get())) {
+    return e;
+  }
+  return StartExchange(
+      fn, c, comm, p->data.data(), p->counts, p->displs, MPI_BYTE, recvbuf, recvcounts, rdispls,
+      recvtype, true, [p] { return MPI_SUCCESS; }, request);
 }
 
 // ---- Attribute caching.
@@ -2972,7 +3015,21 @@ int StartBlocks(const char* fn, const void* sendbuf, int sendcount, MPI_Datatype
                 void* recvbuf, int recvcount, MPI_Datatype recvtype, MPI_Comm comm,
                 bool block_per_rank, MPI_Request* request) {
   GOS_MPI_COMM(c, comm, fn);
-  if (sendbuf == MPI_IN_PLACE) return Fail(comm, fn, MPI_ERR_BUFFER);
+  const bool in_place = sendbuf == MPI_IN_PLACE;
+  if (in_place) {
+    // An allgather in place sends its own block from where it already is in recvbuf.
+    TypePtr rt = FindType(recvtype);
+    if (rt == nullptr) return Fail(comm, fn, MPI_ERR_TYPE);
+    if (block_per_rank) {  // an alltoall in place
+      const size_t n = static_cast<size_t>(c->g.size);
+      std::vector<int> counts(n, recvcount), displs(n);
+      for (size_t i = 0; i < n; ++i) displs[i] = static_cast<int>(i) * recvcount;
+      return StartAlltoallInPlace(fn, c, comm, recvbuf, counts, displs, recvtype, request);
+    }
+    sendbuf = At(recvbuf, c->g.rank * recvcount, *rt);
+    sendcount = recvcount;
+    sendtype = recvtype;
+  }
   const size_t n = static_cast<size_t>(c->g.size);
   std::vector<int> scounts(n, sendcount), sdispls(n, 0), rcounts(n, recvcount), rdispls(n);
   for (size_t i = 0; i < n; ++i) {
@@ -2980,7 +3037,7 @@ int StartBlocks(const char* fn, const void* sendbuf, int sendcount, MPI_Datatype
     rdispls[i] = static_cast<int>(i) * recvcount;
   }
   return StartExchange(fn, c, comm, sendbuf, scounts, sdispls, sendtype, recvbuf, rcounts, rdispls,
-                       recvtype, true, nullptr, request);
+                       recvtype, !in_place, nullptr, request);
 }
 
 // MPI_Igather(v) (gather = true) and MPI_Iscatter(v): between the root and every rank, one
@@ -3009,8 +3066,16 @@ int StartRooted(const char* fn, bool gather, const void* sendbuf, int sendcount,
     if (in_place) root_side_counts[r] = 0;
   }
   if (!in_place) (gather ? scounts : rcounts)[r] = gather ? sendcount : recvcount;
-  return StartExchange(fn, c, comm, sendbuf, scounts, sdispls, sendtype, recvbuf, rcounts, rdispls,
-                       recvtype, true, nullptr, request);
+  // What MPI says is insignificant may be anything, MPI_DATATYPE_NULL included: the root
+  // side's type on the other ranks, and the root's own side when it is in place. Nothing
+  // moves there (the counts are 0): any valid type does.
+  const bool root_side_used = is_root;
+  const bool own_side_used = !in_place;
+  MPI_Datatype stype = sendtype, rtype = recvtype;
+  if (!(gather ? own_side_used : root_side_used)) stype = MPI_BYTE;
+  if (!(gather ? root_side_used : own_side_used)) rtype = MPI_BYTE;
+  return StartExchange(fn, c, comm, sendbuf, scounts, sdispls, stype, recvbuf, rcounts, rdispls,
+                       rtype, true, nullptr, request);
 }
 
 }  // namespace
@@ -3050,12 +3115,20 @@ int MPI_Iallgatherv(const void* sendbuf, int sendcount, MPI_Datatype sendtype, v
                     MPI_Comm comm, MPI_Request* request) {
   static const char* const kFn = "MPI_Iallgatherv";
   GOS_MPI_COMM(c, comm, kFn);
-  if (sendbuf == MPI_IN_PLACE) return Fail(comm, kFn, MPI_ERR_BUFFER);
+  const bool in_place = sendbuf == MPI_IN_PLACE;
+  if (in_place) {
+    // Its own block goes from where it already is in recvbuf.
+    TypePtr rt = FindType(recvtype);
+    if (rt == nullptr) return Fail(comm, kFn, MPI_ERR_TYPE);
+    sendbuf = At(recvbuf, displs[c->g.rank], *rt);
+    sendcount = recvcounts[c->g.rank];
+    sendtype = recvtype;
+  }
   const size_t n = static_cast<size_t>(c->g.size);
   std::vector<int> scounts(n, sendcount), sdispls(n, 0), rcounts(recvcounts, recvcounts + n),
       rdispls(displs, displs + n);
   return StartExchange(kFn, c, comm, sendbuf, scounts, sdispls, sendtype, recvbuf, rcounts, rdispls,
-                       recvtype, true, nullptr, request);
+                       recvtype, !in_place, nullptr, request);
 }
 
 int MPI_Ialltoallv(const void* sendbuf, const int sendcounts[], const int sdispls[],
@@ -3064,8 +3137,11 @@ int MPI_Ialltoallv(const void* sendbuf, const int sendcounts[], const int sdispl
                    MPI_Request* request) {
   static const char* const kFn = "MPI_Ialltoallv";
   GOS_MPI_COMM(c, comm, kFn);
-  if (sendbuf == MPI_IN_PLACE) return Fail(comm, kFn, MPI_ERR_BUFFER);
   const size_t n = static_cast<size_t>(c->g.size);
+  if (sendbuf == MPI_IN_PLACE) {
+    return StartAlltoallInPlace(kFn, c, comm, recvbuf, std::vector<int>(recvcounts, recvcounts + n),
+                                std::vector<int>(rdispls, rdispls + n), recvtype, request);
+  }
   return StartExchange(kFn, c, comm, sendbuf, std::vector<int>(sendcounts, sendcounts + n),
                        std::vector<int>(sdispls, sdispls + n), sendtype, recvbuf,
                        std::vector<int>(recvcounts, recvcounts + n),
@@ -3288,26 +3364,9 @@ int MPI_Alltoallv(const void* sendbuf, const int sendcounts[], const int sdispls
     return ExchangeImpl(kFn, sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls,
                         recvtype, c, comm, /*self_copy=*/true);
   }
-  // In place: the data to send is what recvbuf holds now, laid out as the receive; send it
-  // from a packed copy so that incoming blocks cannot overwrite it first.
-  TypePtr rt = FindType(recvtype);
-  if (rt == nullptr) return Fail(comm, kFn, MPI_ERR_TYPE);
-  const size_t n = static_cast<size_t>(c->g.size);
-  std::vector<int> pcounts(n);
-  std::vector<int> pdispls(n);
-  size_t total = 0;
-  for (size_t i = 0; i < n; ++i) {
-    if (recvcounts[i] < 0) return Fail(comm, kFn, MPI_ERR_COUNT);
-    pcounts[i] = static_cast<int>(gos::mpi::PackedSize(static_cast<size_t>(recvcounts[i]), *rt));
-    pdispls[i] = static_cast<int>(total);
-    total += static_cast<size_t>(pcounts[i]);
-  }
-  std::vector<char> copy(total);
-  for (size_t i = 0; i < n; ++i) {
-    gos::mpi::Pack(At(recvbuf, rdispls[i], *rt), static_cast<size_t>(recvcounts[i]), *rt,
-                   copy.data() + pdispls[i]);
-  }
-  return ExchangeImpl(kFn, copy.data(), pcounts.data(), pdispls.data(), MPI_BYTE, recvbuf,
+  PackedBlocks p;
+  if (int e = PackInPlace(kFn, comm, c, recvbuf, recvcounts, rdispls, recvtype, &p)) return e;
+  return ExchangeImpl(kFn, p.data.data(), p.counts.data(), p.displs.data(), MPI_BYTE, recvbuf,
                       recvcounts, rdispls, recvtype, c, comm, /*self_copy=*/true);
 }
 

@@ -198,11 +198,13 @@ int main(int argc, char** argv) {
     for (int i = 0; rank == root && i < 2 * size; ++i) {
       CHECK(all[i] == (i / 2) * 100 + i % 2, "Igather all[%d] = %d", i, all[i]);
     }
-    /* In place at the root: its own block is already there. */
+    /* In place at the root: its own block is already there. What is insignificant (the root's
+     * send count and type, the others' receive type) may be anything: MPI_DATATYPE_NULL. */
     for (int i = 0; i < 2 * size; ++i)
       all[i] = rank == root && i / 2 == root ? root * 100 + i % 2 : -1;
-    CHECK_MPI(MPI_Igather(rank == root ? MPI_IN_PLACE : mine2, 2, MPI_INT, all, 2, MPI_INT, root,
-                          comm, &r));
+    CHECK_MPI(MPI_Igather(rank == root ? MPI_IN_PLACE : mine2, rank == root ? -1 : 2,
+                          rank == root ? MPI_DATATYPE_NULL : MPI_INT, all, 2,
+                          rank == root ? MPI_INT : MPI_DATATYPE_NULL, root, comm, &r));
     CHECK_MPI(MPI_Wait(&r, MPI_STATUS_IGNORE));
     for (int i = 0; rank == root && i < 2 * size; ++i) {
       CHECK(all[i] == (i / 2) * 100 + i % 2, "in-place Igather all[%d] = %d", i, all[i]);
@@ -222,7 +224,8 @@ int main(int argc, char** argv) {
     /* Iscatter and Iscatterv from rank 0: rank i gets its blocks. */
     for (int i = 0; i < 2 * size; ++i) all[i] = (i / 2) * 100 + i % 2;
     int two[2] = {-1, -1};
-    CHECK_MPI(MPI_Iscatter(all, 2, MPI_INT, two, 2, MPI_INT, 0, comm, &r));
+    CHECK_MPI(MPI_Iscatter(all, 2, rank == 0 ? MPI_INT : MPI_DATATYPE_NULL, two, 2, MPI_INT, 0,
+                           comm, &r));
     CHECK_MPI(MPI_Wait(&r, MPI_STATUS_IGNORE));
     CHECK(two[0] == rank * 100 && two[1] == rank * 100 + 1, "Iscatter got %d %d", two[0], two[1]);
     for (int i = 0; i < size; ++i) {
@@ -245,6 +248,25 @@ int main(int argc, char** argv) {
               all[vdispls[i] + k]);
       }
     }
+    /* The same in place (own block already in recvbuf, the send arguments insignificant), and
+     * MPI_Iallgather in place: 2 ints each. */
+    for (int i = 0; i < vtotal; ++i) all[i] = -1;
+    for (int k = 0; k <= rank; ++k) all[vdispls[rank] + k] = rank * 100 + k;
+    CHECK_MPI(MPI_Iallgatherv(MPI_IN_PLACE, -1, MPI_DATATYPE_NULL, all, vcounts, vdispls, MPI_INT,
+                              comm, &r));
+    CHECK_MPI(MPI_Wait(&r, MPI_STATUS_IGNORE));
+    for (int i = 0; i < size; ++i) {
+      for (int k = 0; k <= i; ++k) {
+        CHECK(all[vdispls[i] + k] == i * 100 + k, "in-place Iallgatherv block %d[%d] = %d", i, k,
+              all[vdispls[i] + k]);
+      }
+    }
+    for (int i = 0; i < 2 * size; ++i) all[i] = i / 2 == rank ? rank * 100 + i % 2 : -1;
+    CHECK_MPI(MPI_Iallgather(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, all, 2, MPI_INT, comm, &r));
+    CHECK_MPI(MPI_Wait(&r, MPI_STATUS_IGNORE));
+    for (int i = 0; i < 2 * size; ++i) {
+      CHECK(all[i] == (i / 2) * 100 + i % 2, "in-place Iallgather all[%d] = %d", i, all[i]);
+    }
 
     /* Ialltoallv: rank r sends i + 1 ints (r * 100 + i) to rank i and gets rank + 1 from each. */
     int* sendv = malloc(sizeof(int) * (size_t)vtotal);
@@ -264,6 +286,37 @@ int main(int argc, char** argv) {
               recvv[rdsp[i] + k]);
       }
     }
+    /* MPI_Ialltoall and MPI_Ialltoallv in place: what recvbuf holds (block i for rank i, laid
+     * out as the receive) is sent, and replaced by what comes back. Symmetric counts for the
+     * v form: rank + i + 1 ints between ranks rank and i. */
+    int* inplace = malloc(sizeof(int) * (size_t)(2 * size * (size + 1)));
+    for (int i = 0; i < size; ++i) {
+      inplace[2 * i] = rank * 100 + i;
+      inplace[2 * i + 1] = rank * 100 + i + 50;
+    }
+    CHECK_MPI(MPI_Ialltoall(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, inplace, 2, MPI_INT, comm, &r));
+    CHECK_MPI(MPI_Wait(&r, MPI_STATUS_IGNORE));
+    for (int i = 0; i < size; ++i) {
+      CHECK(inplace[2 * i] == i * 100 + rank && inplace[2 * i + 1] == i * 100 + rank + 50,
+            "in-place Ialltoall from %d: %d %d", i, inplace[2 * i], inplace[2 * i + 1]);
+    }
+    int total = 0;
+    for (int i = 0; i < size; ++i) {
+      rcnt[i] = rank + i + 1;
+      rdsp[i] = total;
+      for (int k = 0; k < rcnt[i]; ++k) inplace[total + k] = rank * 1000 + i * 10 + k;
+      total += rcnt[i];
+    }
+    CHECK_MPI(MPI_Ialltoallv(MPI_IN_PLACE, NULL, NULL, MPI_DATATYPE_NULL, inplace, rcnt, rdsp,
+                             MPI_INT, comm, &r));
+    CHECK_MPI(MPI_Wait(&r, MPI_STATUS_IGNORE));
+    for (int i = 0; i < size; ++i) {
+      for (int k = 0; k < rcnt[i]; ++k) {
+        CHECK(inplace[rdsp[i] + k] == i * 1000 + rank * 10 + k, "in-place Ialltoallv %d[%d] = %d",
+              i, k, inplace[rdsp[i] + k]);
+      }
+    }
+    free(inplace);
     free(sendv);
     free(recvv);
     free(all);
