@@ -340,11 +340,13 @@ void LocalCluster::Kill() {
   // go before its own SIGTERM would log the closed connection as a failure.
   for (size_t i = pids_.size(); i-- > 0;) ::kill(pids_[i], SIGTERM);
   auto deadline = SteadyClock::now() + std::chrono::seconds(5);
+  bool killed = false;
   for (pid_t p : pids_) {
     while (waitpid(p, nullptr, WNOHANG) == 0) {
       if (SteadyClock::now() > deadline) {
         ::kill(p, SIGKILL);
         waitpid(p, nullptr, 0);
+        killed = true;
         break;
       }
       std::this_thread::sleep_for(std::chrono::milliseconds(2));
@@ -352,6 +354,7 @@ void LocalCluster::Kill() {
   }
   pids_.clear();
   RemoveClusterFiles(state_);
+  if (killed) prim::SweepDeadShmRegions("/dev/shm");  // what a killed shm node left there
 }
 
 void RemoveClusterFiles(const std::string& state) {

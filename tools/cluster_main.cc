@@ -10,6 +10,7 @@
 
 #include "gos/os/flags.h"
 #include "gos/os/messages.h"
+#include "gos/prim/prim.h"
 #include "tools/client.h"
 #include "tools/netns.h"
 
@@ -202,6 +203,8 @@ int Main(int argc, char** argv) {
     for (int i = 0; i < 500 && !FindCoordinator().empty(); ++i) usleep(10000);
     RemoveNetnsHosts(state);
     RemoveClusterFiles(state);
+    // What nodes killed with SIGKILL during the cluster's life left in /dev/shm.
+    prim::SweepDeadShmRegions("/dev/shm");
     std::printf("gos-cluster: stopped\n");
     return 0;
   }

@@ -16,6 +16,8 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "gos/prim/prim.h"
+
 namespace gos::prim {
 
 Status FabricError(ssize_t rc, const std::string& what) {
@@ -61,26 +63,6 @@ std::string BellAddress(const std::vector<uint8_t>& name) {
   return std::string(1, '\0') + "gos-bell/" + hex;
 }
 
-// libfabric's shm provider keeps each endpoint's region in /dev/shm/PID:N:N and removes it
-// when the endpoint closes, or on SIGINT/SIGTERM; a process killed with SIGKILL leaves it
-// (16 MiB, sparse). Removes those of processes that no longer exist.
-void SweepDeadShmRegions() {
-  DIR* d = ::opendir("/dev/shm");
-  if (d == nullptr) return;
-  while (dirent* e = ::readdir(d)) {
-    unsigned long pid = 0, a = 0, b = 0;
-    int end = 0;
-    if (std::sscanf(e->d_name, "%lu:%lu:%lu%n", &pid, &a, &b, &end) != 3 ||
-        e->d_name[end] != '\0' || pid == 0) {
-      continue;
-    }
-    if (::kill(static_cast<pid_t>(pid), 0) != 0 && errno == ESRCH) {
-      ::unlinkat(::dirfd(d), e->d_name, 0);
-    }
-  }
-  ::closedir(d);
-}
-
 sockaddr_un UnixAddress(const std::string& path, socklen_t* len) {
   sockaddr_un sa{};
   sa.sun_family = AF_UNIX;
@@ -92,7 +74,7 @@ sockaddr_un UnixAddress(const std::string& path, socklen_t* len) {
 }  // namespace
 
 StatusOr<std::unique_ptr<Fabric>> Fabric::Open(const FabricConfig& config) {
-  if (config.provider.rfind("shm", 0) == 0) SweepDeadShmRegions();
+  if (config.provider.rfind("shm", 0) == 0) SweepDeadShmRegions("/dev/shm");
   std::unique_ptr<Fabric> f(new Fabric());
   fi_info* hints = fi_allocinfo();
   if (hints == nullptr) return ResourceExhaustedError("fi_allocinfo failed");

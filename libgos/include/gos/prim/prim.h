@@ -53,6 +53,12 @@ bool Compare(CompareOp op, int64_t local, int64_t value);
 // "tcp;ofi_rxm".
 std::string ResolveProvider(const std::string& requested);
 
+// libfabric's shm provider keeps each endpoint's region in /dev/shm/PID:N:N (16 MiB, sparse)
+// and removes it when the endpoint closes; a process killed with SIGKILL leaves it. Removes
+// the regions in `dir` (/dev/shm) of processes that no longer exist. A node opening an shm
+// endpoint and `gos-cluster down` call it.
+void SweepDeadShmRegions(const std::string& dir);
+
 struct NodeOptions {
   // Bootstrap service to join, "host:port". Required.
   std::string bootstrap;
