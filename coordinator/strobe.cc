@@ -18,7 +18,7 @@ constexpr auto kOutputGrace = std::chrono::seconds(2);
 
 }  // namespace
 
-// ---- Scheduling and job state (under mu_) ---------------------------------------------
+// ---- Scheduling (under mu_) ----------------------------------------------------------
 
 void CoordinatorImpl::Schedule(After& after) {
   if (!formed_) return;
