@@ -1,0 +1,509 @@
+// Checkpoints on the nodeagent (docs/specs/checkpoint.md): starting ordered checkpoints at a
+// quiescent strobe, dumping the ranks (CheckpointWorker), shipping their chunks to the store,
+// and the dumps this node keeps for restarts.
+#include <sys/stat.h>
+#include <sys/statvfs.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <sstream>
+
+#include "gos/log.h"
+#include "gos/os/layout.h"
+#include "gos/storage/checkpoints.h"
+#include "nodeagent/agent_impl.h"
+#include "nodeagent/criu.h"
+
+namespace gos::nodeagent::internal {
+namespace {
+
+int64_t EpochMark(uint64_t job, uint64_t epoch) {
+  return static_cast<int64_t>((job << 24) | (epoch & 0xffffff));
+}
+
+// Resident (and swapped) memory of the processes in a cgroup directory.
+uint64_t JobMemoryBytes(const std::string& cgroup) {
+  uint64_t total = 0;
+  auto text = [](const std::string& path) {
+    auto t = ReadWholeFile(path);
+    return t.ok() ? *t : std::string();
+  };
+  std::istringstream procs(text(cgroup + "/cgroup.procs"));
+  for (pid_t pid; procs >> pid;) {
+    std::istringstream status(text("/proc/" + std::to_string(pid) + "/status"));
+    for (std::string line; std::getline(status, line);) {
+      if (line.rfind("VmRSS:", 0) == 0 || line.rfind("VmSwap:", 0) == 0) {
+        total += std::strtoull(line.c_str() + line.find(':') + 1, nullptr, 10) << 10;
+      }
+    }
+  }
+  return total;
+}
+
+// Regular files under dir, as paths relative to it, sorted.
+std::vector<std::string> ListFiles(const std::string& dir) {
+  std::vector<std::string> out;
+  std::error_code ec;
+  for (auto it = std::filesystem::recursive_directory_iterator(dir, ec);
+       !ec && it != std::filesystem::recursive_directory_iterator(); it.increment(ec)) {
+    if (it->is_regular_file(ec)) {
+      out.push_back(std::filesystem::relative(it->path(), dir, ec).string());
+    }
+  }
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+}  // namespace
+
+Status CopyFile(const std::string& from, const std::string& to, mode_t mode) {
+  std::error_code ec;
+  std::filesystem::copy_file(from, to, std::filesystem::copy_options::overwrite_existing, ec);
+  if (ec) return InternalError("copy " + from + " to " + to + ": " + ec.message());
+  ::chmod(to.c_str(), mode);
+  return OkStatus();
+}
+
+// Strobe thread, before the BCS engine runs this strobe: starts every ordered checkpoint whose
+// job is quiescent now. Its ranks are frozen and held, their output drained, and the BCS
+// state saved; a worker dumps and ships while the strobe thread goes on.
+void NodeAgentImpl::StartCheckpoints() {
+  std::lock_guard<std::mutex> lock(mu_);
+  for (auto& [id, j] : jobs_) {
+    if (j.ckpt_epoch == 0) continue;
+    const uint64_t epoch = j.ckpt_epoch;
+    std::string failure;
+    std::vector<std::pair<uint32_t, pid_t>> ranks;
+    for (const Rank& r : j.ranks) {
+      if (r.exited) {
+        failure = "rank " + std::to_string(r.rank) + " on node " + std::to_string(node_id_) +
+                  " has already exited";
+      }
+      ranks.emplace_back(r.rank, r.pid);
+    }
+    if (!j.cgroup) failure = "the job has no cgroup on node " + std::to_string(node_id_);
+    if (failure.empty() && j.bcs && bcs_ && !bcs_->Quiescent(id)) continue;  // next strobe
+    j.ckpt_epoch = 0;
+    if (!failure.empty()) {
+      if (ch_) ch_->Send(Frame::kCkptFailed, os::EncodeJobBytes(id, failure)).IgnoreError();
+      node_->Store(os::VarDumped(j.slot), EpochMark(id, epoch));
+      continue;
+    }
+    Status st = j.cgroup->Freeze(true);
+    if (!st.ok()) GOS_LOG(kWarn, "nodeagent") << "freeze job " << id << ": " << st.ToString();
+    j.frozen = true;
+    j.hold = true;
+    if (j.record && bcs_) {
+      bcs_->MarkCheckpoint(id, epoch);
+      // Everything recorded up to the mark goes to the coordinator now, ahead of the epoch's
+      // rank manifests on this channel: once the epoch commits, the log holds the run up to
+      // it on every node, so a restart from it can cut the log there and go on
+      // (docs/specs/replay.md, "Restarted jobs"). The ranks are frozen: their record rings
+      // hold all they wrote before the dump.
+      ShipRecord(j, true);
+    }
+    // Output written before the freeze reaches the user now, not after a restore.
+    for (const Rank& r : j.ranks) {
+      for (int fd : {r.out_fd, r.err_fd}) {
+        if (fd >= 0) OnPipeLocked(fd);
+      }
+    }
+    std::string matcher;
+    std::map<uint32_t, std::string> channels;
+    if (j.bcs && bcs_) {
+      bcs_->Flush(id);
+      auto m = bcs_->SaveMatcher(id);
+      if (m.ok()) matcher = std::move(*m);
+      for (const Rank& r : j.ranks) {
+        auto c = bcs_->SaveChannel(id, r.rank);
+        if (c.ok()) {
+          channels[r.rank] = std::move(*c);
+        } else if (m.ok()) {
+          m = c.status();
+        }
+      }
+      if (!m.ok()) {
+        // E.g. a rank's completion ring is full: this epoch cannot be taken consistently.
+        j.hold = false;  // thawed again with its row
+        std::string why =
+            "node " + std::to_string(node_id_) + ": saving the BCS state: " + m.status().ToString();
+        if (ch_) ch_->Send(Frame::kCkptFailed, os::EncodeJobBytes(id, why)).IgnoreError();
+        node_->Store(os::VarDumped(j.slot), EpochMark(id, epoch));
+        continue;
+      }
+      bcs_->Hold(id, true);
+    }
+    std::map<uint32_t, std::string> exe_dirs;
+    for (const Rank& r : j.ranks) {
+      if (!r.exe_dir.empty()) exe_dirs[r.rank] = r.exe_dir;
+    }
+    j.ckpt_cancel = std::make_shared<CkptCancel>();
+    StartWorker([this, id, epoch, base = j.ckpt_base, slot = j.slot, level = j.ckpt_level,
+                 cancel = j.ckpt_cancel, ranks = std::move(ranks), cgroup = j.cgroup->path(),
+                 dir = j.restored_dir.empty() ? j.dir : j.restored_dir, program = j.program,
+                 matcher = std::move(matcher), channels = std::move(channels),
+                 exe_dirs = std::move(exe_dirs)]() mutable {
+      CheckpointWorker(id, epoch, base, slot, level, std::move(ranks), std::move(cgroup),
+                       std::move(dir), std::move(program), std::move(matcher), std::move(channels),
+                       std::move(exe_dirs), std::move(cancel));
+    });
+  }
+}
+
+void NodeAgentImpl::StartWorker(std::function<void()> work) {
+  std::lock_guard<std::mutex> wl(work_mu_);
+  for (auto it = workers_.begin(); it != workers_.end();) {
+    if (!*it->done) {
+      ++it;
+      continue;
+    }
+    it->thread.join();
+    it = workers_.erase(it);
+  }
+  auto done = std::make_shared<std::atomic<bool>>(false);
+  workers_.push_back({std::thread([work = std::move(work), done] {
+                        SetThreadName("agent-worker");
+                        work();
+                        *done = true;
+                      }),
+                      done});
+}
+
+void NodeAgentImpl::CheckpointWorker(uint64_t job, uint64_t epoch, uint64_t base, uint32_t slot,
+                                     int level, std::vector<std::pair<uint32_t, pid_t>> ranks,
+                                     std::string cgroup, std::string job_dir, std::string program,
+                                     std::string matcher, std::map<uint32_t, std::string> channels,
+                                     std::map<uint32_t, std::string> exe_dirs,
+                                     std::shared_ptr<CkptCancel> cancel) {
+  const auto t0 = SteadyClock::now();
+  const int64_t mark = EpochMark(job, epoch);
+  // The dumps hold about the ranks' resident memory.
+  const uint64_t memory = JobMemoryBytes(cgroup);
+  const bool fits = MakeScratchRoom(job, memory + memory / 8 + (8u << 20));
+  const std::string scratch = fits ? CkptDir(job, epoch) : SpillDir(job, epoch);
+  if (!fits) {
+    GOS_LOG(kInfo, "nodeagent") << "job " << job << " epoch " << epoch << ": no room in "
+                                << o_.scratch_dir << "; dumping to " << scratch;
+  }
+  std::error_code ec;
+  std::filesystem::remove_all(scratch, ec);
+  // The job's kept dumps (its last committed one included: a restart that finds no local
+  // copy takes the epoch from the store) give their pages images to this dump, which writes
+  // over them: on this VM filling memory the guest has not used lately costs ~2.5 s/GiB,
+  // writing over cached file pages ~0.3 s/GiB.
+  std::vector<RecycledFile> recycled;
+  if (fits) {
+    recycled = RecycleDumps(job, epoch, scratch, ranks);
+  } else {
+    DropDumps(job, base, base);
+  }
+  // Runs what tells the coordinator about the epoch, unless the job was killed or forgotten:
+  // then the epoch is dropped here and false returned. (KillJob holds mu_ when it cancels:
+  // `tell` must not take it.)
+  auto report = [&](const std::function<void()>& tell) {
+    std::lock_guard<std::mutex> cl(cancel->mu);
+    if (cancel->cancelled) {
+      std::filesystem::remove_all(scratch, ec);
+      return false;
+    }
+    tell();
+    return true;
+  };
+  auto fail = [&](const std::string& why) {
+    auto ch = channel();
+    report([&] {
+      std::string msg = "node " + std::to_string(node_id_) + " (" + o_.name + "): " + why;
+      GOS_LOG(kWarn, "nodeagent") << "job " << job << " epoch " << epoch << ": " << msg;
+      if (ch) ch->Send(Frame::kCkptFailed, os::EncodeJobBytes(job, msg)).IgnoreError();
+    });
+    std::filesystem::remove_all(scratch, ec);
+  };
+  // 1. Dump every local rank (the job is frozen and held).
+  Status st;
+  for (const auto& [rank, pid] : ranks) {
+    if (cancel->cancelled) {
+      st = CancelledError("the job was killed");
+      break;
+    }
+    const std::string dir = scratch + "/r" + std::to_string(rank);
+    std::filesystem::create_directories(dir + "/job", ec);
+    if (ec) {
+      st = InternalError("create " + dir + ": " + ec.message());
+      break;
+    }
+    DumpRequest req;
+    req.init_pid = pid;
+    req.images_dir = dir;
+    req.freezer_cgroup = cgroup;
+    req.on_running = [&cancel](int pidfd) {
+      std::lock_guard<std::mutex> cl(cancel->mu);
+      cancel->criu_pidfd = pidfd;
+      if (cancel->cancelled) KillPidfd(pidfd);
+    };
+    auto dumped = DumpRank(req);
+    if (!dumped.ok()) {
+      st = dumped.status().WithContext("rank " + std::to_string(rank));
+      break;
+    }
+    const std::string& rank_dir = exe_dirs.count(rank) ? exe_dirs[rank] : job_dir;
+    std::string meta =
+        "job_dir=" + rank_dir + "\nprogram=" + program + "\nrank=" + std::to_string(rank) + "\n";
+    st = WriteWholeFile(dir + "/gos-rank", meta, 0600);
+    if (st.ok() && !program.empty()) {
+      // The executable is not in CRIU's images: it goes with them (deduplicated by content).
+      if (::link((rank_dir + "/" + program).c_str(), (dir + "/job/" + program).c_str()) != 0) {
+        // Another file system (the scratch dir on a tmpfs): a copy, with the mode CRIU checks.
+        struct stat exe {};
+        const mode_t mode =
+            ::stat((rank_dir + "/" + program).c_str(), &exe) == 0 ? exe.st_mode & 07777 : 0700;
+        st = CopyFile(rank_dir + "/" + program, dir + "/job/" + program, mode);
+      }
+    }
+    if (st.ok() && channels.count(rank)) {
+      st = WriteWholeFile(dir + "/gos-channel", channels[rank], 0600);
+      if (st.ok()) st = WriteWholeFile(dir + "/gos-matcher", matcher, 0600);
+    }
+    if (!st.ok()) break;
+  }
+  // Recycled pages images that this dump did not write over are not part of it.
+  for (const RecycledFile& f : recycled) {
+    struct stat now {};
+    if (::stat(f.path.c_str(), &now) == 0 && now.st_mtim.tv_sec == f.mtime.tv_sec &&
+        now.st_mtim.tv_nsec == f.mtime.tv_nsec) {
+      ::unlink(f.path.c_str());
+    }
+  }
+  // 2. The job may run again once every node is here (the coordinator's RESUME).
+  const int64_t pause_ms =
+      std::chrono::duration_cast<std::chrono::milliseconds>(SteadyClock::now() - t0).count();
+  if (!st.ok()) {
+    if (st.code() == StatusCode::kAborted) {
+      // criu died in the middle: the job's ranks here must not run again. The coordinator
+      // restarts the job from its newest epoch or fails it (BROKEN_DUMP); it stays frozen
+      // meanwhile.
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        if (auto jt = jobs_.find(job); jt != jobs_.end()) jt->second.dump_broke = true;
+      }
+      auto ch = channel();
+      report([&] {
+        const std::string msg = "node " + std::to_string(node_id_) + " (" + o_.name +
+                                "): checkpoint epoch " + std::to_string(epoch) + ": " +
+                                st.message();
+        if (ch) ch->Send(Frame::kBrokenDump, os::EncodeJobBytes(job, msg)).IgnoreError();
+      });
+    }
+    fail(st.ToString());
+    report([&] { node_->Store(os::VarDumped(slot), mark); });
+    return;
+  }
+  if (!report([&] {
+        node_->Store(os::VarDumped(slot), mark);
+        // Wakes the coordinator's strobe (best effort: its quantum strobe confirms anyway).
+        node_
+            ->XferAndSignal(prim::NodeSet{0}, &mark, sizeof mark, os::DumpedSlot(node_id_),
+                            os::kEventDumped)
+            .IgnoreError();
+      })) {
+    return;
+  }
+  // 3. Cut, hash, compress and ship what the store does not hold yet, while the job runs —
+  // not before: until every node has dumped and the job is resumed, that work would take the
+  // cores from the dumps still running here and on the other nodes of this machine, and from
+  // the strobes that resume the job (a 4 x 64 MiB full epoch paused 175-245 ms, 50 ms of it
+  // after the last dump). A job that is not resumed within a minute ships anyway.
+  {
+    std::unique_lock<std::mutex> cl(cancel->mu);
+    const auto until = SteadyClock::now() + std::chrono::minutes(1);
+    while (!cancel->resumed && !cancel->cancelled && !stop_ && !lost_ &&
+           SteadyClock::now() < until) {
+      cancel->cv.wait_for(cl, std::chrono::milliseconds(100));
+    }
+  }
+  // Chunks of the job's previous dump are named from the hash cache, without a SHA-256.
+  std::shared_ptr<storage::ChunkHashCache> hashes = HashCacheOf(job, true);
+  hashes->NextGeneration();
+  std::set<storage::ChunkHash> known, referenced;
+  {
+    std::lock_guard<std::mutex> wl(work_mu_);
+    auto& per_job = shipped_[job];
+    if (auto it = per_job.find(base); base != 0 && it != per_job.end()) known = it->second;
+  }
+  os::CkptBatch head;
+  head.job = job;
+  head.epoch = epoch;
+  os::BatchShipment shipment(outbox_.get(), 0, head, [&] {
+    return cancel->cancelled || lost_ || stop_ ? CancelledError("the job was killed") : OkStatus();
+  });
+  for (const auto& [rank, pid] : ranks) {
+    (void)pid;
+    if (lost_ || stop_) return;
+    const std::string dir = scratch + "/r" + std::to_string(rank);
+    storage::EpochManifest part;
+    part.job = job;
+    part.epoch = epoch;
+    part.pause_ms = pause_ms;
+    storage::EpochRank er;
+    er.rank = rank;
+    er.node = node_id_;
+    for (const std::string& name : ListFiles(dir)) {
+      if (name == "dump.log" || name == "criu.out") continue;  // criu's logs of this dump
+      storage::FileEntry fe;
+      st = storage::ChunkFile(
+          dir, name,
+          [&](const storage::ChunkRef& ref, std::span<const uint8_t> raw) -> Status {
+            if (cancel->cancelled) return CancelledError("the job was killed");
+            referenced.insert(ref.hash);
+            if (known.count(ref.hash)) return OkStatus();
+            os::CkptBatchChunk chunk;
+            chunk.hash = ref.hash;
+            chunk.raw_len = ref.raw_len;
+            GOS_RETURN_IF_ERROR(shipment.Add(std::move(chunk), storage::CompressChunk(raw, level)));
+            known.insert(ref.hash);
+            return OkStatus();
+          },
+          &fe, hashes.get());
+      if (!st.ok()) break;
+      er.files.push_back(std::move(fe));
+    }
+    // The manifest names the rank's chunks: the store holds them all before it gets it.
+    if (st.ok()) st = shipment.Finish();
+    if (!st.ok()) return fail(st.ToString());
+    part.ranks.push_back(std::move(er));
+    std::vector<uint8_t> bytes = storage::EncodeManifest(part);
+    auto ch = channel();
+    if (!ch) return;
+    bool told = report([&] {
+      ch->Send(Frame::kCkptRank, os::EncodeJobBytes(job, std::string(bytes.begin(), bytes.end())))
+          .IgnoreError();
+    });
+    if (!told) return;
+  }
+  {
+    std::lock_guard<std::mutex> wl(work_mu_);
+    auto& per_job = shipped_[job];
+    per_job[epoch] = std::move(referenced);
+    // Keep the base (it may still be the newest committed one) and this epoch.
+    for (auto it = per_job.begin(); it != per_job.end();) {
+      it = it->first != base && it->first != epoch ? per_job.erase(it) : std::next(it);
+    }
+  }
+  if (!report([&] { node_->Store(os::VarStored(slot), mark); })) return;
+  // The dump stays here: a restart that places its ranks on this node again restores them
+  // from it instead of receiving every chunk from the store.
+  if (const char* k = getenv("GOS_KEEP_DUMPS");
+      !fits || (k != nullptr && std::strcmp(k, "0") == 0)) {
+    std::filesystem::remove_all(scratch, ec);
+  } else {
+    KeepDump(job, epoch, base);
+  }
+  GOS_LOG(kInfo, "nodeagent") << "job " << job << " epoch " << epoch << ": " << ranks.size()
+                              << " ranks dumped in " << pause_ms << " ms and shipped";
+}
+
+bool NodeAgentImpl::MakeScratchRoom(uint64_t job, uint64_t need) {
+  // Free bytes there; if that cannot be told, plenty (the dump then says what is wrong).
+  auto available = [&] {
+    struct statvfs vfs {};
+    if (::statvfs(o_.scratch_dir.c_str(), &vfs) != 0) return UINT64_MAX / 2;
+    return static_cast<uint64_t>(vfs.f_bavail) * vfs.f_frsize;
+  };
+  if (available() >= need) return true;
+  const std::string root = o_.scratch_dir + "/ckpt";
+  const std::string mine = "j" + std::to_string(job) + "-e";
+  // Nothing is dropped for a dump that would not fit even then.
+  if (available() + DirBytes(root) < need) return false;
+  std::error_code ec;
+  for (bool own : {false, true}) {
+    for (const auto& e : std::filesystem::directory_iterator(root, ec)) {
+      if ((e.path().filename().string().rfind(mine, 0) == 0) == own) {
+        std::error_code rec;
+        std::filesystem::remove_all(e.path(), rec);
+      }
+    }
+    if (available() >= need) return true;
+  }
+  return false;
+}
+
+void NodeAgentImpl::DropDumps(uint64_t job, uint64_t keep, uint64_t keep_too) {
+  const std::string mine = "j" + std::to_string(job) + "-e";
+  std::error_code ec;
+  for (const auto& e : std::filesystem::directory_iterator(o_.scratch_dir + "/ckpt", ec)) {
+    const std::string name = e.path().filename().string();
+    if (name.rfind(mine, 0) == 0 && name != mine + std::to_string(keep) &&
+        name != mine + std::to_string(keep_too)) {
+      std::error_code rec;
+      std::filesystem::remove_all(e.path(), rec);
+    }
+  }
+}
+
+std::vector<NodeAgentImpl::RecycledFile> NodeAgentImpl::RecycleDumps(
+    uint64_t job, uint64_t epoch, const std::string& scratch,
+    const std::vector<std::pair<uint32_t, pid_t>>& ranks) {
+  const std::string mine = "j" + std::to_string(job) + "-e";
+  std::vector<std::pair<uint64_t, std::string>> kept;  // (epoch, dir), newest first
+  std::error_code ec;
+  for (const auto& e : std::filesystem::directory_iterator(o_.scratch_dir + "/ckpt", ec)) {
+    const std::string name = e.path().filename().string();
+    if (name.rfind(mine, 0) != 0 || name == mine + std::to_string(epoch)) continue;
+    kept.emplace_back(std::strtoull(name.c_str() + mine.size(), nullptr, 10), e.path().string());
+  }
+  std::sort(kept.rbegin(), kept.rend());
+  std::vector<RecycledFile> out;
+  for (const auto& [rank, pid] : ranks) {
+    (void)pid;
+    const std::string r = "/r" + std::to_string(rank);
+    for (const auto& [kept_epoch, dir] : kept) {
+      (void)kept_epoch;
+      size_t before = out.size();
+      for (const auto& e : std::filesystem::directory_iterator(dir + r, ec)) {
+        const std::string name = e.path().filename().string();
+        struct stat st {};
+        // Only CRIU's pages images, and none that is linked elsewhere (a restore dir).
+        if (name.rfind("pages-", 0) != 0 || ::lstat(e.path().c_str(), &st) != 0 ||
+            !S_ISREG(st.st_mode) || st.st_nlink != 1) {
+          continue;
+        }
+        std::filesystem::create_directories(scratch + r, ec);
+        const std::string to = scratch + r + "/" + name;
+        if (::rename(e.path().c_str(), to.c_str()) == 0) out.push_back({to, st.st_mtim});
+      }
+      if (out.size() > before) break;  // this rank's newest kept dump
+    }
+  }
+  DropDumps(job, epoch, epoch);
+  return out;
+}
+
+void NodeAgentImpl::KeepDump(uint64_t job, uint64_t epoch, uint64_t base) {
+  constexpr size_t kKeptDumpJobs = 4;
+  const std::string root = o_.scratch_dir + "/ckpt";
+  const std::string mine = "j" + std::to_string(job) + "-e";
+  std::error_code ec;
+  // Newest dump first, per other job: job prefix -> (mtime, its dump dirs).
+  std::map<std::string, std::pair<std::filesystem::file_time_type, std::vector<std::string>>>
+      others;
+  // This job keeps `epoch` and its last committed epoch `base` (a restart wants that one if
+  // `epoch` never commits); anything else is aborted or superseded.
+  DropDumps(job, epoch, base);
+  for (const auto& e : std::filesystem::directory_iterator(root, ec)) {
+    const std::string name = e.path().filename().string();
+    if (name.rfind(mine, 0) == 0) continue;
+    auto& [newest, dirs] = others[name.substr(0, name.find("-e"))];
+    newest = std::max(newest, std::filesystem::last_write_time(e.path(), ec));
+    dirs.push_back(name);
+  }
+  std::vector<std::pair<std::filesystem::file_time_type, const std::vector<std::string>*>> jobs;
+  for (const auto& [prefix, kept] : others) jobs.emplace_back(kept.first, &kept.second);
+  std::sort(jobs.rbegin(), jobs.rend());
+  for (size_t i = kKeptDumpJobs - 1; i < jobs.size(); ++i) {
+    for (const std::string& name : *jobs[i].second)
+      std::filesystem::remove_all(root + "/" + name, ec);
+  }
+}
+
+}  // namespace gos::nodeagent::internal

@@ -1,0 +1,105 @@
+// Record and replay bookkeeping of the nodeagent (docs/specs/replay.md): shipping a recorded
+// job's log, taking a log to replay, stopping a replayed job for inspection.
+#include <signal.h>
+
+#include "gos/log.h"
+#include "gos/replay/log.h"
+#include "nodeagent/agent_impl.h"
+
+namespace gos::nodeagent::internal {
+
+void NodeAgentImpl::ShipRecord(LocalJob& j, bool final) {
+  if (!j.record || !bcs_) return;
+  auto now = std::chrono::steady_clock::now();
+  // Bigger segments compress better; a node that dies loses at most this much of the log.
+  if (!final && now - j.record_shipped < std::chrono::seconds(10) &&
+      bcs_->RecordPending(j.id) < (1u << 20)) {
+    return;
+  }
+  j.record_shipped = now;
+  for (RecordSegment& seg : bcs_->TakeRecord(j.id)) {
+    os::ReplaySegment m{j.id, seg.stream, std::move(seg.bytes), j.launch};
+    if (ch_) ch_->Send(Frame::kReplaySegment, os::Encode(m)).IgnoreError();
+  }
+}
+
+void NodeAgentImpl::OnReplayDataEnd(const os::ReplayDataEnd& m) {
+  auto segments = std::move(replay_inbox_[m.job]);
+  replay_inbox_.erase(m.job);
+  os::RestoreReady ready;
+  ready.job = m.job;
+  ready.rank = node_id_;  // a replay log is confirmed per node
+  auto plan = std::make_shared<ReplayPlan>();
+  plan->stop_at = m.stop_at;
+  plan->completed = m.completed;
+  plan->failed_rank = m.failed_rank;
+  auto log = replay::DecodeJobLog(segments[replay::kJobStream]);
+  if (!log.ok()) {
+    ready.ok = false;
+    ready.message = "node " + std::to_string(node_id_) + ": " + log.status().ToString();
+  } else {
+    plan->log = std::move(*log);
+    if (m.from_epoch != 0) {
+      // The ranks come back from that checkpoint: the replay starts at the step it was at.
+      plan->channel_job = m.of;
+      bool found = false;
+      for (const replay::CheckpointMark& mark : plan->log.checkpoints) {
+        if (mark.epoch != m.from_epoch) continue;
+        plan->start_step = mark.steps;
+        found = true;
+      }
+      if (!found) {
+        ready.ok = false;
+        ready.message = "the recording of job " + std::to_string(m.of) +
+                        " has no mark for checkpoint " + std::to_string(m.from_epoch);
+      }
+    }
+    for (auto& [stream, segs] : segments) {
+      if (!replay::IsRankStream(stream)) continue;
+      auto bytes = replay::DecodeBytesSegments(segs);
+      if (!bytes.ok()) {
+        ready.ok = false;
+        ready.message = "node " + std::to_string(node_id_) + ": rank " +
+                        std::to_string(stream - replay::RankStream(0)) + ": " +
+                        bytes.status().ToString();
+        break;
+      }
+      plan->decisions[stream - replay::RankStream(0)] = std::move(*bytes);
+    }
+  }
+  if (ready.ok) {
+    std::lock_guard<std::mutex> lock(replay_mu_);
+    replay_plans_[m.job] = std::move(plan);
+  }
+  if (ch_) ch_->Send(Frame::kRestoreReady, os::Encode(ready)).IgnoreError();
+}
+
+// Ranks are stopped with SIGSTOP rather than the freezer: a debugger can attach to a stopped
+// process, not to a frozen one.
+void NodeAgentImpl::StopJob(LocalJob& j) {
+  j.stopped = true;
+  j.hold = true;
+  if (j.bcs && bcs_) bcs_->Hold(j.id, true);
+  for (const Rank& r : j.ranks) {
+    pid_t pid = r.exited ? 0 : (j.bcs && bcs_ ? bcs_->RankPidOf(j.id, r.rank) : r.pid);
+    if (pid > 0) ::kill(pid, SIGSTOP);
+  }
+  if (j.frozen && j.cgroup) {
+    Status st = j.cgroup->Thaw();  // the SIGSTOPs take effect
+    if (!st.ok()) GOS_LOG(kWarn, "nodeagent") << "thaw job " << j.id << ": " << st.ToString();
+    j.frozen = false;
+  }
+  os::ReplayStopped m;
+  m.job = j.id;
+  for (const Rank& r : j.ranks) {
+    os::ReplayRank x;
+    x.rank = r.rank;
+    x.node = node_id_;
+    x.host = o_.name;
+    x.pid = r.exited ? 0 : (j.bcs && bcs_ ? bcs_->RankPidOf(j.id, r.rank) : r.pid);
+    m.ranks.push_back(std::move(x));
+  }
+  if (ch_) ch_->Send(Frame::kReplayStopped, os::Encode(m)).IgnoreError();
+}
+
+}  // namespace gos::nodeagent::internal
