@@ -1,5 +1,6 @@
-// What the parts of the MPI subset built on its own public calls (rma.cc) need from mpi.cc's
-// state. Not installed; the same threading rules as mpi.h (one thread at a time).
+// What the parts of the MPI subset built on its own public calls (rma.cc) need from the rest
+// of the library (defined in type.cc and errhandler.cc); the other files share mpi_impl.h.
+// Not installed; the same threading rules as mpi.h (one thread at a time).
 #ifndef GOS_LIBGOS_MPI_INTERNAL_H_
 #define GOS_LIBGOS_MPI_INTERNAL_H_
 

@@ -508,9 +508,10 @@ TEST(MpiContext, DeterministicReservedFreeAndDistinct) {
 
 #ifdef GOS_MPI_LOOPBACK
 // ---------------------------------------------------------------------------------------------
-// mpi.cc end to end: N forked ranks, each with a real channel, served by a minimal nodeagent
-// in the test process (matching in arrival order, data moved with process_vm_readv/writev).
-// It stands in for the real nodeagent so that mpi.cc's calls are checked on real gos_rank.
+// The MPI library end to end: N forked ranks, each with a real channel, served by a minimal
+// nodeagent in the test process (matching in arrival order, data moved with
+// process_vm_readv/writev). It stands in for the real nodeagent so that the library's calls are
+// checked on real gos_rank.
 
 namespace loopback {
 

@@ -1,0 +1,181 @@
+// Startup and the environment (MPI 4.1, chapter 11): MPI_Init and MPI_Finalize, the library
+// state they set up, threads, implementation information, memory, timers; and what belongs
+// to no area: MPI_Pcontrol (profiling) and the Fortran handle conversions.
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+#include <thread>
+#include <utility>
+#include <vector>
+
+#include "gos/gos.h"
+#include "libgos/mpi/mpi_impl.h"
+#include "mpi.h"
+
+namespace {
+
+using gos::mpi::internal::AddComm;
+using gos::mpi::internal::Comm;
+using gos::mpi::internal::DeleteAllAttrs;
+using gos::mpi::internal::Fail;
+using gos::mpi::internal::FindComm;
+using gos::mpi::internal::FindInfo;
+using gos::mpi::internal::FromGos;
+using gos::mpi::internal::S;
+using gos::mpi::internal::State;
+using gos::mpi::internal::SweepDetached;
+
+int g_thread_level = MPI_THREAD_SINGLE;  // what MPI_Init_thread provided
+
+int InitState() {
+  State& s = S();
+  s.comms.clear();
+  s.comms.push_back(nullptr);  // MPI_COMM_NULL
+  for (const gos_comm_t* g : {gos_comm_world(), gos_comm_self()}) {
+    if (g == nullptr) return MPI_ERR_INTERN;
+    auto c = std::make_unique<Comm>();
+    c->g = *g;  // gos owns its world arrays for the life of the process
+    AddComm(std::move(c));
+  }
+  s.groups.clear();
+  s.groups.emplace_back();                    // MPI_GROUP_NULL
+  s.groups.emplace_back(std::vector<int>{});  // MPI_GROUP_EMPTY
+  return MPI_SUCCESS;
+}
+
+}  // namespace
+
+namespace gos::mpi::internal {
+
+State& S() {
+  static State* s = new State();
+  return *s;
+}
+
+}  // namespace gos::mpi::internal
+
+extern "C" {
+
+int MPI_Init(int* /*argc*/, char*** /*argv*/) {
+  int err = gos_init();
+  if (err != GOS_OK) {
+    // No communicator exists yet, so the only handler is the fatal default.
+    std::fprintf(stderr, "gos MPI: MPI_Init: %s\n", gos_error_string(err));
+    std::fflush(stderr);
+    gos_abort(1);
+  }
+  GOS_MPI_CHECK(MPI_COMM_WORLD, "MPI_Init", InitState());
+  S().main_thread = std::this_thread::get_id();
+  return MPI_SUCCESS;
+}
+
+int MPI_Init_thread(int* argc, char*** argv, int required, int* provided) {
+  int err = MPI_Init(argc, argv);
+  g_thread_level = std::clamp(required, MPI_THREAD_SINGLE, MPI_THREAD_FUNNELED);
+  if (provided != nullptr) *provided = g_thread_level;
+  return err;
+}
+
+int MPI_Query_thread(int* provided) {
+  *provided = g_thread_level;
+  return MPI_SUCCESS;
+}
+
+int MPI_Is_thread_main(int* flag) {
+  if (flag == nullptr) return Fail(MPI_COMM_WORLD, "MPI_Is_thread_main", MPI_ERR_ARG);
+  *flag = std::this_thread::get_id() == S().main_thread;
+  return MPI_SUCCESS;
+}
+
+int MPI_Finalize(void) {
+  // As if MPI_COMM_SELF were freed first (MPI-3.1 8.7.1): programs hook cleanup there.
+  if (Comm* self = FindComm(MPI_COMM_SELF)) {
+    GOS_MPI_CHECK(MPI_COMM_SELF, "MPI_Finalize", DeleteAllAttrs(MPI_COMM_SELF, self));
+  }
+  SweepDetached(/*block=*/true);
+  GOS_MPI_CHECK(MPI_COMM_WORLD, "MPI_Finalize", FromGos(gos_finalize()));
+  return MPI_SUCCESS;
+}
+
+int MPI_Initialized(int* flag) {
+  *flag = gos_initialized();
+  return MPI_SUCCESS;
+}
+
+int MPI_Finalized(int* flag) {
+  *flag = gos_finalized();
+  return MPI_SUCCESS;
+}
+
+int MPI_Abort(MPI_Comm /*comm*/, int errorcode) {
+  // gos ends the whole job, whatever the communicator (as most MPIs do).
+  gos_abort(errorcode);
+}
+
+int MPI_Get_version(int* version, int* subversion) {
+  *version = MPI_VERSION;
+  *subversion = MPI_SUBVERSION;
+  return MPI_SUCCESS;
+}
+
+int MPI_Get_library_version(char* version, int* resultlen) {
+  std::snprintf(version, MPI_MAX_LIBRARY_VERSION_STRING,
+                "gos MPI (MPI %d.%d subset over buffered coscheduling; docs/mpi.md)", MPI_VERSION,
+                MPI_SUBVERSION);
+  *resultlen = static_cast<int>(std::strlen(version));
+  return MPI_SUCCESS;
+}
+
+int MPI_Get_processor_name(char* name, int* resultlen) {
+  if (gethostname(name, MPI_MAX_PROCESSOR_NAME) != 0) {
+    std::snprintf(name, MPI_MAX_PROCESSOR_NAME, "unknown");
+  }
+  name[MPI_MAX_PROCESSOR_NAME - 1] = '\0';
+  *resultlen = static_cast<int>(std::strlen(name));
+  return MPI_SUCCESS;
+}
+
+int MPI_Alloc_mem(MPI_Aint size, MPI_Info info, void* baseptr) {
+  static const char* const kFn = "MPI_Alloc_mem";
+  if (size < 0 || baseptr == nullptr || (info != MPI_INFO_NULL && FindInfo(info) == nullptr)) {
+    return Fail(MPI_COMM_WORLD, kFn, MPI_ERR_ARG);
+  }
+  // At least a byte: a size of 0 also gives a pointer of its own, freed like any other.
+  void* p = std::malloc(std::max<size_t>(static_cast<size_t>(size), 1));
+  if (p == nullptr) return Fail(MPI_COMM_WORLD, kFn, MPI_ERR_NO_MEM);
+  *static_cast<void**>(baseptr) = p;
+  return MPI_SUCCESS;
+}
+
+int MPI_Free_mem(void* base) {
+  std::free(base);
+  return MPI_SUCCESS;
+}
+
+double MPI_Wtime(void) { return gos_wtime(); }
+
+double MPI_Wtick(void) { return gos_wtick(); }
+
+int MPI_Pcontrol(const int /*level*/, ...) { return MPI_SUCCESS; }
+
+// Fortran and C handles are the same ints.
+MPI_Fint MPI_Comm_c2f(MPI_Comm comm) { return comm; }
+MPI_Comm MPI_Comm_f2c(MPI_Fint comm) { return comm; }
+MPI_Fint MPI_Type_c2f(MPI_Datatype datatype) { return datatype; }
+MPI_Datatype MPI_Type_f2c(MPI_Fint datatype) { return datatype; }
+MPI_Fint MPI_Group_c2f(MPI_Group group) { return group; }
+MPI_Group MPI_Group_f2c(MPI_Fint group) { return group; }
+MPI_Fint MPI_Request_c2f(MPI_Request request) { return request; }
+MPI_Request MPI_Request_f2c(MPI_Fint request) { return request; }
+MPI_Fint MPI_Op_c2f(MPI_Op op) { return op; }
+MPI_Op MPI_Op_f2c(MPI_Fint op) { return op; }
+MPI_Fint MPI_Info_c2f(MPI_Info info) { return info; }
+MPI_Info MPI_Info_f2c(MPI_Fint info) { return info; }
+MPI_Fint MPI_Errhandler_c2f(MPI_Errhandler errhandler) { return errhandler; }
+MPI_Errhandler MPI_Errhandler_f2c(MPI_Fint errhandler) { return errhandler; }
+
+}  // extern "C"
