@@ -15,7 +15,7 @@
 #include <thread>
 
 #include "gos/os/auth.h"
-#include "libgos/prim/bootstrap_proto.h"
+#include "gos/prim/bootstrap.h"
 
 namespace gos::os {
 namespace {

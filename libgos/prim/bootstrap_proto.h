@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "gos/prim/bootstrap.h"
 #include "gos/prim/node_set.h"
 #include "gos/status.h"
 
@@ -95,14 +96,8 @@ class FrameBuffer {
 
 // Blocking helpers over a connected socket (used where latency does not matter).
 Status WriteAll(int fd, std::span<const uint8_t> bytes);
-// "host:port" -> connected TCP socket, retrying refused connections until the deadline, or
-// until *cancel is true (CANCELLED).
-StatusOr<int> ConnectTcp(const std::string& address, std::chrono::steady_clock::time_point deadline,
-                         const std::atomic<bool>* cancel = nullptr);
 // Local IP of a connected socket.
 std::string LocalIp(int fd);
-// Splits "host:port"; fails if malformed.
-Status SplitHostPort(const std::string& address, std::string* host, uint16_t* port);
 
 }  // namespace gos::prim::bootstrap
 

@@ -11,6 +11,7 @@
 #ifndef GOS_PRIM_BOOTSTRAP_H_
 #define GOS_PRIM_BOOTSTRAP_H_
 
+#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <memory>
@@ -45,5 +46,18 @@ class BootstrapServer {
 };
 
 }  // namespace gos::prim
+
+// TCP helpers of the bootstrap service that other components use too (the os channel's
+// TCP transport): blocking, for connection set-up only.
+namespace gos::prim::bootstrap {
+
+// "host:port" -> connected TCP socket, retrying refused connections until the deadline, or
+// until *cancel is true (CANCELLED).
+StatusOr<int> ConnectTcp(const std::string& address, std::chrono::steady_clock::time_point deadline,
+                         const std::atomic<bool>* cancel = nullptr);
+// Splits "host:port"; fails if malformed.
+Status SplitHostPort(const std::string& address, std::string* host, uint16_t* port);
+
+}  // namespace gos::prim::bootstrap
 
 #endif  // GOS_PRIM_BOOTSTRAP_H_
