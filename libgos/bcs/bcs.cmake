@@ -3,6 +3,10 @@
 # independent and depends on nothing but libc and libstdc++ (no gos::common).
 add_library(gos_rank STATIC
   ${CMAKE_CURRENT_LIST_DIR}/client.cc
+  ${CMAKE_CURRENT_LIST_DIR}/client_p2p.cc
+  ${CMAKE_CURRENT_LIST_DIR}/client_wait.cc
+  ${CMAKE_CURRENT_LIST_DIR}/client_coll.cc
+  ${CMAKE_CURRENT_LIST_DIR}/client_record.cc
   ${CMAKE_CURRENT_LIST_DIR}/reduce.cc)
 add_library(gos::rank ALIAS gos_rank)
 _gos_common_flags(gos_rank)
