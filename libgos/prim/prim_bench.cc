@@ -27,8 +27,8 @@
 
 #include "gos/prim/bootstrap.h"
 #include "gos/prim/prim.h"
-#include "libgos/prim/bootstrap_proto.h"
-#include "libgos/prim/fabric.h"
+#include "bootstrap_proto.h"
+#include "fabric.h"
 
 namespace {
 
