@@ -24,12 +24,6 @@ std::string EpochAbortedText(uint64_t job, uint64_t epoch, const std::string& er
          " aborted: " + error;
 }
 
-// The value a node stores in VarDumped/VarStored for (job, epoch): unique per job, so a
-// stale value another job left in the slot never satisfies the query.
-int64_t EpochMark(uint64_t job, uint64_t epoch) {
-  return static_cast<int64_t>((job << 24) | (epoch & 0xffffff));
-}
-
 }  // namespace
 
 void CoordinatorImpl::InboxLoop() {
@@ -125,7 +119,7 @@ void CoordinatorImpl::StepEpoch(Job& j, After& after) {
   if (e.committing) return;
   const uint64_t id = j.rec.id;
   const NodeSet set = JobNodes(j);
-  const int64_t mark = EpochMark(id, e.epoch);
+  const int64_t mark = os::EpochMark(id, e.epoch);
   if (!e.dumped) {
     auto ok = node_->CompareAndWrite(set, os::VarDumped(j.slot), prim::CompareOp::kEq, mark,
                                      prim::Node::kNoWrite, 0, now + o_.failure_timeout);

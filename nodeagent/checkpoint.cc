@@ -19,10 +19,6 @@
 namespace gos::nodeagent::internal {
 namespace {
 
-int64_t EpochMark(uint64_t job, uint64_t epoch) {
-  return static_cast<int64_t>((job << 24) | (epoch & 0xffffff));
-}
-
 // Resident (and swapped) memory of the processes in a cgroup directory.
 uint64_t JobMemoryBytes(const std::string& cgroup) {
   uint64_t total = 0;
@@ -88,7 +84,7 @@ void NodeAgentImpl::StartCheckpoints() {
     j.ckpt_epoch = 0;
     if (!failure.empty()) {
       if (ch_) ch_->Send(Frame::kCkptFailed, os::EncodeJobBytes(id, failure)).IgnoreError();
-      node_->Store(os::VarDumped(j.slot), EpochMark(id, epoch));
+      node_->Store(os::VarDumped(j.slot), os::EpochMark(id, epoch));
       continue;
     }
     Status st = j.cgroup->Freeze(true);
@@ -130,7 +126,7 @@ void NodeAgentImpl::StartCheckpoints() {
         std::string why =
             "node " + std::to_string(node_id_) + ": saving the BCS state: " + m.status().ToString();
         if (ch_) ch_->Send(Frame::kCkptFailed, os::EncodeJobBytes(id, why)).IgnoreError();
-        node_->Store(os::VarDumped(j.slot), EpochMark(id, epoch));
+        node_->Store(os::VarDumped(j.slot), os::EpochMark(id, epoch));
         continue;
       }
       bcs_->Hold(id, true);
@@ -178,7 +174,7 @@ void NodeAgentImpl::CheckpointWorker(uint64_t job, uint64_t epoch, uint64_t base
                                      std::map<uint32_t, std::string> exe_dirs,
                                      std::shared_ptr<CkptCancel> cancel) {
   const auto t0 = SteadyClock::now();
-  const int64_t mark = EpochMark(job, epoch);
+  const int64_t mark = os::EpochMark(job, epoch);
   // The dumps hold about the ranks' resident memory.
   const uint64_t memory = JobMemoryBytes(cgroup);
   const bool fits = MakeScratchRoom(job, memory + memory / 8 + (8u << 20));

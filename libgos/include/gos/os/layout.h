@@ -56,6 +56,11 @@ inline constexpr uint64_t kVarDumpedBase = 0x3000;
 inline constexpr uint64_t kVarStoredBase = 0x4000;
 constexpr uint64_t VarDumped(uint32_t slot) { return kVarDumpedBase + 8 * uint64_t{slot}; }
 constexpr uint64_t VarStored(uint32_t slot) { return kVarStoredBase + 8 * uint64_t{slot}; }
+// The value a node stores in VarDumped/VarStored for (job, epoch): unique per job, so a
+// stale value another job left in the slot never satisfies the query.
+constexpr int64_t EpochMark(uint64_t job, uint64_t epoch) {
+  return static_cast<int64_t>((job << 24) | (epoch & 0xffffff));
+}
 
 // The checkpoint inbox: slot i is free while VarCkptOwner(i) is 0 in the coordinator's
 // memory; a node takes it with COMPARE-AND-WRITE (== 0, write its id), XFERs a batch into it,
