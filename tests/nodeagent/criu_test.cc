@@ -20,12 +20,14 @@
 #include <filesystem>
 #include <fstream>
 #include <memory>
+#include <optional>
 #include <sstream>
 #include <string>
 #include <vector>
 
 #include "nodeagent/freezer.h"
 #include "tests/nodeagent/rank_harness.h"
+#include "tests/support/temp_dir.h"
 
 namespace gos::nodeagent {
 namespace {
@@ -91,9 +93,8 @@ class CriuTest : public ::testing::Test {
       why = "criu_counter not built at " + CounterPath();
     }
     if (!why.empty()) GTEST_SKIP() << why;
-    char tmpl[] = "/tmp/gos-criu-test-XXXXXX";
-    ASSERT_NE(::mkdtemp(tmpl), nullptr);
-    dir_ = tmpl;
+    tmp_.emplace("gos-criu-test");
+    dir_ = tmp_->path();
     cgroup_root_ = testing::TestCgroupRoot();
   }
   void TearDown() override {
@@ -102,7 +103,7 @@ class CriuTest : public ::testing::Test {
     cgroups_.clear();
     ::rmdir(cgroup_root_.c_str());
     if (!shm_.empty()) ::unlink(shm_.c_str());
-    if (!dir_.empty()) std::filesystem::remove_all(dir_);
+    tmp_.reset();
   }
 
   FreezerCgroup* MakeCgroup(const std::string& name) {
@@ -177,7 +178,8 @@ class CriuTest : public ::testing::Test {
     return steps.back();
   }
 
-  std::string dir_;
+  std::optional<::gos::testing::TempDir> tmp_;
+  std::string dir_;  // tmp_->path()
   std::string cgroup_root_;
   std::string shm_;
   std::vector<std::unique_ptr<FreezerCgroup>> cgroups_;

@@ -13,11 +13,13 @@
 #include <filesystem>
 #include <fstream>
 #include <memory>
+#include <optional>
 #include <sstream>
 #include <string>
 #include <vector>
 
 #include "tests/nodeagent/rank_harness.h"
+#include "tests/support/temp_dir.h"
 
 extern char** environ;
 
@@ -73,9 +75,8 @@ class FreezerTest : public ::testing::Test {
     std::string why = testing::SkipReason();
     if (!why.empty()) GTEST_SKIP() << why;
     root_ = testing::TestCgroupRoot();
-    char tmpl[] = "/tmp/gos-freezer-test-XXXXXX";
-    ASSERT_NE(::mkdtemp(tmpl), nullptr);
-    dir_ = tmpl;
+    tmp_.emplace("gos-freezer-test");
+    dir_ = tmp_->path();
   }
   void TearDown() override {
     for (pid_t pid : children_) testing::KillAndReap(pid);
@@ -90,7 +91,7 @@ class FreezerTest : public ::testing::Test {
       for (auto d = dirs.rbegin(); d != dirs.rend(); ++d) ::rmdir(d->c_str());
       ::rmdir(root_.c_str());
     }
-    if (!dir_.empty()) std::filesystem::remove_all(dir_);
+    tmp_.reset();
   }
 
   std::string Name() const {
@@ -132,7 +133,8 @@ class FreezerTest : public ::testing::Test {
   }
 
   std::string root_;
-  std::string dir_;
+  std::optional<::gos::testing::TempDir> tmp_;
+  std::string dir_;  // tmp_->path()
   std::vector<pid_t> children_;
 };
 

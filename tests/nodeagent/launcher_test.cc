@@ -16,12 +16,14 @@
 #include <fstream>
 #include <future>
 #include <memory>
+#include <optional>
 #include <sstream>
 #include <string>
 
 #include "nodeagent/cpu_bind.h"
 #include "nodeagent/freezer.h"
 #include "tests/nodeagent/rank_harness.h"
+#include "tests/support/temp_dir.h"
 
 namespace gos::nodeagent {
 namespace {
@@ -38,14 +40,13 @@ class LauncherTest : public ::testing::Test {
   void SetUp() override {
     std::string why = testing::SkipReason();
     if (!why.empty()) GTEST_SKIP() << why;
-    char tmpl[] = "/tmp/gos-launcher-test-XXXXXX";
-    ASSERT_NE(::mkdtemp(tmpl), nullptr);
-    dir_ = tmpl;
+    tmp_.emplace("gos-launcher-test");
+    dir_ = tmp_->path();
   }
   void TearDown() override {
     cgroup_.reset();
     if (!cgroup_root_.empty()) ::rmdir(cgroup_root_.c_str());
-    if (!dir_.empty()) std::filesystem::remove_all(dir_);
+    tmp_.reset();
   }
 
   RankSpec Spec(const std::string& program, std::vector<std::string> argv) {
@@ -79,7 +80,8 @@ class LauncherTest : public ::testing::Test {
     return cgroup_.get();
   }
 
-  std::string dir_;
+  std::optional<::gos::testing::TempDir> tmp_;
+  std::string dir_;  // tmp_->path()
   std::string cgroup_root_;
   std::unique_ptr<FreezerCgroup> cgroup_;
 };

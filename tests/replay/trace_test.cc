@@ -13,6 +13,8 @@
 #include <string>
 #include <vector>
 
+#include "tests/support/temp_dir.h"
+
 namespace gos::replay {
 namespace {
 
@@ -66,12 +68,9 @@ struct Summary {
 };
 
 Summary Summarize(const std::string& json) {
-  const char* base = std::getenv("TMPDIR");
-  std::string dir =
-      std::string(base != nullptr && *base != '\0' ? base : "/tmp") + "/gos-trace-test-XXXXXX";
-  EXPECT_NE(::mkdtemp(dir.data()), nullptr);
-  const std::string trace = dir + "/trace.json", script = dir + "/summarize.py",
-                    out = dir + "/out.txt";
+  const gos::testing::TempDir dir("gos-trace-test");
+  const std::string trace = dir.Sub("trace.json"), script = dir.Sub("summarize.py"),
+                    out = dir.Sub("out.txt");
   std::ofstream(trace) << json;
   std::ofstream(script) << kSummarize;
   const int rc = std::system(("python3 " + script + " " + trace + " > " + out).c_str());
@@ -108,10 +107,6 @@ Summary Summarize(const std::string& json) {
       s.instants.push_back(rest.substr(1));
     }
   }
-  ::unlink(trace.c_str());
-  ::unlink(script.c_str());
-  ::unlink(out.c_str());
-  ::rmdir(dir.c_str());
   return s;
 }
 

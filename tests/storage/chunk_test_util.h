@@ -14,31 +14,11 @@
 #include <vector>
 
 #include "gos/storage/chunks.h"
+#include "tests/support/temp_dir.h"
 
 namespace gos::storage::testing {
 
-class TempDir {
- public:
-  TempDir() {
-    const char* base = std::getenv("TMPDIR");
-    std::string tmpl =
-        std::string(base != nullptr && *base != '\0' ? base : "/tmp") + "/gos-chunks-test-XXXXXX";
-    char* p = ::mkdtemp(tmpl.data());
-    if (p == nullptr) std::abort();
-    path_ = p;
-  }
-  ~TempDir() {
-    std::error_code ec;
-    std::filesystem::remove_all(path_, ec);
-  }
-  TempDir(const TempDir&) = delete;
-  TempDir& operator=(const TempDir&) = delete;
-  const std::string& path() const { return path_; }
-  std::string Sub(const std::string& name) const { return path_ + "/" + name; }
-
- private:
-  std::string path_;
-};
+using TempDir = ::gos::testing::TempDir;
 
 inline std::vector<uint8_t> RandomBytes(size_t n, uint64_t seed) {
   std::mt19937_64 rng(seed);

@@ -21,6 +21,7 @@
 #include <thread>
 
 #include "storage/codec.h"
+#include "tests/support/temp_dir.h"
 
 extern char** environ;
 
@@ -32,28 +33,7 @@ namespace fs = std::filesystem;
 // ---------------------------------------------------------------------------------------
 // Fixtures and sample records.
 
-class TempDir {
- public:
-  TempDir() {
-    const char* base = std::getenv("TMPDIR");
-    std::string tmpl =
-        std::string(base != nullptr && *base != '\0' ? base : "/tmp") + "/gos-storage-test-XXXXXX";
-    char* p = ::mkdtemp(tmpl.data());
-    if (p == nullptr) std::abort();
-    path_ = p;
-  }
-  ~TempDir() {
-    std::error_code ec;
-    fs::remove_all(path_, ec);
-  }
-  TempDir(const TempDir&) = delete;
-  TempDir& operator=(const TempDir&) = delete;
-  const std::string& path() const { return path_; }
-  std::string Sub(const std::string& name) const { return path_ + "/" + name; }
-
- private:
-  std::string path_;
-};
+using ::gos::testing::TempDir;
 
 // Every field set to a value different from its default, so a field the codec forgot would
 // fail the round trip.

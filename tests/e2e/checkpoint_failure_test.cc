@@ -36,7 +36,7 @@
 #include <vector>
 
 #include "gtest/gtest.h"
-#include "tests/checkpoint/cluster_helpers.h"
+#include "tests/support/cluster.h"
 
 namespace gos::checkpoint {
 namespace {

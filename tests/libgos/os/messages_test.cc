@@ -1,6 +1,8 @@
 // Unit tests of the global OS's wire layer: strobe and staging codecs (with the HMAC), channel
 // frames (authentication, sequence, fd passing), client/agent message codecs under mutation,
 // the cluster key file, and the flag parser.
+#include "gos/os/messages.h"
+
 #include <fcntl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -18,9 +20,9 @@
 #include "gos/os/auth.h"
 #include "gos/os/channel.h"
 #include "gos/os/flags.h"
-#include "gos/os/messages.h"
 #include "gos/os/program.h"
 #include "gtest/gtest.h"
+#include "tests/support/temp_dir.h"
 
 namespace gos::os {
 namespace {
@@ -521,9 +523,8 @@ TEST(HmacTest, KnownAnswersWithAlternatingKeysAndThreads) {
 }
 
 TEST(ClusterKey, CreatedPrivateAndRefusedWhenReadable) {
-  char dir[] = "/tmp/gos-key-XXXXXX";
-  ASSERT_NE(mkdtemp(dir), nullptr);
-  std::string path = std::string(dir) + "/cluster.key";
+  const gos::testing::TempDir dir("gos-key");
+  std::string path = dir.Sub("cluster.key");
   auto key = LoadOrCreateClusterKey(path);
   ASSERT_TRUE(key.ok()) << key.status().ToString();
   EXPECT_EQ(key->size(), 32u);
@@ -537,8 +538,6 @@ TEST(ClusterKey, CreatedPrivateAndRefusedWhenReadable) {
   auto refused = LoadClusterKey(path);
   ASSERT_FALSE(refused.ok());
   EXPECT_EQ(refused.status().code(), StatusCode::kPermissionDenied);
-  unlink(path.c_str());
-  rmdir(dir);
 }
 
 TEST(FlagsTest, FormatsDurationsInTheLargestWholeUnit) {
@@ -611,8 +610,8 @@ TEST(ProgramUsesBcs, FindsTheSectionOnlyInProgramsThatHaveIt) {
   ASSERT_GE(self, 0);
   EXPECT_FALSE(ProgramUsesBcs(self));
   ::close(self);
-  char dir[] = "/tmp/gos-elf-XXXXXX";
-  ASSERT_NE(::mkdtemp(dir), nullptr);
+  const gos::testing::TempDir tmp("gos-elf");
+  const std::string dir = tmp.path();
   std::string marked = std::string(dir) + "/marked";
   std::string cmd = "printf 'gos bcs v1' > " + std::string(dir) +
                     "/note && objcopy --add-section .gos_bcs=" + std::string(dir) +
@@ -626,7 +625,6 @@ TEST(ProgramUsesBcs, FindsTheSectionOnlyInProgramsThatHaveIt) {
   int text = ::open((std::string(dir) + "/note").c_str(), O_RDONLY | O_CLOEXEC);
   EXPECT_FALSE(ProgramUsesBcs(text));
   ::close(text);
-  std::system(("rm -rf " + std::string(dir)).c_str());
 }
 
 }  // namespace

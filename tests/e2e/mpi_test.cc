@@ -1,9 +1,9 @@
 // MPI integration tests (issue 4): real MPI programs, built against gos's MPI
 // subset, run by gos-run on a real local cluster (coordinator and four
 // nodeagents started once for the suite with `gos-cluster up -N 4`, in a temp
-// state dir; root only, like tests/os).
+// state dir; root only, like os_test).
 //
-//   Semantics    every self-checking program of tests/mpi/programs (prints "OK
+//   Semantics    every self-checking program of tests/e2e/mpi/programs (prints "OK
 //   <name>") at 2
 //                and 4 ranks, on one node and on two;
 //   Examples     ring, pi, jacobi, master_worker at 1..16 ranks over 1..4
@@ -43,11 +43,11 @@
 #include <utility>
 #include <vector>
 
-#include "gos/os/channel.h"
-#include "gos/os/messages.h"
+#include "tests/support/cluster.h"
 #include "tests/support/cluster_files.h"
 #include "tests/support/netns.h"
 #include "tests/support/subprocess.h"
+#include "tests/support/temp_dir.h"
 
 namespace gos::mpi {
 namespace {
@@ -99,8 +99,8 @@ class Cluster {
   // "" when usable, else why not (then every test is skipped or fails with it).
   const std::string& problem() const { return problem_; }
   bool skip() const { return skip_; }
-  const std::string& state() const { return state_; }
-  std::vector<std::string> Env() const { return {"GOS_STATE_DIR=" + state_}; }
+  const std::string& state() const { return local_->state(); }
+  std::vector<std::string> Env() const { return local_->Env(); }
 
   // gos-run -n N -N K PROGRAM ARGS... on the cluster.
   Result GosRun(int ranks, int nodes, const std::string& program,
@@ -112,31 +112,13 @@ class Cluster {
     return Execute(argv, Env(), timeout);
   }
 
-  std::string Logs() const {
-    std::string s;
-    std::error_code ec;
-    for (const auto& e : std::filesystem::directory_iterator(state_ + "/log", ec)) {
-      std::string text = ReadFile(e.path().string());
-      if (text.size() > 4000) text = "...\n" + text.substr(text.size() - 4000);
-      s += "=== " + e.path().string() + ":\n" + text;
-    }
-    return s;
-  }
+  std::string Logs() const { return local_ ? local_->Logs(4000) : ""; }
 
+  // gos-cluster down (which must leave no process behind), then the state dir goes.
   void Stop() {
-    if (!up_) return;
-    up_ = false;
-    Result down = Execute({Bin("gos-cluster"), "down"}, Env(), 60s);
-    EXPECT_EQ(down.code, 0) << down.Describe();
-    std::map<pid_t, std::string> left;
-    EXPECT_TRUE(WaitUntil([&] { return (left = FindProcesses(state_)).empty(); }, 15s))
-        << "processes of the test cluster still running after gos-cluster "
-           "down:\n"
-        << Describe(left);
-    for (const auto& [pid, what] : FindProcesses(state_)) ::kill(pid, SIGKILL);
-    gos::testing::RemoveClusterFiles(state_);
-    std::error_code ec;
-    std::filesystem::remove_all(state_, ec);
+    if (!local_) return;
+    local_->Down();
+    local_.reset();
   }
 
  private:
@@ -151,28 +133,19 @@ class Cluster {
       problem_ = "no cgroup v1 freezer hierarchy at /sys/fs/cgroup/freezer";
       return;
     }
-    unsetenv("GOS_COORDINATOR");
-    char tmpl[] = "/tmp/gos-mpi-test-XXXXXX";
-    if (mkdtemp(tmpl) == nullptr) {
-      problem_ = std::string("mkdtemp: ") + std::strerror(errno);
-      return;
-    }
-    state_ = tmpl;
-    ::chmod(state_.c_str(), 0755);
+    local_ = std::make_unique<gos::testing::LocalCluster>("gos-mpi-test");
     const char* q = std::getenv("GOS_MPI_TEST_TIMESLICE");
     const std::string quantum = q != nullptr && *q != '\0' ? q : "5ms";
-    Result up = Execute({Bin("gos-cluster"), "up", "-N", "4", "--timeslice", quantum}, Env(), 60s);
+    Result up = local_->Up({"-N", "4", "--timeslice", quantum});
     if (up.code != 0) {
       problem_ = "gos-cluster up failed: " + up.Describe() + Logs();
       return;
     }
-    up_ = true;
   }
 
-  std::string state_;
+  std::unique_ptr<gos::testing::LocalCluster> local_;
   std::string problem_;
   bool skip_ = false;
-  bool up_ = false;
 };
 
 class MpiEnvironment : public ::testing::Environment {
@@ -422,17 +395,9 @@ TEST_F(MpiTest, FinalizeNamesTheSentMessagesNobodyReceived) {
 // Nodes up and strobing, by one PS round trip on the coordinator's client socket (0 if it
 // does not answer).
 uint32_t NodesUp(const std::string& socket) {
-  auto fd = os::ConnectAddress(socket, SteadyClock::now() + 2s);
-  if (!fd.ok()) return 0;
-  os::Channel ch(*fd, {}, false);
-  if (!ch.Send(os::Frame::kPs, {}).ok()) return 0;
-  auto f = ch.Receive(SteadyClock::now() + 5s);
-  if (!f.ok() || f->type != os::Frame::kPsReply) return 0;
-  auto reply = os::DecodePsReply(f->payload);
+  auto reply = gos::testing::Ps(socket, 5s);
   if (!reply.ok() || reply->strobe == 0) return 0;
-  uint32_t up = 0;
-  for (const auto& n : reply->nodes) up += n.up ? 1 : 0;
-  return up;
+  return gos::testing::NodesUp(*reply);
 }
 
 // ---- Two hosts in network namespaces ------------------------------------------------------
@@ -441,57 +406,31 @@ uint32_t NodesUp(const std::string& socket) {
 // traffic between the ranks of the two nodes crosses a real (virtual) network.
 TEST_F(MpiTest, TwoNetworkNamespaceHosts) {
   if (std::string why = NetnsHosts::Unsupported(); !why.empty()) GTEST_SKIP() << why;
-  auto hosts = NetnsHosts::Create(2);
-  ASSERT_TRUE(hosts.ok()) << hosts.status().ToString();
-  char tmpl[] = "/tmp/gos-mpi-test-netns-XXXXXX";
-  ASSERT_NE(mkdtemp(tmpl), nullptr) << std::strerror(errno);
-  const std::string state = tmpl;
-  const std::vector<std::string> env = {"GOS_STATE_DIR=" + state};
+  // The coordinator's own quantum and epochs, as a cluster started by hand has them.
+  gos::testing::TestCluster c(2, /*netns=*/true);
+  c.timeslice = "";
+  c.keep = "";
+  ASSERT_EQ(c.Start(), "");
+  const std::string state = c.state();
   {
-    auto coordinator = Subprocess::Start({Bin("gos-coordinator"), "--data-dir", state, "--nodes",
-                                          "2", "--listen", (*hosts)->bridge_ip() + ":0"},
-                                         env);
-    ASSERT_TRUE(coordinator.ok()) << coordinator.status().ToString();
-    std::string address;
-    ASSERT_TRUE(WaitUntil(
-        [&] {
-          address = ReadFile(state + "/coordinator.addr");
-          while (!address.empty() && (address.back() == '\n' || address.back() == ' ')) {
-            address.pop_back();
-          }
-          return !address.empty();
-        },
-        20s))
-        << coordinator->output();
-    std::vector<Subprocess> agents;
-    for (int i = 0; i < 2; ++i) {
-      const std::string name = "h" + std::to_string(i);
-      // nsenter --net, not `ip netns exec` (which remounts /sys and hides the freezer).
-      auto agent = Subprocess::Start(
-          {"nsenter", "--net=/run/netns/" + (*hosts)->name(i), "--", Bin("gos-nodeagent"),
-           "--coordinator", address, "--key-file", state + "/cluster.key", "--name", name,
-           "--state-dir", state + "/nodes/" + name, "--node", std::to_string(i + 1),
-           "--exit-with-coordinator"},
-          env);
-      ASSERT_TRUE(agent.ok()) << agent.status().ToString();
-      agents.push_back(std::move(*agent));
-    }
+    Subprocess& coordinator = c.coordinator();
     const std::string socket = state + "/coordinator.sock";
     ASSERT_TRUE(WaitUntil([&] { return NodesUp(socket) >= 2; }, 30s))
         << "2 nodes not up:\n"
-        << coordinator->output() << agents[0].output() << agents[1].output();
-    const std::vector<std::string> client = {"GOS_STATE_DIR=" + state, "GOS_COORDINATOR=" + socket};
+        << coordinator.output() << c.agent(0).output() << c.agent(1).output();
+    const std::vector<std::string> client = c.Env();
     Result ring =
         Execute({Bin("gos-run"), "-n", "4", "-N", "2", Example("ring"), "3"}, client, 120s);
-    EXPECT_EQ(ring.code, 0) << ring.Describe() << coordinator->output();
+    EXPECT_EQ(ring.code, 0) << ring.Describe() << coordinator.output();
     EXPECT_NE(ring.output.find("token 18, expected 18: ok"), std::string::npos) << ring.Describe();
     Result coll =
         Execute({Bin("gos-run"), "-n", "4", "-N", "2", Program("collectives")}, client, 180s);
     EXPECT_EQ(coll.code, 0) << coll.Describe();
     EXPECT_NE(coll.output.find("OK collectives\n"), std::string::npos) << coll.Describe();
-    coordinator->Signal(SIGTERM);
-    EXPECT_TRUE(coordinator->Wait(SteadyClock::now() + 15s).has_value()) << coordinator->output();
-    for (auto& agent : agents) {
+    coordinator.Signal(SIGTERM);
+    EXPECT_TRUE(coordinator.Wait(SteadyClock::now() + 15s).has_value()) << coordinator.output();
+    for (int i = 0; i < 2; ++i) {
+      Subprocess& agent = c.agent(i);
       EXPECT_TRUE(agent.Wait(SteadyClock::now() + 15s).has_value())
           << "nodeagent did not exit with the coordinator:\n"
           << agent.output();
@@ -500,9 +439,6 @@ TEST_F(MpiTest, TwoNetworkNamespaceHosts) {
   std::map<pid_t, std::string> left;
   EXPECT_TRUE(WaitUntil([&] { return (left = FindProcesses(state)).empty(); }, 10s))
       << Describe(left);
-  gos::testing::RemoveClusterFiles(state);
-  std::error_code ec;
-  std::filesystem::remove_all(state, ec);
 }
 
 // The cluster still runs MPI jobs after the failures above (and after
@@ -518,21 +454,12 @@ pid_t NodeAgentPid(const std::string& state, uint32_t node) {
   return -1;
 }
 
-// A fresh state dir for a private cluster of the test (/tmp/gos-mpi-NAME-XXXXXX, readable by
-// the ranks' users); "" if it cannot be made.
-std::string TempStateDir(const std::string& name) {
-  std::string tmpl = "/tmp/gos-mpi-" + name + "-XXXXXX";
-  if (mkdtemp(tmpl.data()) == nullptr) return "";
-  ::chmod(tmpl.c_str(), 0755);
-  return tmpl;
-}
-
 TEST(MpiStall, StalledPeerFailsTheJobInsteadOfHanging) {
   if (geteuid() != 0) GTEST_SKIP() << "needs root: nodeagents make PID namespaces and cgroups";
-  const std::string state = TempStateDir("stall");
-  ASSERT_FALSE(state.empty());
-  const std::vector<std::string> env = {"GOS_STATE_DIR=" + state};
-  Result up = Execute({Bin("gos-cluster"), "up", "-N", "2", "--failure-timeout", "10s"}, env, 60s);
+  gos::testing::LocalCluster cluster("gos-mpi-stall");
+  const std::string state = cluster.state();
+  const std::vector<std::string> env = cluster.Env();
+  Result up = cluster.Up({"-N", "2", "--failure-timeout", "10s"});
   ASSERT_EQ(up.code, 0) << up.Describe();
   // 256 x 256 converges only after minutes: the job is still running when it is stalled.
   auto job = Subprocess::Start(
@@ -567,23 +494,15 @@ TEST(MpiStall, StalledPeerFailsTheJobInsteadOfHanging) {
   }
   // Which of the exchange's steps broke depends on where the stall fell; the cause follows.
   EXPECT_NE(out.find("cannot communicate any more: "), std::string::npos) << out;
-  Result down = Execute({Bin("gos-cluster"), "down"}, env, 60s);
-  EXPECT_EQ(down.code, 0) << down.Describe();
-  std::map<pid_t, std::string> left;
-  EXPECT_TRUE(WaitUntil([&] { return (left = FindProcesses(state)).empty(); }, 15s))
-      << Describe(left);
-  for (const auto& [pid, what] : FindProcesses(state)) ::kill(pid, SIGKILL);
-  gos::testing::RemoveClusterFiles(state);
-  std::error_code ec;
-  std::filesystem::remove_all(state, ec);
+  cluster.Down();
 }
 
 // A nodeagent killed with its job's ranks cannot remove their channel files (/dev/shm) and
 // init dirs; gos-run removes them when its embedded cluster is over.
 TEST(MpiKilledAgent, EmbeddedClusterLeavesNoChannelFiles) {
   if (geteuid() != 0) GTEST_SKIP() << "needs root: nodeagents make PID namespaces and cgroups";
-  const std::string state = TempStateDir("killed");
-  ASSERT_FALSE(state.empty());
+  const gos::testing::TempDir dir("gos-mpi-killed", 0755);
+  const std::string state = dir.path();
   const std::vector<std::string> env = {"GOS_STATE_DIR=" + state};
   auto job = Subprocess::Start(
       {Bin("gos-run"), "-n", "4", "-N", "1", Example("jacobi"), "256", "100000000", "10"}, env);
@@ -626,8 +545,6 @@ TEST(MpiKilledAgent, EmbeddedClusterLeavesNoChannelFiles) {
   EXPECT_FALSE(std::filesystem::exists(init_dir)) << init_dir;
   EXPECT_TRUE(FindProcesses(state).empty());
   gos::testing::RemoveClusterFiles(state);
-  std::error_code ec;
-  std::filesystem::remove_all(state, ec);
 }
 
 TEST_F(MpiTest, ZzClusterStillRunsJobsAfterFailures) {

@@ -71,15 +71,16 @@
 #include "gtest/gtest.h"
 #include "nodeagent/cpu_bind.h"
 #include "rocksdb/db.h"
-#include "tests/checkpoint/cluster_helpers.h"
+#include "tests/support/cluster.h"
 #include "tests/support/cluster_files.h"
 #include "tests/support/netns.h"
 #include "tests/support/subprocess.h"
+#include "tests/support/temp_dir.h"
 
 namespace gos::checkpoint {
 namespace {
 
-using namespace gos::checkpoint::testing;
+using namespace gos::testing;
 using SteadyClock = std::chrono::steady_clock;
 
 TEST(CheckpointTest, KillHostThenRestartOnSurvivors) {
@@ -303,19 +304,14 @@ std::set<std::string> Names(const std::string& dir) {
 
 TEST(CheckpointTest, ScratchDirMakesRoomThenSpills) {
   if (std::string why = Unsupported(false); !why.empty()) GTEST_SKIP() << why;
-  char tmpl[] = "/tmp/gos-scratch-test-XXXXXX";
-  ASSERT_NE(::mkdtemp(tmpl), nullptr);
-  const std::string scratch = tmpl;
+  const TempDir tmp("gos-scratch-test");
+  const std::string scratch = tmp.path();
   if (Execute({"mount", "-t", "tmpfs", "-o", "size=40m", "tmpfs", scratch}, {}, 30s).code != 0) {
-    ::rmdir(scratch.c_str());
     GTEST_SKIP() << "cannot mount a tmpfs on " << scratch;
   }
   struct Unmount {
     std::string dir;
-    ~Unmount() {
-      Execute({"umount", "-l", dir}, {}, 30s);
-      ::rmdir(dir.c_str());
-    }
+    ~Unmount() { Execute({"umount", "-l", dir}, {}, 30s); }
   } unmount{scratch};
   TestCluster c(1, /*netns=*/false);
   c.agent_args = {"--scratch-dir", scratch};
@@ -532,15 +528,12 @@ TEST(CheckpointTest, RestoredRanksAreBoundToTheirCpusLikeLaunchedOnes) {
 
 TEST(CheckpointTest, EmbeddedClusterJobIsListedAndRestartedWithoutACoordinator) {
   if (std::string why = Unsupported(false); !why.empty()) GTEST_SKIP() << why;
-  char tmpl[] = "/tmp/gos-ckpt-embedded-XXXXXX";
-  ASSERT_NE(::mkdtemp(tmpl), nullptr);
-  const std::string state = tmpl;
+  const TempDir tmp("gos-ckpt-embedded");
+  const std::string state = tmp.path();
   const std::vector<std::string> env = {"GOS_STATE_DIR=" + state};
   auto cleanup = [&] {
     for (const auto& [pid, what] : gos::testing::FindProcesses(state)) ::kill(pid, SIGKILL);
     gos::testing::RemoveClusterFiles(state);
-    std::error_code ec;
-    std::filesystem::remove_all(state, ec);
   };
   auto run = Subprocess::Start(
       {Bin("gos-run"), "-n", "2", "-N", "2", "--checkpoint=1s", Example("dirty"), "16", "600", "5"},

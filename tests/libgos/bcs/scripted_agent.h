@@ -5,8 +5,8 @@
 // test's script, and publishes the completions the script queues (keeping them back while
 // the completion ring is full). Agent and rank share one process, so the script can move
 // data with memcpy where the real agent would use process_vm_writev.
-#ifndef GOS_TESTS_LIBGOS_SCRIPTED_AGENT_H_
-#define GOS_TESTS_LIBGOS_SCRIPTED_AGENT_H_
+#ifndef GOS_TESTS_LIBGOS_BCS_SCRIPTED_AGENT_H_
+#define GOS_TESTS_LIBGOS_BCS_SCRIPTED_AGENT_H_
 
 #include <fcntl.h>
 #include <gtest/gtest.h>
@@ -189,4 +189,4 @@ inline Op OpOf(const Descriptor& d) { return static_cast<Op>(d.op); }
 
 }  // namespace gos::bcs::test_agent
 
-#endif  // GOS_TESTS_LIBGOS_SCRIPTED_AGENT_H_
+#endif  // GOS_TESTS_LIBGOS_BCS_SCRIPTED_AGENT_H_

@@ -1,9 +1,15 @@
-// Helpers for the checkpoint failure tests: a real coordinator and K real nodeagents (each in
-// its own network namespace, or all in the root one), and the gos tools run against them.
-// Copied from checkpoint_test.cc (which keeps its own copy for now) plus what failure_test.cc
-// needs on top: finding a nodeagent's `criu dump` child.
-#ifndef GOS_TESTS_CHECKPOINT_CLUSTER_HELPERS_H_
-#define GOS_TESTS_CHECKPOINT_CLUSTER_HELPERS_H_
+// Test support: the cluster harness of the end-to-end tests (tests/e2e). Two ways to have a
+// real cluster in a temp state dir, and the gos tools run against it:
+//
+//   TestCluster   a coordinator and K nodeagents started by hand (each nodeagent in its own
+//                 network namespace, or all in the root one), so that a test can kill and
+//                 restart any of them; destruction kills what is left and cleans up.
+//   LocalCluster  `gos-cluster up` / `gos-cluster down`, as a user runs a local cluster.
+//
+// Plus the coordinator's PS query, the daemons' logs, and what the checkpoint and replay tests
+// read from the tools' output.
+#ifndef GOS_TESTS_SUPPORT_CLUSTER_H_
+#define GOS_TESTS_SUPPORT_CLUSTER_H_
 
 #include <dirent.h>
 #include <signal.h>
@@ -19,31 +25,45 @@
 #include <fstream>
 #include <map>
 #include <memory>
+#include <optional>
 #include <regex>
 #include <sstream>
 #include <string>
 #include <vector>
 
+#include "gos/os/messages.h"
+#include "gos/status.h"
 #include "tests/support/cluster_files.h"
 #include "tests/support/netns.h"
 #include "tests/support/subprocess.h"
+#include "tests/support/temp_dir.h"
 
-namespace gos::checkpoint::testing {
+namespace gos::testing {
 
 using namespace std::chrono_literals;
-using gos::testing::NetnsHosts;
-using gos::testing::ReadFile;
-using gos::testing::Subprocess;
-using gos::testing::WaitUntil;
-using Result = gos::testing::RunResult;
+using Result = RunResult;
 
-inline std::string Bin(const std::string& name) { return gos::testing::GosBin(name); }
-inline std::string Example(const std::string& name) { return gos::testing::GosExample(name); }
+inline std::string Bin(const std::string& name) { return GosBin(name); }
+inline std::string Example(const std::string& name) { return GosExample(name); }
 
 inline Result Execute(const std::vector<std::string>& argv, const std::vector<std::string>& env,
                       std::chrono::seconds timeout = 120s) {
-  return gos::testing::Run(argv, env, timeout);
+  return Run(argv, env, timeout);
 }
+
+// ---- The coordinator and its daemons' logs
+
+// One PS round trip on the coordinator's client socket (the reply carries job messages, which
+// the gos-ps table does not show); `timeout` for the reply.
+StatusOr<os::PsReply> Ps(const std::string& socket, std::chrono::seconds timeout = 10s);
+// Nodes up in a PS reply.
+uint32_t NodesUp(const os::PsReply& r);
+// A PS reply's jobs and nodes, one per line, for a failure message.
+std::string DescribePs(const StatusOr<os::PsReply>& r);
+
+// The tails (last `tail` bytes) of the daemon logs under <state>/log, sorted by file name, each
+// under a "=== <path>:" line.
+std::string DaemonLogs(const std::string& state, size_t tail);
 
 // The first match of `re`'s group 1 in text, or "".
 inline std::string Find(const std::string& text, const std::string& re) {
@@ -113,16 +133,15 @@ class TestCluster {
     // The agents' freezer cgroups: they were killed with SIGKILL, so nothing removed them.
     for (const std::string& dir : agent_cgroups_) RemoveCgroups(dir);
     // BCS channel files and init working directories of ranks whose nodeagent was killed.
-    if (!state_.empty()) gos::testing::RemoveClusterFiles(state_);
-    std::error_code ec;
-    if (!state_.empty()) std::filesystem::remove_all(state_, ec);
+    if (!state_.empty()) RemoveClusterFiles(state_);
+    dir_.reset();
   }
 
   // More arguments for every nodeagent (set before Start).
   std::vector<std::string> agent_args;
-  // The coordinator's strobe quantum (set before Start).
+  // The coordinator's strobe quantum (set before Start; "": the coordinator's default).
   std::string timeslice = "5ms";
-  // Epochs the coordinator keeps per job (set before Start).
+  // Epochs the coordinator keeps per job (set before Start; "": the coordinator's default).
   std::string keep = "3";
 
   // "" when ready, else what went wrong.
@@ -132,10 +151,8 @@ class TestCluster {
       if (!hosts.ok()) return hosts.status().ToString();
       hosts_ = std::move(*hosts);
     }
-    char tmpl[] = "/tmp/gos-ckfail-test-XXXXXX";
-    if (mkdtemp(tmpl) == nullptr) return std::strerror(errno);
-    state_ = tmpl;
-    ::chmod(state_.c_str(), 0755);
+    dir_.emplace("gos-ckfail-test", 0755);
+    state_ = dir_->path();
     if (std::string e = StartCoordinator(); !e.empty()) return e;
     for (int i = 0; i < nodes_; ++i) {
       if (std::string e = StartAgent(i); !e.empty()) return e;
@@ -145,9 +162,10 @@ class TestCluster {
   }
 
   std::string StartCoordinator() {
-    std::vector<std::string> argv = {
-        Bin("gos-coordinator"), "--data-dir", state_,   "--nodes", std::to_string(nodes_),
-        "--timeslice",          timeslice,    "--keep", keep};
+    std::vector<std::string> argv = {Bin("gos-coordinator"), "--data-dir", state_, "--nodes",
+                                     std::to_string(nodes_)};
+    if (!timeslice.empty()) argv.insert(argv.end(), {"--timeslice", timeslice});
+    if (!keep.empty()) argv.insert(argv.end(), {"--keep", keep});
     if (netns_) {
       argv.push_back("--listen");
       argv.push_back(hosts_->bridge_ip() + ":0");
@@ -226,7 +244,11 @@ class TestCluster {
 
   // "/dev/shm/gos-<cluster tag>-j": the start of the BCS channel files' paths
   // (<prefix><job>-r<rank>) of this cluster's jobs.
-  std::string ChannelPrefix() const { return gos::testing::ChannelFilePrefix(state_); }
+  std::string ChannelPrefix() const { return ChannelFilePrefix(state_); }
+
+  // The coordinator's and host i's nodeagent's processes (while they run).
+  Subprocess& coordinator() { return *coordinator_; }
+  Subprocess& agent(int i) { return *agents_.at(i); }
 
   // The nodeagent's pid (the Subprocess may be nsenter, which execs it).
   pid_t AgentPid(int i) const { return agents_.at(i)->pid(); }
@@ -262,7 +284,7 @@ class TestCluster {
   }
 
   std::map<pid_t, std::string> LeftOver() const {
-    return state_.empty() ? std::map<pid_t, std::string>{} : gos::testing::FindProcesses(state_);
+    return state_.empty() ? std::map<pid_t, std::string>{} : FindProcesses(state_);
   }
 
  private:
@@ -296,7 +318,8 @@ class TestCluster {
   int nodes_;
   bool netns_;
   std::unique_ptr<NetnsHosts> hosts_;
-  std::string state_;
+  std::optional<TempDir> dir_;
+  std::string state_;  // dir_->path() once started
   std::unique_ptr<Subprocess> coordinator_;
   std::map<int, std::unique_ptr<Subprocess>> agents_;
   std::vector<std::string> agent_cgroups_;
@@ -361,6 +384,34 @@ inline std::vector<int> ListedEpochs(const TestCluster& c, const std::string& jo
   return out;
 }
 
-}  // namespace gos::checkpoint::testing
+// A local cluster run the way a user runs one: `gos-cluster up` in a state dir of its own
+// (readable by the ranks' users), `gos-cluster down` at the end. Destruction kills whatever of
+// it is left and removes its files and state dir.
+class LocalCluster {
+ public:
+  // Makes the state dir ($TMPDIR/<prefix>-XXXXXX); the tools of this process no longer go to
+  // a coordinator named by $GOS_COORDINATOR.
+  explicit LocalCluster(const std::string& prefix);
+  LocalCluster(const LocalCluster&) = delete;
+  ~LocalCluster();
 
-#endif  // GOS_TESTS_CHECKPOINT_CLUSTER_HELPERS_H_
+  // gos-cluster up ARGS...; the cluster is up if it exited 0.
+  Result Up(const std::vector<std::string>& args);
+  // gos-cluster down, which must succeed and leave no process of the cluster behind (expected
+  // with EXPECT_*); what is left is killed, and the cluster's files removed. Once only.
+  void Down();
+
+  const std::string& state() const { return state_; }
+  std::vector<std::string> Env() const { return {"GOS_STATE_DIR=" + state_}; }
+  // The tails of the daemons' logs (DaemonLogs).
+  std::string Logs(size_t tail) const { return DaemonLogs(state_, tail); }
+
+ private:
+  TempDir dir_;
+  std::string state_;
+  bool up_ = false;
+};
+
+}  // namespace gos::testing
+
+#endif  // GOS_TESTS_SUPPORT_CLUSTER_H_

@@ -1,5 +1,5 @@
 // Record and replay of a rank's own decisions (docs/specs/rank-decisions.md): gos_rank against
-// the scripted in-process nodeagent (tests/libgos/scripted_agent.h). The stream is decoded
+// the scripted in-process nodeagent (tests/libgos/bcs/scripted_agent.h). The stream is decoded
 // here by an independent implementation of the spec; replay files are written by hand or
 // taken from a recorded run. Ranks that must sleep forever (divergence, end of the
 // recording, abort in replay) run in a forked child that the test kills.
@@ -21,7 +21,7 @@
 #include "gos/bcs/channel.h"
 #include "gos/gos.h"
 #include "libgos/bcs/testing.h"
-#include "tests/libgos/scripted_agent.h"
+#include "tests/libgos/bcs/scripted_agent.h"
 
 namespace gos::bcs {
 namespace {

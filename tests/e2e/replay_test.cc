@@ -20,9 +20,10 @@
 #include <vector>
 
 #include "gtest/gtest.h"
-#include "tests/checkpoint/cluster_helpers.h"
+#include "tests/support/cluster.h"
 #include "tests/support/cluster_files.h"
 #include "tests/support/subprocess.h"
+#include "tests/support/temp_dir.h"
 
 namespace {
 
@@ -41,31 +42,21 @@ class ReplayTest : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
     if (geteuid() != 0) return;
-    unsetenv("GOS_COORDINATOR");
-    char tmpl[] = "/tmp/gos-replay-test-XXXXXX";
-    ASSERT_NE(mkdtemp(tmpl), nullptr);
-    state_ = new std::string(tmpl);
-    ::chmod(state_->c_str(), 0755);
-    RunResult up = gos::testing::Run({GosBin("gos-cluster"), "up", "-N", "3", "--timeslice", "5ms"},
-                                     Env(), 60s);
+    cluster_ = new gos::testing::LocalCluster("gos-replay-test");
+    RunResult up = cluster_->Up({"-N", "3", "--timeslice", "5ms"});
     ASSERT_EQ(up.code, 0) << up.Describe();
   }
   static void TearDownTestSuite() {
-    if (state_ == nullptr) return;
-    RunResult down = gos::testing::Run({GosBin("gos-cluster"), "down"}, Env(), 60s);
-    EXPECT_EQ(down.code, 0) << down.Describe();
-    EXPECT_TRUE(WaitUntil([] { return FindProcesses(*state_).empty(); }, 15s));
-    for (const auto& [pid, what] : FindProcesses(*state_)) ::kill(pid, SIGKILL);
-    std::error_code ec;
-    std::filesystem::remove_all(*state_, ec);
-    delete state_;
-    state_ = nullptr;
+    if (cluster_ == nullptr) return;
+    cluster_->Down();
+    delete cluster_;
+    cluster_ = nullptr;
   }
   void SetUp() override {
     if (geteuid() != 0) GTEST_SKIP() << "needs root: nodeagents make PID namespaces and cgroups";
-    ASSERT_NE(state_, nullptr);
+    ASSERT_NE(cluster_, nullptr);
   }
-  static std::vector<std::string> Env() { return {"GOS_STATE_DIR=" + *state_}; }
+  static std::vector<std::string> Env() { return cluster_->Env(); }
 
   static RunResult Gos(const std::string& tool, std::vector<std::string> args,
                        std::chrono::seconds timeout = 120s) {
@@ -84,20 +75,11 @@ class ReplayTest : public ::testing::Test {
     }
     return last;
   }
-  static std::string Logs() {
-    std::string s;
-    std::error_code ec;
-    for (const auto& e : std::filesystem::directory_iterator(*state_ + "/log", ec)) {
-      std::string text = ReadFile(e.path().string());
-      if (text.size() > 3000) text = "...\n" + text.substr(text.size() - 3000);
-      s += "=== " + e.path().string() + ":\n" + text;
-    }
-    return s;
-  }
+  static std::string Logs() { return cluster_->Logs(3000); }
 
-  static std::string* state_;
+  static gos::testing::LocalCluster* cluster_;
 };
-std::string* ReplayTest::state_ = nullptr;
+gos::testing::LocalCluster* ReplayTest::cluster_ = nullptr;
 
 // gos-replay with its stdin on a pipe we hold: a stopped session lasts until we close it.
 class Session {
@@ -200,9 +182,8 @@ TEST_F(ReplayTest, MasterWorkerIsNondeterministicAndReplaysExactly) {
 }
 
 TEST_F(ReplayTest, ChangedTagIsReportedAsDivergence) {
-  char tmpl[] = "/tmp/gos-replay-retag-XXXXXX";
-  ASSERT_NE(mkdtemp(tmpl), nullptr);
-  const std::string dir = tmpl;
+  const gos::testing::TempDir tmp("gos-replay-retag");
+  const std::string dir = tmp.path();
   const std::string src = dir + "/retag.c", bin = dir + "/retag";
   std::ofstream(src) << R"(#include <mpi.h>
 #include <stdio.h>
@@ -243,7 +224,6 @@ int main(int argc, char** argv) {
   EXPECT_NE(out.find("tag 7"), std::string::npos) << out;
   EXPECT_NE(out.find("tag 8"), std::string::npos) << out;
   EXPECT_EQ(StoppedRanks(out).size(), 3u) << out;
-  std::filesystem::remove_all(dir);
 }
 
 TEST_F(ReplayTest, AbortReplaysToTheAbortAndStopsEveryRank) {
@@ -464,16 +444,10 @@ TEST_F(ReplayTest, StoreGcKeepsTheNewestLogs) {
 // process, channel file or directory of it is left.
 class PrivateState {
  public:
-  explicit PrivateState(const std::string& prefix) {
-    std::string tmpl = "/tmp/" + prefix + "-XXXXXX";
-    if (mkdtemp(tmpl.data()) != nullptr) dir_ = tmpl;
-  }
+  explicit PrivateState(const std::string& prefix) : tmp_(prefix), dir_(tmp_.path()) {}
   ~PrivateState() {
-    if (dir_.empty()) return;
     for (const auto& [pid, what] : FindProcesses(dir_)) ::kill(pid, SIGKILL);
     gos::testing::RemoveClusterFiles(dir_);
-    std::error_code ec;
-    std::filesystem::remove_all(dir_, ec);
   }
   const std::string& dir() const { return dir_; }
   RunResult Gos(const std::string& tool, std::vector<std::string> args) const {
@@ -482,7 +456,8 @@ class PrivateState {
   }
 
  private:
-  std::string dir_;
+  gos::testing::TempDir tmp_;
+  std::string dir_;  // tmp_.path()
 };
 
 // gos-coordinator --keep-logs N (here through gos-cluster): each recorded job's end prunes the
@@ -558,13 +533,13 @@ TEST_F(ReplayTest, OnlyTheOwnerMayReplay) {
 
 // ---- Restarted jobs (docs/specs/replay.md, "Restarted jobs") ----------------------------------
 //
-// A cluster of their own (a coordinator and 3 nodeagents, tests/checkpoint/cluster_helpers.h),
+// A cluster of their own (a coordinator and 3 nodeagents, TestCluster of tests/support/cluster.h),
 // since nodeagents are killed with kill -9. The programs print to a pipe, so their stdout is
 // fully buffered and, being under 4 KiB, printed only at exit (or MPI_Abort): a killed run
 // prints nothing, and a restored run prints the whole output from its restored buffer. So the
 // final run's output is the whole output of the job, which a replay must reproduce.
 
-namespace ck = gos::checkpoint::testing;
+namespace ck = gos::testing;
 
 // The ranks' lines of a tool's merged output (its own "gos-...:" notices and gos-replay's
 // table of stopped ranks left out).
@@ -698,13 +673,8 @@ int64_t LoggedSteps(const ck::TestCluster& c, const std::string& job) {
 // 10 s): the restart must cut them.
 TEST(ReplayRestartTest, RestoredRunAbortsAndTheReplayStopsAtTheAbort) {
   if (std::string why = ck::Unsupported(false); !why.empty()) GTEST_SKIP() << why;
-  char tmpl[] = "/tmp/gos-replay-giveup-XXXXXX";
-  ASSERT_NE(mkdtemp(tmpl), nullptr);
-  const std::string dir = tmpl;
-  struct RemoveDir {
-    std::string dir;
-    ~RemoveDir() { std::filesystem::remove_all(dir); }
-  } remove_dir{dir};
+  const gos::testing::TempDir tmp("gos-replay-giveup");
+  const std::string dir = tmp.path();
   const std::string src = dir + "/giveup.c", bin = dir + "/giveup";
   // master_worker's shape, but the master gives up (MPI_Abort) after 80 results, and a task
   // takes up to 1.5 s: about 20 s to the abort. The master polls for each result with

@@ -10,6 +10,7 @@
 #include <string>
 
 #include "gos/prim/prim.h"
+#include "tests/support/temp_dir.h"
 
 namespace gos::prim {
 namespace {
@@ -35,9 +36,8 @@ TEST(ProviderTest, RequestedThenEnvironmentThenTcpRxm) {
 // Only regions (PID:N:N) of processes that are gone are removed: not a live process's, nor
 // files of other names.
 TEST(ProviderTest, SweepRemovesOnlyRegionsOfDeadProcesses) {
-  char tmpl[] = "/tmp/gos-shm-sweep-XXXXXX";
-  ASSERT_NE(::mkdtemp(tmpl), nullptr);
-  const std::string dir = tmpl;
+  const gos::testing::TempDir tmp("gos-shm-sweep");
+  const std::string dir = tmp.path();
   // A pid that certainly existed and is gone now: a child that exited and was reaped.
   const pid_t child = ::fork();
   if (child == 0) ::_exit(0);
@@ -53,7 +53,6 @@ TEST(ProviderTest, SweepRemovesOnlyRegionsOfDeadProcesses) {
   EXPECT_EQ(Names(dir), (std::set<std::string>{alive, "notaregion", std::to_string(child) + ":4",
                                                std::to_string(child) + ":0:0x"}));
   SweepDeadShmRegions(dir + "/missing");  // no such dir: nothing happens
-  std::filesystem::remove_all(dir);
 }
 
 }  // namespace

@@ -1,5 +1,5 @@
 // gos_rank (gos.h over the channel) against a scripted in-process nodeagent
-// (tests/libgos/scripted_agent.h).
+// (tests/libgos/bcs/scripted_agent.h).
 #include <fcntl.h>
 #include <gtest/gtest.h>
 #include <linux/futex.h>
@@ -22,7 +22,7 @@
 #include "gos/bcs/channel.h"
 #include "gos/gos.h"
 #include "libgos/bcs/testing.h"
-#include "tests/libgos/scripted_agent.h"
+#include "tests/libgos/bcs/scripted_agent.h"
 
 namespace gos::bcs {
 namespace {

@@ -5,7 +5,7 @@
 // and at the end checks that no process of its cluster and no freezer cgroup of its nodeagents
 // (/sys/fs/cgroup/freezer/gos/<name>.<pid>) is left, then removes whatever is.
 //
-// Ranks are examples/hello and tests/os/os_test_rank (spin, sleep, ignore-int, netns).
+// Ranks are examples/hello and tests/e2e/os_test_rank (spin, sleep, ignore-int, netns).
 #include <dirent.h>
 #include <fcntl.h>
 #include <grp.h>
@@ -36,9 +36,11 @@
 #include "gos/os/messages.h"
 #include "gos/storage/tables.h"
 #include "nodeagent/cpu_bind.h"
+#include "tests/support/cluster.h"
 #include "tests/support/cluster_files.h"
 #include "tests/support/netns.h"
 #include "tests/support/subprocess.h"
+#include "tests/support/temp_dir.h"
 
 namespace gos::os {
 namespace {
@@ -325,48 +327,16 @@ Outcome RunAs(uid_t uid, gid_t gid, const std::vector<std::string>& argv,
 
 // ---- The coordinator's client protocol ------------------------------------------------------
 
-// One PS round trip on the coordinator's client socket (the reply carries job messages, which
-// the gos-ps table does not show).
-StatusOr<PsReply> Ps(const std::string& socket) {
-  GOS_ASSIGN_OR_RETURN(int fd, ConnectAddress(socket, SteadyClock::now() + 2s));
-  Channel ch(fd, {}, false);
-  GOS_RETURN_IF_ERROR(ch.Send(Frame::kPs, {}));
-  GOS_ASSIGN_OR_RETURN(FrameIn f, ch.Receive(SteadyClock::now() + 10s));
-  if (f.type != Frame::kPsReply) {
-    return InternalError("unexpected reply to PS: frame " +
-                         std::to_string(static_cast<int>(f.type)));
-  }
-  return DecodePsReply(f.payload);
-}
-
-uint32_t NodesUp(const PsReply& r) {
-  uint32_t up = 0;
-  for (const auto& n : r.nodes) up += n.up ? 1 : 0;
-  return up;
-}
+// PS round trips (tests/support/cluster.h).
+using gos::testing::DescribePs;
+using gos::testing::NodesUp;
+using gos::testing::Ps;
 
 const PsJob* FindJob(const PsReply& r, uint64_t id) {
   for (const auto& j : r.jobs) {
     if (j.id == id) return &j;
   }
   return nullptr;
-}
-
-std::string DescribePs(const StatusOr<PsReply>& r) {
-  if (!r.ok()) return "PS failed: " + r.status().ToString() + "\n";
-  std::string s = "jobs:\n";
-  for (const auto& j : r->jobs) {
-    s += "  " + std::to_string(j.id) + " " + j.state + " exit " + std::to_string(j.exit_code) +
-         " row " + std::to_string(j.row) + " nodes";
-    for (uint32_t n : j.nodes) s += " " + std::to_string(n);
-    s += " `" + j.command + "` " + j.message + "\n";
-  }
-  s += "nodes:\n";
-  for (const auto& n : r->nodes) {
-    s += "  " + std::to_string(n.id) + " " + n.host + (n.up ? " up" : " down: " + n.down_reason) +
-         "\n";
-  }
-  return s;
 }
 
 // ---- Freezer cgroups ------------------------------------------------------------------------
@@ -405,11 +375,9 @@ class OsTest : public ::testing::Test {
       GTEST_SKIP() << "no cgroup v1 freezer hierarchy at " << kFreezerMount;
     }
     unsetenv("GOS_COORDINATOR");
-    char tmpl[] = "/tmp/gos-os-test-XXXXXX";
-    ASSERT_NE(mkdtemp(tmpl), nullptr) << std::strerror(errno);
-    state_ = tmpl;
     // Reachable by other users (the nobody test); the coordinator's socket is 0666.
-    ASSERT_EQ(::chmod(state_.c_str(), 0755), 0);
+    dir_.emplace("gos-os-test", 0755);
+    state_ = dir_->path();
     ASSERT_EQ(::mkdir((state_ + "/.test").c_str(), 0700), 0);
   }
 
@@ -442,21 +410,7 @@ class OsTest : public ::testing::Test {
   std::string socket() const { return state_ + "/coordinator.sock"; }
 
   // The daemons' logs (tails), for failure messages.
-  std::string Logs() const {
-    std::error_code ec;
-    std::vector<std::string> files;
-    for (const auto& e : std::filesystem::directory_iterator(state_ + "/log", ec)) {
-      files.push_back(e.path().string());
-    }
-    std::sort(files.begin(), files.end());
-    std::string s;
-    for (const auto& f : files) {
-      std::string text = ReadFile(f);
-      if (text.size() > 6000) text = "...\n" + text.substr(text.size() - 6000);
-      s += "=== " + f + ":\n" + text;
-    }
-    return s;
-  }
+  std::string Logs() const { return gos::testing::DaemonLogs(state_, 6000); }
 
   // Waits until the coordinator at `sock` reports `n` nodes up and strobes.
   ::testing::AssertionResult WaitForNodes(const std::string& sock, uint32_t n,
@@ -533,7 +487,8 @@ class OsTest : public ::testing::Test {
     return "";
   }
 
-  std::string state_;
+  std::optional<gos::testing::TempDir> dir_;  // removed after TearDown
+  std::string state_;                         // dir_->path()
   int commands_ = 0;
   // Agents whose pid the node table may not hold (hand-started, or replaced).
   std::set<pid_t> agents_;
@@ -583,8 +538,6 @@ void OsTest::TearDown() {
   }
   if (HasFailure()) std::printf("daemon logs of %s:\n%s\n", state_.c_str(), Logs().c_str());
   gos::testing::RemoveClusterFiles(state_);
-  std::error_code ec;
-  std::filesystem::remove_all(state_, ec);
 }
 
 // Labelled output lines "R: hello from rank R of N on node K ..." -> rank -> node.

@@ -1,2 +1,0 @@
-# The matcher and slice scheduler, including seeded property tests of determinism.
-gos_cc_test(NAME matcher_test SRCS matcher_test.cc DEPS gos::matcher)
