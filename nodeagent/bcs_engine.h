@@ -34,7 +34,7 @@
 #include "gos/prim/prim.h"
 #include "gos/replay/log.h"
 #include "gos/status.h"
-#include "nodeagent/matcher.h"
+#include "gos/bcs/matcher.h"
 
 namespace gos::nodeagent {
 

@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <string_view>
 
-#include "nodeagent/matcher.h"
+#include "gos/bcs/matcher.h"
 
 namespace gos::replay {
 namespace {

@@ -1,7 +1,7 @@
 // Deterministic BCS matching and slice scheduling; the rules are in matcher.h and
 // docs/bcs-matching.md. Everything here must stay a pure function of the call sequence:
 // iterate only ordered containers, never hash or pointer order, never read a clock.
-#include "nodeagent/matcher.h"
+#include "gos/bcs/matcher.h"
 
 #include <algorithm>
 #include <bit>

@@ -1,4 +1,4 @@
 # Deterministic BCS matching and slice scheduling: pure logic, no I/O (docs/bcs-matching.md).
-gos_cc_library(NAME matcher SRCS matcher.cc DEPS gos::common)
-# Users include it as "nodeagent/matcher.h".
-target_include_directories(gos_matcher PUBLIC ${PROJECT_SOURCE_DIR})
+# The nodeagent runs it; gos::replay recomputes the matches of a recorded run with it.
+gos_cc_library(NAME matcher HDRS_DIR include SRCS ${CMAKE_CURRENT_LIST_DIR}/matcher.cc
+  DEPS gos::common)
