@@ -5,5 +5,5 @@ if(NOT TARGET PkgConfig::ZSTD)
   pkg_check_modules(ZSTD REQUIRED IMPORTED_TARGET libzstd)
 endif()
 gos_cc_library(NAME replay HDRS_DIR include
-  SRCS log.cc trace.cc
+  SRCS log.cc trace.cc matcher_input.cc
   DEPS gos::common gos::matcher PkgConfig::ZSTD)
