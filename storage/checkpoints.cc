@@ -16,14 +16,12 @@
 #include <mutex>
 #include <unordered_map>
 
+#include "gos/codec/bytes.h"
 #include "gos/log.h"
-#include "libgos/prim/wire.h"
 #include "storage/rocks.h"
 
 namespace gos::storage {
 namespace {
-
-namespace wire = gos::prim::wire;
 
 constexpr uint8_t kManifestVersion = 1;
 constexpr uint8_t kChunkValueVersion = 1;
@@ -83,7 +81,7 @@ struct RefsRow {
 
 std::vector<uint8_t> EncodeRefsRow(const RefsRow& r) {
   std::vector<uint8_t> out;
-  wire::Writer w(&out);
+  codec::Writer w(&out);
   w.U8(kRefsValueVersion);
   w.U64(r.refs);
   w.U32(r.raw_len);
@@ -92,7 +90,7 @@ std::vector<uint8_t> EncodeRefsRow(const RefsRow& r) {
 }
 
 StatusOr<RefsRow> DecodeRefsRow(const rocksdb::Slice& v, const ChunkHash& h) {
-  wire::Reader r(Bytes(v));
+  codec::Reader r(Bytes(v));
   RefsRow row;
   uint8_t version = 0;
   if (!r.U8(&version) || version != kRefsValueVersion || !r.U64(&row.refs) ||
@@ -106,7 +104,7 @@ StatusOr<RefsRow> DecodeRefsRow(const rocksdb::Slice& v, const ChunkHash& h) {
 
 // chunks value: u8 version | u32 raw length | zstd frame. The frame of a valid value.
 StatusOr<std::span<const uint8_t>> ChunkFrame(const rocksdb::Slice& v, const ChunkHash& h) {
-  wire::Reader r(Bytes(v));
+  codec::Reader r(Bytes(v));
   uint8_t version = 0;
   uint32_t raw_len = 0;
   if (!r.U8(&version) || version != kChunkValueVersion || !r.U32(&raw_len)) {
@@ -185,48 +183,37 @@ class ManifestReader {
 
   template <typename T>
   bool Int(const char* field, T* v) {
-    if (!Need(field, sizeof(T))) return false;
-    std::memcpy(v, in_.data() + pos_, sizeof(T));  // little-endian, as wire::Writer
-    pos_ += sizeof(T);
-    return true;
+    return in_.Get(v) || Fail(field, "truncated");
   }
   bool Raw(const char* field, uint8_t* out, size_t n) {
-    if (!Need(field, n)) return false;
-    std::memcpy(out, in_.data() + pos_, n);
-    pos_ += n;
-    return true;
+    return in_.Raw(out, n) || Fail(field, "truncated");
   }
+  // A name longer than what is left fails at the byte after its u16 length.
   bool Str(const char* field, std::string* s) {
-    uint16_t n = 0;
-    if (!Int(field, &n) || !Need(field, n)) return false;
-    s->assign(reinterpret_cast<const char*>(in_.data() + pos_), n);
-    pos_ += n;
-    return true;
+    return in_.Str(s, 0xffff) || Fail(field, "truncated");
   }
   // A u32 count of at most max elements of at least min_bytes each, checked against what is
   // left so a corrupt count cannot cause a huge allocation.
   bool Count(const char* field, uint32_t* n, uint64_t max, size_t min_bytes) {
     if (!Int(field, n)) return false;
-    if (*n > max || static_cast<uint64_t>(*n) * min_bytes > in_.size() - pos_) {
+    if (*n > max || static_cast<uint64_t>(*n) * min_bytes > in_.remaining()) {
       return Fail(field, "count " + std::to_string(*n) + " is over its limit or the value");
     }
     return true;
   }
   bool Fail(const std::string& field, const std::string& why) {
-    if (error_.empty()) error_ = field + " at byte " + std::to_string(pos_) + ": " + why;
+    if (error_.empty()) {
+      error_ = field + " at byte " + std::to_string(in_.position()) + ": " + why;
+    }
     return false;
   }
   bool End() {
-    return pos_ == in_.size() || Fail("end", std::to_string(in_.size() - pos_) + " trailing bytes");
+    return in_.done() || Fail("end", std::to_string(in_.remaining()) + " trailing bytes");
   }
   Status Error() const { return DataLossError("corrupt epoch manifest: " + error_); }
 
  private:
-  bool Need(const char* field, size_t n) {
-    return n <= in_.size() - pos_ || Fail(field, "truncated");
-  }
-  std::span<const uint8_t> in_;
-  size_t pos_ = 0;
+  codec::Reader in_;
   std::string error_;
 };
 
@@ -254,7 +241,7 @@ class RocksCheckpointStore final : public CheckpointStore {
     GOS_ASSIGN_OR_RETURN(std::optional<RefsRow> row, GetRefs(ref.hash));
     if (row) return false;
     std::vector<uint8_t> value;
-    wire::Writer w(&value);
+    codec::Writer w(&value);
     w.U8(kChunkValueVersion);
     w.U32(ref.raw_len);
     w.Raw(compressed.data(), compressed.size());
@@ -682,7 +669,7 @@ std::unique_ptr<CheckpointStore> NewCheckpointStore(std::string dir, rocksdb::DB
 
 std::vector<uint8_t> EncodeManifest(const EpochManifest& m) {
   std::vector<uint8_t> out;
-  wire::Writer w(&out);
+  codec::Writer w(&out);
   w.U8(kManifestVersion);
   w.U64(m.job);
   w.U64(m.epoch);
