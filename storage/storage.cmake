@@ -11,4 +11,4 @@ gos_cc_library(NAME chunks HDRS_DIR include
 # the replay logs (docs/specs/replay-log.md).
 gos_cc_library(NAME storage HDRS_DIR include
   SRCS tables.cc codec.cc rocks.cc checkpoints.cc replay.cc
-  DEPS gos::prim gos::chunks RocksDB::rocksdb)
+  DEPS gos::common gos::chunks RocksDB::rocksdb)
