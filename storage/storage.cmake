@@ -1,9 +1,10 @@
-# gos::chunks: cutting, hashing and compressing checkpoint chunks (gos/storage/chunks.h). No
-# RocksDB: the nodeagent links this alone.
+# gos::chunks: cutting, hashing and compressing checkpoint chunks (gos/storage/chunks.h), and
+# the epoch manifests' codec (gos/storage/manifest.h). No RocksDB: the nodeagent links this
+# alone.
 pkg_check_modules(ZSTD REQUIRED IMPORTED_TARGET libzstd)
 pkg_check_modules(XXHASH REQUIRED IMPORTED_TARGET libxxhash)
 gos_cc_library(NAME chunks HDRS_DIR include
-  SRCS chunks.cc
+  SRCS chunks.cc manifest.cc
   DEPS gos::common OpenSSL::Crypto PkgConfig::ZSTD PkgConfig::XXHASH)
 
 # gos::storage: the coordinator's RocksDB database — job and node tables
