@@ -32,8 +32,8 @@
 
 #include "coordinator/gang.h"
 #include "coordinator/log_cut.h"
-#include "coordinator/ps.h"
-#include "coordinator/store_ops.h"
+#include "gos/coordinator/ps.h"
+#include "gos/coordinator/store_ops.h"
 #include "gos/eventfd.h"
 #include "gos/fd.h"
 #include "gos/log.h"
