@@ -6,7 +6,7 @@
 #include <span>
 
 #include "coordinator/coordinator_impl.h"
-#include "coordinator/store_ops.h"
+#include "gos/coordinator/store_ops.h"
 #include "gos/log.h"
 #include "gos/os/layout.h"
 #include "gos/storage/replay.h"

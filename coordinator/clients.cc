@@ -14,8 +14,8 @@
 #include <cstdio>
 
 #include "coordinator/coordinator_impl.h"
-#include "coordinator/ps.h"
-#include "coordinator/store_ops.h"
+#include "gos/coordinator/ps.h"
+#include "gos/coordinator/store_ops.h"
 #include "gos/fd.h"
 #include "gos/log.h"
 #include "gos/os/layout.h"

@@ -19,7 +19,7 @@
 #include <cstring>
 
 #include "coordinator/coordinator_impl.h"
-#include "coordinator/store_ops.h"
+#include "gos/coordinator/store_ops.h"
 #include "gos/log.h"
 #include "gos/os/auth.h"
 #include "gos/os/layout.h"

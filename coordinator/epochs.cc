@@ -4,7 +4,7 @@
 #include <algorithm>
 
 #include "coordinator/coordinator_impl.h"
-#include "coordinator/store_ops.h"
+#include "gos/coordinator/store_ops.h"
 #include "gos/log.h"
 #include "gos/os/layout.h"
 

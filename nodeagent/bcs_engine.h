@@ -30,11 +30,11 @@
 #include <string>
 #include <vector>
 
+#include "gos/bcs/matcher.h"
 #include "gos/os/messages.h"
 #include "gos/prim/prim.h"
 #include "gos/replay/log.h"
 #include "gos/status.h"
-#include "nodeagent/matcher.h"
 
 namespace gos::nodeagent {
 

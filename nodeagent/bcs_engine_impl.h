@@ -22,7 +22,7 @@
 #include "gos/os/layout.h"
 #include "gos/replay/log.h"
 #include "nodeagent/bcs_engine.h"
-#include "nodeagent/matcher.h"
+#include "gos/bcs/matcher.h"
 
 namespace gos::nodeagent {
 namespace internal {

@@ -8,6 +8,7 @@
 
 #include "gos/bcs/channel.h"
 #include "gos/log.h"
+#include "gos/replay/matcher_input.h"
 #include "nodeagent/bcs_engine.h"
 #include "nodeagent/bcs_engine_impl.h"
 
@@ -85,20 +86,15 @@ void BcsEngine::ReplaySteps(Job& j, std::vector<Posted>& all) {
     for (uint32_t r = 0; r < st.counts.size() && ready; ++r)
       ready = j.got[r].size() >= st.counts[r];
     if (!ready) break;
-    std::vector<Posted> batch;
-    for (uint32_t r = 0; r < st.counts.size(); ++r) {
-      for (uint32_t c = 0; c < st.counts[r]; ++c) {
-        batch.push_back(j.got[r].front());
-        j.got[r].pop_front();
-      }
-      j.taken[r] += st.counts[r];
-    }
-    // The matcher needs increasing strobes. A log that spans a restart after a coordinator
-    // restart may count strobes from 1 again; only the order of the steps matters to matching
-    // (a restored matcher's queued descriptors sort before any later strobe).
-    const uint64_t strobe = std::max(st.strobe, j.matcher_strobe + 1);
-    j.matcher_strobe = strobe;
-    StepResult step = j.matcher.Step(strobe, batch);
+    StepResult step = replay::MatchStep(
+        j.matcher, st,
+        [&j](uint32_t r) {
+          Posted p = j.got[r].front();
+          j.got[r].pop_front();
+          return p;
+        },
+        &j.matcher_strobe);
+    for (uint32_t r = 0; r < st.counts.size(); ++r) j.taken[r] += st.counts[r];
     for (const RankCompletion& c : step.completions) {
       if (j.by_rank.count(c.rank)) j.pending[c.rank].push_back(c.c);
     }

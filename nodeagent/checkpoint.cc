@@ -12,7 +12,7 @@
 
 #include "gos/log.h"
 #include "gos/os/layout.h"
-#include "gos/storage/checkpoints.h"
+#include "gos/storage/manifest.h"
 #include "nodeagent/agent_impl.h"
 #include "nodeagent/criu.h"
 

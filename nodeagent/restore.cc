@@ -13,7 +13,7 @@
 #include "gos/fd.h"
 #include "gos/log.h"
 #include "gos/os/layout.h"
-#include "gos/storage/checkpoints.h"
+#include "gos/storage/manifest.h"
 #include "nodeagent/agent_impl.h"
 #include "nodeagent/cpu_bind.h"
 #include "nodeagent/criu.h"

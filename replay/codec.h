@@ -8,6 +8,7 @@
 #include <string>
 #include <string_view>
 
+#include "gos/codec/bytes.h"
 #include "gos/replay/log.h"
 #include "gos/status.h"
 
@@ -40,18 +41,12 @@ struct OpenedSegment {
 // DATA_LOSS saying what is wrong otherwise.
 StatusOr<OpenedSegment> OpenSegment(std::string_view segment, SegmentKind want);
 
-// Appends LEB128 varints (and zigzag for signed values) to a string.
+// Appends LEB128 varints (and zigzag for signed values) to a string (gos/codec/bytes.h).
 class ColumnWriter {
  public:
-  void U8(uint8_t v) { out_.push_back(static_cast<char>(v)); }
-  void Var(uint64_t v) {
-    while (v >= 0x80) {
-      out_.push_back(static_cast<char>((v & 0x7f) | 0x80));
-      v >>= 7;
-    }
-    out_.push_back(static_cast<char>(v));
-  }
-  void Signed(int64_t v) { Var((static_cast<uint64_t>(v) << 1) ^ static_cast<uint64_t>(v >> 63)); }
+  void U8(uint8_t v) { codec::StringWriter(&out_).U8(v); }
+  void Var(uint64_t v) { codec::StringWriter(&out_).Var(v); }
+  void Signed(int64_t v) { codec::StringWriter(&out_).Signed(v); }
   void Bytes(std::string_view b) { out_.append(b); }
   const std::string& data() const { return out_; }
   size_t size() const { return out_.size(); }
@@ -61,49 +56,20 @@ class ColumnWriter {
   std::string out_;
 };
 
-// Reads what ColumnWriter wrote, bounds-checked: every getter returns false (and leaves the
-// reader failed) past the end or on a malformed varint.
+// Reads what ColumnWriter wrote, bounds-checked (gos/codec/bytes.h): every getter returns
+// false (and leaves the reader failed) past the end or on a malformed varint.
 class ColumnReader {
  public:
   explicit ColumnReader(std::string_view in) : in_(in) {}
-  bool U8(uint8_t* v) {
-    if (pos_ >= in_.size()) return false;
-    *v = static_cast<uint8_t>(in_[pos_++]);
-    return true;
-  }
-  bool Var(uint64_t* v) {
-    uint64_t r = 0;
-    for (int shift = 0; shift < 64; shift += 7) {
-      if (pos_ >= in_.size()) return false;
-      const uint8_t b = static_cast<uint8_t>(in_[pos_++]);
-      // The tenth byte may hold only the top bit.
-      if (shift == 63 && b > 1) return false;
-      r |= static_cast<uint64_t>(b & 0x7f) << shift;
-      if ((b & 0x80) == 0) {
-        *v = r;
-        return true;
-      }
-    }
-    return false;
-  }
-  bool Signed(int64_t* v) {
-    uint64_t u;
-    if (!Var(&u)) return false;
-    *v = static_cast<int64_t>((u >> 1) ^ (~(u & 1) + 1));
-    return true;
-  }
-  bool Bytes(size_t n, std::string_view* b) {
-    if (n > in_.size() - pos_) return false;
-    *b = in_.substr(pos_, n);
-    pos_ += n;
-    return true;
-  }
-  size_t remaining() const { return in_.size() - pos_; }
-  bool done() const { return pos_ == in_.size(); }
+  bool U8(uint8_t* v) { return in_.U8(v); }
+  bool Var(uint64_t* v) { return in_.Var(v); }
+  bool Signed(int64_t* v) { return in_.Signed(v); }
+  bool Bytes(size_t n, std::string_view* b) { return in_.View(n, b); }
+  size_t remaining() const { return in_.remaining(); }
+  bool done() const { return in_.done(); }
 
  private:
-  std::string_view in_;
-  size_t pos_ = 0;
+  codec::Reader in_;
 };
 
 }  // namespace gos::replay::internal

@@ -3,7 +3,8 @@
 #include <algorithm>
 #include <string_view>
 
-#include "nodeagent/matcher.h"
+#include "gos/bcs/matcher.h"
+#include "gos/replay/matcher_input.h"
 
 namespace gos::replay {
 namespace {
@@ -220,34 +221,28 @@ StatusOr<std::string> ExportTrace(const TraceInput& in) {
   std::vector<std::vector<uint32_t>> step_of(world);  // [rank][seq] -> step it was taken at
   uint64_t last_strobe = 0;
   uint64_t flow = 0;
-  std::vector<nodeagent::Posted> posted;
   for (size_t k = 0; k < steps.size(); ++k) {
     const Step& s = steps[k];
-    posted.clear();
-    size_t i = 0;
-    for (uint32_t r = 0; r < world; ++r) {
-      for (uint32_t j = 0; j < s.counts[r]; ++j, ++i) {
-        const DescKey& key = s.descs[i];
-        nodeagent::Posted p;
-        p.rank = r;
-        p.seq = step_of[r].size();
-        p.d.req = p.seq + 1;
-        p.d.context = key.context;
-        p.d.len = key.len;
-        p.d.op = key.op;
-        p.d.peer = key.peer;
-        p.d.tag = key.tag;
-        p.d.flags = key.flags;
-        p.d.group_size = key.group_size;
-        step_of[r].push_back(static_cast<uint32_t>(k));
-        posted.push_back(p);
-      }
-    }
-    // The matcher needs increasing strobes; a log spanning a coordinator restart may restart
-    // its strobe numbers, and only their order matters to matching.
-    const uint64_t strobe = k == 0 ? s.strobe : std::max(s.strobe, last_strobe + 1);
-    last_strobe = strobe;
-    nodeagent::StepResult res = matcher.Step(strobe, posted);
+    size_t i = 0;  // s.descs holds rank 0's descriptors, then rank 1's, ...: the order taken
+    nodeagent::StepResult res = MatchStep(
+        matcher, s,
+        [&](uint32_t r) {
+          const DescKey& key = s.descs[i++];
+          nodeagent::Posted p;
+          p.rank = r;
+          p.seq = step_of[r].size();
+          p.d.req = p.seq + 1;
+          p.d.context = key.context;
+          p.d.len = key.len;
+          p.d.op = key.op;
+          p.d.peer = key.peer;
+          p.d.tag = key.tag;
+          p.d.flags = key.flags;
+          p.d.group_size = key.group_size;
+          step_of[r].push_back(static_cast<uint32_t>(k));
+          return p;
+        },
+        &last_strobe);
     for (const nodeagent::MatchRecord& m : res.matches) {
       if (m.send_rank >= world || m.send_seq >= step_of[m.send_rank].size()) continue;
       const size_t from = step_of[m.send_rank][m.send_seq];

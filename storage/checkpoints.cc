@@ -16,25 +16,22 @@
 #include <mutex>
 #include <unordered_map>
 
+#include "gos/codec/bytes.h"
 #include "gos/log.h"
-#include "libgos/prim/wire.h"
+#include "storage/manifest_internal.h"
 #include "storage/rocks.h"
 
 namespace gos::storage {
 namespace {
 
-namespace wire = gos::prim::wire;
+using internal::EpochName;
+using internal::FileProblem;
+using internal::ValidateManifest;
 
-constexpr uint8_t kManifestVersion = 1;
 constexpr uint8_t kChunkValueVersion = 1;
 constexpr uint8_t kRefsValueVersion = 1;
-// Limits of the manifest format; the decoder refuses anything beyond them.
-constexpr uint32_t kMaxRanks = 1u << 20;
-constexpr uint32_t kMaxFilesPerRank = 1u << 16;
-constexpr size_t kMaxNameBytes = 4096;
 // A zstd frame of a chunk is never much larger than the chunk (ZSTD_compressBound).
 constexpr size_t kMaxStoredChunk = kMaxChunkBytes + (kMaxChunkBytes >> 7) + 1024;
-constexpr size_t kChunkRefBytes = 32 + 4;
 
 // ---------------------------------------------------------------------------------------
 // Keys and small values.
@@ -70,10 +67,6 @@ ChunkHash HashOfKey(const rocksdb::Slice& k) {
   return h;
 }
 
-std::string EpochName(uint64_t job, uint64_t epoch) {
-  return "job " + std::to_string(job) + " epoch " + std::to_string(epoch);
-}
-
 // chunk_refs value: u8 version | u64 references | u32 raw length | u32 stored length.
 struct RefsRow {
   uint64_t refs = 0;
@@ -83,7 +76,7 @@ struct RefsRow {
 
 std::vector<uint8_t> EncodeRefsRow(const RefsRow& r) {
   std::vector<uint8_t> out;
-  wire::Writer w(&out);
+  codec::Writer w(&out);
   w.U8(kRefsValueVersion);
   w.U64(r.refs);
   w.U32(r.raw_len);
@@ -92,7 +85,7 @@ std::vector<uint8_t> EncodeRefsRow(const RefsRow& r) {
 }
 
 StatusOr<RefsRow> DecodeRefsRow(const rocksdb::Slice& v, const ChunkHash& h) {
-  wire::Reader r(Bytes(v));
+  codec::Reader r(Bytes(v));
   RefsRow row;
   uint8_t version = 0;
   if (!r.U8(&version) || version != kRefsValueVersion || !r.U64(&row.refs) ||
@@ -106,7 +99,7 @@ StatusOr<RefsRow> DecodeRefsRow(const rocksdb::Slice& v, const ChunkHash& h) {
 
 // chunks value: u8 version | u32 raw length | zstd frame. The frame of a valid value.
 StatusOr<std::span<const uint8_t>> ChunkFrame(const rocksdb::Slice& v, const ChunkHash& h) {
-  wire::Reader r(Bytes(v));
+  codec::Reader r(Bytes(v));
   uint8_t version = 0;
   uint32_t raw_len = 0;
   if (!r.U8(&version) || version != kChunkValueVersion || !r.U32(&raw_len)) {
@@ -114,121 +107,6 @@ StatusOr<std::span<const uint8_t>> ChunkFrame(const rocksdb::Slice& v, const Chu
   }
   return Bytes(v).subspan(r.position());
 }
-
-// ---------------------------------------------------------------------------------------
-// Manifest checks shared by CommitEpoch (INVALID_ARGUMENT) and the decoder (DATA_LOSS).
-
-// A relative path inside the rank's image dir: the restorer writes files by these names.
-bool SafeName(const std::string& n) {
-  if (n.empty() || n.size() > kMaxNameBytes || n.front() == '/' || n.back() == '/') return false;
-  if (n.find('\0') != std::string::npos) return false;
-  size_t start = 0;
-  while (start <= n.size()) {
-    size_t end = n.find('/', start);
-    if (end == std::string::npos) end = n.size();
-    const std::string_view part(n.data() + start, end - start);
-    if (part.empty() || part == "." || part == "..") return false;
-    start = end + 1;
-  }
-  return true;
-}
-
-// Empty if the file entry is well-formed, else what is wrong with it.
-std::string FileProblem(const FileEntry& f) {
-  if (!SafeName(f.name)) return "name \"" + Printable(f.name) + "\" is not a safe relative path";
-  uint64_t sum = 0;
-  for (const ChunkRef& c : f.chunks) {
-    if (c.raw_len == 0 || c.raw_len > kMaxChunkBytes) {
-      return "chunk " + HashHex(c.hash) + " has length " + std::to_string(c.raw_len);
-    }
-    sum += c.raw_len;
-  }
-  if (sum != f.size) {
-    return "size " + std::to_string(f.size) + " but its chunks hold " + std::to_string(sum) +
-           " bytes";
-  }
-  return "";
-}
-
-Status ValidateManifest(const EpochManifest& m) {
-  const std::string what = "epoch manifest of " + EpochName(m.job, m.epoch);
-  if (m.epoch == 0) return InvalidArgumentError(what + ": epochs count from 1");
-  if (m.ranks.size() != m.ntasks || m.ntasks > kMaxRanks) {
-    return InvalidArgumentError(what + ": " + std::to_string(m.ranks.size()) +
-                                " ranks for ntasks " + std::to_string(m.ntasks));
-  }
-  for (size_t i = 0; i < m.ranks.size(); ++i) {
-    const EpochRank& r = m.ranks[i];
-    if (r.rank != i) {
-      return InvalidArgumentError(what + ": ranks[" + std::to_string(i) + "] is rank " +
-                                  std::to_string(r.rank) + " (want ascending, all of them)");
-    }
-    if (r.files.size() > kMaxFilesPerRank) {
-      return InvalidArgumentError(what + ": rank " + std::to_string(i) + " has " +
-                                  std::to_string(r.files.size()) + " files");
-    }
-    for (const FileEntry& f : r.files) {
-      const std::string p = FileProblem(f);
-      if (!p.empty()) {
-        return InvalidArgumentError(what + ": rank " + std::to_string(i) + " file " +
-                                    Printable(f.name) + ": " + p);
-      }
-    }
-  }
-  return OkStatus();
-}
-
-// Bounds-checked reader that remembers the first failure and where it was.
-class ManifestReader {
- public:
-  explicit ManifestReader(std::span<const uint8_t> in) : in_(in) {}
-
-  template <typename T>
-  bool Int(const char* field, T* v) {
-    if (!Need(field, sizeof(T))) return false;
-    std::memcpy(v, in_.data() + pos_, sizeof(T));  // little-endian, as wire::Writer
-    pos_ += sizeof(T);
-    return true;
-  }
-  bool Raw(const char* field, uint8_t* out, size_t n) {
-    if (!Need(field, n)) return false;
-    std::memcpy(out, in_.data() + pos_, n);
-    pos_ += n;
-    return true;
-  }
-  bool Str(const char* field, std::string* s) {
-    uint16_t n = 0;
-    if (!Int(field, &n) || !Need(field, n)) return false;
-    s->assign(reinterpret_cast<const char*>(in_.data() + pos_), n);
-    pos_ += n;
-    return true;
-  }
-  // A u32 count of at most max elements of at least min_bytes each, checked against what is
-  // left so a corrupt count cannot cause a huge allocation.
-  bool Count(const char* field, uint32_t* n, uint64_t max, size_t min_bytes) {
-    if (!Int(field, n)) return false;
-    if (*n > max || static_cast<uint64_t>(*n) * min_bytes > in_.size() - pos_) {
-      return Fail(field, "count " + std::to_string(*n) + " is over its limit or the value");
-    }
-    return true;
-  }
-  bool Fail(const std::string& field, const std::string& why) {
-    if (error_.empty()) error_ = field + " at byte " + std::to_string(pos_) + ": " + why;
-    return false;
-  }
-  bool End() {
-    return pos_ == in_.size() || Fail("end", std::to_string(in_.size() - pos_) + " trailing bytes");
-  }
-  Status Error() const { return DataLossError("corrupt epoch manifest: " + error_); }
-
- private:
-  bool Need(const char* field, size_t n) {
-    return n <= in_.size() - pos_ || Fail(field, "truncated");
-  }
-  std::span<const uint8_t> in_;
-  size_t pos_ = 0;
-  std::string error_;
-};
 
 // ---------------------------------------------------------------------------------------
 
@@ -254,7 +132,7 @@ class RocksCheckpointStore final : public CheckpointStore {
     GOS_ASSIGN_OR_RETURN(std::optional<RefsRow> row, GetRefs(ref.hash));
     if (row) return false;
     std::vector<uint8_t> value;
-    wire::Writer w(&value);
+    codec::Writer w(&value);
     w.U8(kChunkValueVersion);
     w.U32(ref.raw_len);
     w.Raw(compressed.data(), compressed.size());
@@ -678,91 +556,6 @@ std::unique_ptr<CheckpointStore> NewCheckpointStore(std::string dir, rocksdb::DB
                                                     rocksdb::ColumnFamilyHandle* chunk_refs,
                                                     rocksdb::ColumnFamilyHandle* epochs) {
   return std::make_unique<RocksCheckpointStore>(std::move(dir), db, chunks, chunk_refs, epochs);
-}
-
-std::vector<uint8_t> EncodeManifest(const EpochManifest& m) {
-  std::vector<uint8_t> out;
-  wire::Writer w(&out);
-  w.U8(kManifestVersion);
-  w.U64(m.job);
-  w.U64(m.epoch);
-  w.U64(m.strobe);
-  w.U32(m.ntasks);
-  w.I64(m.taken_ms);
-  w.U64(m.logical_bytes);
-  w.U64(m.new_bytes);
-  w.U64(m.new_compressed);
-  w.I64(m.pause_ms);
-  w.I64(m.total_ms);
-  w.U32(static_cast<uint32_t>(m.ranks.size()));
-  for (const EpochRank& r : m.ranks) {
-    w.U32(r.rank);
-    w.U32(r.node);
-    w.U32(static_cast<uint32_t>(r.files.size()));
-    for (const FileEntry& f : r.files) {
-      // CommitEpoch validated the name's length; the clamp only keeps the encoding parseable.
-      w.Str(std::string_view(f.name).substr(0, kMaxNameBytes));
-      w.U32(f.mode);
-      w.U64(f.size);
-      w.U32(static_cast<uint32_t>(f.chunks.size()));
-      for (const ChunkRef& c : f.chunks) {
-        w.Raw(c.hash.data(), c.hash.size());
-        w.U32(c.raw_len);
-      }
-    }
-  }
-  return out;
-}
-
-StatusOr<EpochManifest> DecodeManifest(std::span<const uint8_t> in) {
-  ManifestReader r(in);
-  EpochManifest m;
-  uint8_t version = 0;
-  uint32_t nranks = 0;
-  if (!r.Int("version", &version)) return r.Error();
-  if (version != kManifestVersion) {
-    r.Fail("version", "unsupported manifest version " + std::to_string(version) +
-                          " (this build reads version " + std::to_string(kManifestVersion) + ")");
-    return r.Error();
-  }
-  if (!r.Int("job", &m.job) || !r.Int("epoch", &m.epoch) || !r.Int("strobe", &m.strobe) ||
-      !r.Int("ntasks", &m.ntasks) || !r.Int("taken_ms", &m.taken_ms) ||
-      !r.Int("logical_bytes", &m.logical_bytes) || !r.Int("new_bytes", &m.new_bytes) ||
-      !r.Int("new_compressed", &m.new_compressed) || !r.Int("pause_ms", &m.pause_ms) ||
-      !r.Int("total_ms", &m.total_ms) || !r.Count("ranks", &nranks, kMaxRanks, 12)) {
-    return r.Error();
-  }
-  m.ranks.resize(nranks);
-  for (EpochRank& rank : m.ranks) {
-    uint32_t nfiles = 0;
-    if (!r.Int("rank", &rank.rank) || !r.Int("node", &rank.node) ||
-        !r.Count("files", &nfiles, kMaxFilesPerRank, 18)) {
-      return r.Error();
-    }
-    rank.files.resize(nfiles);
-    for (FileEntry& f : rank.files) {
-      uint32_t nchunks = 0;
-      if (!r.Str("file name", &f.name) || !r.Int("mode", &f.mode) || !r.Int("size", &f.size) ||
-          !r.Count("chunks", &nchunks, std::numeric_limits<uint32_t>::max(), kChunkRefBytes)) {
-        return r.Error();
-      }
-      f.chunks.resize(nchunks);
-      for (ChunkRef& c : f.chunks) {
-        if (!r.Raw("chunk hash", c.hash.data(), c.hash.size()) ||
-            !r.Int("chunk length", &c.raw_len)) {
-          return r.Error();
-        }
-      }
-      const std::string p = FileProblem(f);
-      if (!p.empty()) {
-        r.Fail("file",
-               "rank " + std::to_string(rank.rank) + " file " + Printable(f.name) + ": " + p);
-        return r.Error();
-      }
-    }
-  }
-  if (!r.End()) return r.Error();
-  return m;
 }
 
 }  // namespace gos::storage

@@ -23,6 +23,7 @@
 #include <string_view>
 #include <utility>
 
+#include "gos/codec/bytes.h"
 #include "gos/fd.h"
 #include "gos/log.h"
 
@@ -162,45 +163,27 @@ class ImageReader {
   size_t pos_ = 0, end_ = 0;
 };
 
-// Bounds-checked protobuf varint.
-bool Varint(std::span<const uint8_t> in, size_t* pos, uint64_t* v) {
-  uint64_t r = 0;
-  for (int shift = 0; shift < 64; shift += 7) {
-    if (*pos >= in.size()) return false;
-    const uint8_t b = in[(*pos)++];
-    r |= static_cast<uint64_t>(b & 0x7f) << shift;
-    if ((b & 0x80) == 0) {
-      *v = r;
-      return true;
-    }
-  }
-  return false;
-}
-
 // Calls field(number, value) for each varint field of a protobuf message; other wire types
-// are skipped. False on malformed input.
+// are skipped. False on malformed input (varints bounds-checked by gos/codec/bytes.h).
 template <typename F>
 bool ForEachVarint(std::span<const uint8_t> msg, F field) {
-  size_t pos = 0;
-  while (pos < msg.size()) {
+  codec::Reader in(msg);
+  while (!in.done()) {
     uint64_t key = 0, v = 0;
-    if (!Varint(msg, &pos, &key)) return false;
+    if (!in.Var(&key)) return false;
     switch (key & 7) {
       case 0:
-        if (!Varint(msg, &pos, &v)) return false;
+        if (!in.Var(&v)) return false;
         field(key >> 3, v);
         break;
       case 1:
-        if (msg.size() - pos < 8) return false;
-        pos += 8;
+        if (!in.Skip(8)) return false;
         break;
       case 2:
-        if (!Varint(msg, &pos, &v) || v > msg.size() - pos) return false;
-        pos += v;
+        if (!in.Var(&v) || !in.Skip(v)) return false;
         break;
       case 5:
-        if (msg.size() - pos < 4) return false;
-        pos += 4;
+        if (!in.Skip(4)) return false;
         break;
       default:
         return false;

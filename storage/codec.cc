@@ -6,12 +6,10 @@
 #include <cinttypes>
 #include <cstdio>
 
-#include "libgos/prim/wire.h"
+#include "gos/codec/bytes.h"
 
 namespace gos::storage {
 namespace {
-
-namespace wire = gos::prim::wire;
 
 // Reads fields in order and remembers the first one that failed, so the error can say
 // which field of which record was bad and at what byte offset.
@@ -79,7 +77,7 @@ class FieldReader {
   bool Check(const char* field, bool ok) { return ok || Fail(field, "truncated or over-long"); }
 
   const char* record_;
-  wire::Reader r_;
+  codec::Reader r_;
   size_t failed_at_ = 0;  // where the field being read starts
   uint8_t version_ = 0;
   std::string error_;
@@ -122,7 +120,7 @@ bool JobStateIsFinal(JobState s) {
 
 std::vector<uint8_t> EncodeJob(const JobRecord& job) {
   std::vector<uint8_t> out;
-  wire::Writer w(&out);
+  codec::Writer w(&out);
   w.U8(kJobFormatVersion);
   w.U64(job.id);
   w.U32(job.uid);
@@ -246,7 +244,7 @@ StatusOr<JobRecord> DecodeJob(std::span<const uint8_t> in) {
 
 std::vector<uint8_t> EncodeNode(const NodeRecord& node) {
   std::vector<uint8_t> out;
-  wire::Writer w(&out);
+  codec::Writer w(&out);
   w.U8(kRecordFormatVersion);
   w.U32(node.id);
   w.Str(Clamp(node.host));
@@ -281,7 +279,7 @@ StatusOr<NodeRecord> DecodeNode(std::span<const uint8_t> in) {
 
 std::vector<uint8_t> EncodeNextJobId(uint64_t next) {
   std::vector<uint8_t> out;
-  wire::Writer w(&out);
+  codec::Writer w(&out);
   w.U8(kRecordFormatVersion);
   w.U64(next);
   return out;

@@ -22,21 +22,6 @@ Status FromRocks(const rocksdb::Status& s, std::string_view what) {
   return InternalError(std::move(m));
 }
 
-std::string Printable(std::string_view key) {
-  static const char kHex[] = "0123456789abcdef";
-  std::string out;
-  for (unsigned char c : key) {
-    if (c >= 0x20 && c < 0x7f && c != '\\') {
-      out += static_cast<char>(c);
-    } else {
-      out += "\\x";
-      out += kHex[c >> 4];
-      out += kHex[c & 0xf];
-    }
-  }
-  return out;
-}
-
 rocksdb::ColumnFamilyOptions FamilyOptions(const std::string& name) {
   rocksdb::ColumnFamilyOptions o;
   // Tiny values, or values zstd already compressed: no dependency on whichever compression

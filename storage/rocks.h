@@ -19,14 +19,12 @@
 #include "gos/status.h"
 #include "gos/storage/checkpoints.h"
 #include "gos/storage/replay.h"
+#include "storage/manifest_internal.h"
 
 namespace gos::storage {
 
 // The one place RocksDB's status becomes a gos::Status; RocksDB's text is kept after what.
 Status FromRocks(const rocksdb::Status& s, std::string_view what);
-
-// Keys are ASCII when written by us; a damaged one is shown with its odd bytes escaped.
-std::string Printable(std::string_view key);
 
 inline std::span<const uint8_t> Bytes(const rocksdb::Slice& s) {
   return {reinterpret_cast<const uint8_t*>(s.data()), s.size()};

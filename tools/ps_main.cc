@@ -3,7 +3,7 @@
 
 #include <cstdio>
 
-#include "coordinator/ps.h"
+#include "gos/coordinator/ps.h"
 #include "gos/os/flags.h"
 #include "gos/os/messages.h"
 #include "gos/storage/tables.h"

@@ -3,7 +3,7 @@
 #include <cstdio>
 #include <string>
 
-#include "coordinator/store_ops.h"
+#include "gos/coordinator/store_ops.h"
 #include "gos/os/flags.h"
 #include "gos/os/messages.h"
 #include "gos/storage/tables.h"

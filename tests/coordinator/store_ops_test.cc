@@ -1,5 +1,5 @@
 // How gos-ckpt --list and gos-restart show a job's stored checkpoint settings.
-#include "coordinator/store_ops.h"
+#include "gos/coordinator/store_ops.h"
 
 #include "gtest/gtest.h"
 

@@ -27,32 +27,9 @@
 
 #include "gos/status.h"
 #include "gos/storage/chunks.h"
+#include "gos/storage/manifest.h"
 
 namespace gos::storage {
-
-struct EpochRank {
-  uint32_t rank = 0;
-  uint32_t node = 0;             // node it was dumped on
-  std::vector<FileEntry> files;  // the rank's image dir, file by file
-
-  friend bool operator==(const EpochRank&, const EpochRank&) = default;
-};
-
-struct EpochManifest {
-  uint64_t job = 0;
-  uint64_t epoch = 0;   // 1, 2, ... per job
-  uint64_t strobe = 0;  // strobe at which the job was frozen for it
-  uint32_t ntasks = 0;
-  int64_t taken_ms = 0;          // unix ms when the job was frozen
-  uint64_t logical_bytes = 0;    // sum of all files' sizes
-  uint64_t new_bytes = 0;        // raw bytes of chunks the store did not hold before
-  uint64_t new_compressed = 0;   // their stored (compressed) bytes
-  int64_t pause_ms = 0;          // job frozen for the dump
-  int64_t total_ms = 0;          // freeze to commit
-  std::vector<EpochRank> ranks;  // ascending rank, all ntasks of them
-
-  friend bool operator==(const EpochManifest&, const EpochManifest&) = default;
-};
 
 struct StoreStats {
   uint64_t chunks = 0;        // stored chunks
@@ -120,10 +97,6 @@ class CheckpointStore {
   virtual StatusOr<VerifyResult> Verify(
       const std::function<void(uint64_t done, uint64_t total)>& progress) = 0;
 };
-
-// Codec of the manifest (exposed for tests and fuzzing); DATA_LOSS on anything malformed.
-std::vector<uint8_t> EncodeManifest(const EpochManifest& m);
-StatusOr<EpochManifest> DecodeManifest(std::span<const uint8_t> in);
 
 }  // namespace gos::storage
 

@@ -1,7 +1,7 @@
 // Deterministic BCS matching and slice scheduling; the rules are in matcher.h and
 // docs/bcs-matching.md. Everything here must stay a pure function of the call sequence:
 // iterate only ordered containers, never hash or pointer order, never read a clock.
-#include "nodeagent/matcher.h"
+#include "gos/bcs/matcher.h"
 
 #include <algorithm>
 #include <bit>
@@ -9,8 +9,9 @@
 #include <cstring>
 #include <set>
 #include <tuple>
-#include <type_traits>
 #include <utility>
+
+#include "gos/codec/bytes.h"
 
 namespace gos::nodeagent {
 namespace {
@@ -336,10 +337,7 @@ class Writer {
  public:
   template <typename T>
   void Put(T v) {
-    static_assert(std::is_trivially_copyable_v<T>);
-    const size_t at = out_.size();
-    out_.resize(at + sizeof v);
-    std::memcpy(out_.data() + at, &v, sizeof v);
+    codec::StringWriter(&out_).Put(v);
   }
   void PutPosted(const Posted& p) {
     Put(p.rank);
@@ -363,21 +361,15 @@ class Reader {
   explicit Reader(std::span<const uint8_t> in) : in_(in) {}
   template <typename T>
   T Get() {
-    static_assert(std::is_trivially_copyable_v<T>);
     T v{};
-    if (!ok_ || in_.size() - pos_ < sizeof v) {
-      ok_ = false;
-      return v;
-    }
-    std::memcpy(&v, in_.data() + pos_, sizeof v);
-    pos_ += sizeof v;
+    if (!ok_ || !in_.Get(&v)) ok_ = false;  // a failed Get leaves v zero
     return v;
   }
   // A count of entries of at least `entry_bytes` each: more than the input can hold is
   // malformed (and must not drive an allocation).
   uint32_t GetCount(size_t entry_bytes) {
     const uint32_t n = Get<uint32_t>();
-    if (ok_ && n > (in_.size() - pos_) / entry_bytes) ok_ = false;
+    if (ok_ && n > in_.remaining() / entry_bytes) ok_ = false;
     return ok_ ? n : 0;
   }
   Posted GetPosted() {
@@ -390,11 +382,10 @@ class Reader {
   }
   void Check(bool cond) { ok_ = ok_ && cond; }
   bool ok() const { return ok_; }
-  bool at_end() const { return pos_ == in_.size(); }
+  bool at_end() const { return in_.done(); }
 
  private:
-  std::span<const uint8_t> in_;
-  size_t pos_ = 0;
+  codec::Reader in_;
   bool ok_ = true;
 };
 

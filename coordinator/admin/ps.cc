@@ -1,4 +1,4 @@
-#include "coordinator/ps.h"
+#include "gos/coordinator/ps.h"
 
 #include <algorithm>
 #include <map>

@@ -1,4 +1,4 @@
-#include "coordinator/store_ops.h"
+#include "gos/coordinator/store_ops.h"
 
 #include <chrono>
 #include <cstdio>

@@ -29,8 +29,8 @@
 //     root, or a rank posting one collective instance twice -> kErrArg.
 //   - A match or broadcast with no bytes to move completes at once (StepResult::completions);
 //     otherwise its completions ride on the Transfer and come from Scheduler::Finish.
-#ifndef GOS_NODEAGENT_MATCHER_H_
-#define GOS_NODEAGENT_MATCHER_H_
+#ifndef GOS_BCS_MATCHER_H_
+#define GOS_BCS_MATCHER_H_
 
 #include <cstddef>
 #include <cstdint>
@@ -219,4 +219,4 @@ class Scheduler {
 
 }  // namespace gos::nodeagent
 
-#endif  // GOS_NODEAGENT_MATCHER_H_
+#endif  // GOS_BCS_MATCHER_H_

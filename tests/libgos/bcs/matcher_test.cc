@@ -1,4 +1,4 @@
-#include "nodeagent/matcher.h"
+#include "gos/bcs/matcher.h"
 
 #include <gtest/gtest.h>
 

@@ -1,1 +1,0 @@
-gos_cc_library(NAME render SRCS render.cc DEPS gos::os)
