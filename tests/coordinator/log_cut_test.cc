@@ -13,7 +13,7 @@
 #include "gos/bcs/channel.h"
 #include "gos/replay/log.h"
 #include "gos/storage/tables.h"
-#include "tests/storage/chunk_test_util.h"
+#include "tests/support/chunk_test_util.h"
 
 namespace gos::coordinator {
 namespace {

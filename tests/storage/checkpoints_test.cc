@@ -9,7 +9,7 @@
 
 #include "gos/storage/tables.h"
 #include "storage/codec.h"
-#include "tests/storage/chunk_test_util.h"
+#include "tests/support/chunk_test_util.h"
 
 namespace gos::storage {
 namespace {

@@ -15,7 +15,7 @@
 #include <thread>
 
 #include "gos/storage/chunks.h"
-#include "tests/storage/chunk_test_util.h"
+#include "tests/support/chunk_test_util.h"
 
 extern char** environ;
 

@@ -5,7 +5,7 @@
 
 #include <set>
 
-#include "tests/storage/chunk_test_util.h"
+#include "tests/support/chunk_test_util.h"
 
 namespace gos::storage {
 namespace {

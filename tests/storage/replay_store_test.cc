@@ -6,7 +6,7 @@
 
 #include "gos/storage/replay.h"
 #include "gos/storage/tables.h"
-#include "tests/storage/chunk_test_util.h"
+#include "tests/support/chunk_test_util.h"
 
 namespace gos::storage {
 namespace {

@@ -1,6 +1,6 @@
 // Helpers shared by the chunk and checkpoint store tests.
-#ifndef GOS_TESTS_STORAGE_CHUNK_TEST_UTIL_H_
-#define GOS_TESTS_STORAGE_CHUNK_TEST_UTIL_H_
+#ifndef GOS_TESTS_SUPPORT_CHUNK_TEST_UTIL_H_
+#define GOS_TESTS_SUPPORT_CHUNK_TEST_UTIL_H_
 
 #include <gtest/gtest.h>
 #include <stdlib.h>
@@ -67,4 +67,4 @@ inline FileEntry ChunkAll(const std::string& dir, const std::string& name) {
 
 }  // namespace gos::storage::testing
 
-#endif  // GOS_TESTS_STORAGE_CHUNK_TEST_UTIL_H_
+#endif  // GOS_TESTS_SUPPORT_CHUNK_TEST_UTIL_H_
