@@ -1,13 +1,13 @@
 #include "gos/os/messages.h"
 
+#include "gos/codec/bytes.h"
 #include "gos/os/auth.h"
-#include "libgos/prim/wire.h"
 
 namespace gos::os {
 namespace {
 
-using prim::wire::Reader;
-using prim::wire::Writer;
+using codec::Reader;
+using codec::Writer;
 
 constexpr uint32_t kStrobeMagic = 0x42544f47;        // "GOTB"
 constexpr uint32_t kStageMagic = 0x47544f47;         // "GOTG"
