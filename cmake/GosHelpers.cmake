@@ -26,6 +26,19 @@ function(_gos_common_flags target)
   target_link_options(${target} PRIVATE ${GOS_SANITIZER_FLAGS})
 endfunction()
 
+# Include paths enforce the layering (../shared/DESIGN.md): a component's code includes its
+# own private headers relative to itself ("node_impl.h") and other components only through
+# their public include trees (HDRS_DIR, on the PUBLIC path of their library targets), so the
+# project root is on no component's include path. Only code under tests/ gets it, to reach
+# the private headers of the component it tests and tests/support (scripts/check-layout
+# checks which).
+function(_gos_test_includes target)
+  string(FIND "${CMAKE_CURRENT_SOURCE_DIR}/" "${PROJECT_SOURCE_DIR}/tests/" at)
+  if(at EQUAL 0)
+    target_include_directories(${target} PRIVATE ${PROJECT_SOURCE_DIR})
+  endif()
+endfunction()
+
 function(gos_cc_library)
   cmake_parse_arguments(G "" "NAME;HDRS_DIR" "SRCS;DEPS;PRIVATE_DEPS" ${ARGN})
   set(target gos_${G_NAME})
@@ -35,7 +48,7 @@ function(gos_cc_library)
   if(G_HDRS_DIR)
     target_include_directories(${target} PUBLIC ${CMAKE_CURRENT_SOURCE_DIR}/${G_HDRS_DIR})
   endif()
-  target_include_directories(${target} PRIVATE ${PROJECT_SOURCE_DIR})
+  _gos_test_includes(${target})
   target_link_libraries(${target} PUBLIC ${G_DEPS} PRIVATE ${G_PRIVATE_DEPS})
 endfunction()
 
@@ -46,7 +59,7 @@ function(gos_cc_binary)
   # Only the shared libraries a program calls are loaded when it starts: the tools that talk
   # to the coordinator over its unix socket do not load libfabric (~0.2 s, prim/provider.cc).
   target_link_options(${G_NAME} PRIVATE -Wl,--as-needed)
-  target_include_directories(${G_NAME} PRIVATE ${PROJECT_SOURCE_DIR})
+  _gos_test_includes(${G_NAME})
   target_link_libraries(${G_NAME} PRIVATE ${G_DEPS})
   if(G_OUTPUT_DIR)
     set_target_properties(${G_NAME} PROPERTIES RUNTIME_OUTPUT_DIRECTORY ${G_OUTPUT_DIR})

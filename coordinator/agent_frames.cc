@@ -5,7 +5,7 @@
 #include <algorithm>
 #include <span>
 
-#include "coordinator/coordinator_impl.h"
+#include "coordinator_impl.h"
 #include "gos/coordinator/store_ops.h"
 #include "gos/log.h"
 #include "gos/os/layout.h"

@@ -13,7 +13,7 @@
 #include <algorithm>
 #include <cstdio>
 
-#include "coordinator/coordinator_impl.h"
+#include "coordinator_impl.h"
 #include "gos/coordinator/ps.h"
 #include "gos/coordinator/store_ops.h"
 #include "gos/fd.h"

@@ -5,7 +5,7 @@
 //
 // The pieces of CoordinatorImpl live in one file per concern (coordinator_impl.h lists them);
 // this file is its core.
-#include "coordinator/coordinator.h"
+#include "coordinator.h"
 
 #include <pwd.h>
 #include <signal.h>
@@ -18,7 +18,7 @@
 #include <cstdio>
 #include <cstring>
 
-#include "coordinator/coordinator_impl.h"
+#include "coordinator_impl.h"
 #include "gos/coordinator/store_ops.h"
 #include "gos/log.h"
 #include "gos/os/auth.h"

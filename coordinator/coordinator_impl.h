@@ -31,8 +31,8 @@
 #include <utility>
 #include <vector>
 
-#include "coordinator/coordinator.h"
-#include "coordinator/gang.h"
+#include "coordinator.h"
+#include "gang.h"
 #include "gos/eventfd.h"
 #include "gos/os/channel.h"
 #include "gos/os/ckpt_ship.h"

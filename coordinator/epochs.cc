@@ -3,7 +3,7 @@
 // gos-ckpt's requests.
 #include <algorithm>
 
-#include "coordinator/coordinator_impl.h"
+#include "coordinator_impl.h"
 #include "gos/coordinator/store_ops.h"
 #include "gos/log.h"
 #include "gos/os/layout.h"

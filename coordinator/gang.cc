@@ -1,4 +1,4 @@
-#include "coordinator/gang.h"
+#include "gang.h"
 
 #include <algorithm>
 #include <string_view>

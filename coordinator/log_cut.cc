@@ -1,4 +1,4 @@
-#include "coordinator/log_cut.h"
+#include "log_cut.h"
 
 #include <algorithm>
 #include <cstddef>

@@ -5,7 +5,7 @@
 #include <cstring>
 #include <string>
 
-#include "coordinator/coordinator.h"
+#include "coordinator.h"
 #include "gos/log.h"
 #include "gos/os/flags.h"
 

@@ -4,8 +4,8 @@
 
 #include <algorithm>
 
-#include "coordinator/coordinator_impl.h"
-#include "coordinator/log_cut.h"
+#include "coordinator_impl.h"
+#include "log_cut.h"
 #include "gos/log.h"
 #include "gos/replay/log.h"
 

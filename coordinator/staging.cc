@@ -6,7 +6,7 @@
 #include <algorithm>
 #include <cstring>
 
-#include "coordinator/coordinator_impl.h"
+#include "coordinator_impl.h"
 #include "gos/log.h"
 #include "gos/os/layout.h"
 #include "gos/os/program.h"

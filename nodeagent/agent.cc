@@ -4,7 +4,7 @@
 //
 // This file: creation, init, connecting and joining the group, the IO loop and the strobe
 // loop. Jobs, checkpoints, restores and recording are in the files agent_impl.h names.
-#include "nodeagent/agent.h"
+#include "agent.h"
 
 #include <signal.h>
 #include <sys/epoll.h>
@@ -23,8 +23,8 @@
 #include "gos/log.h"
 #include "gos/os/auth.h"
 #include "gos/os/layout.h"
-#include "nodeagent/agent_impl.h"
-#include "nodeagent/cpu_bind.h"
+#include "agent_impl.h"
+#include "cpu_bind.h"
 
 namespace gos::nodeagent::internal {
 namespace {

@@ -37,10 +37,10 @@
 #include "gos/os/messages.h"
 #include "gos/prim/prim.h"
 #include "gos/storage/chunks.h"
-#include "nodeagent/agent.h"
-#include "nodeagent/bcs_engine.h"
-#include "nodeagent/freezer.h"
-#include "nodeagent/launcher.h"
+#include "agent.h"
+#include "bcs_engine.h"
+#include "freezer.h"
+#include "launcher.h"
 
 namespace gos::nodeagent::internal {
 

@@ -1,4 +1,4 @@
-#include "nodeagent/bcs_engine.h"
+#include "bcs_engine.h"
 
 #include <fcntl.h>
 #include <linux/futex.h>
@@ -21,8 +21,8 @@
 #include "gos/bcs/channel.h"
 #include "gos/log.h"
 #include "gos/os/layout.h"
-#include "nodeagent/bcs_engine_impl.h"
-#include "nodeagent/freezer.h"
+#include "bcs_engine_impl.h"
+#include "freezer.h"
 
 namespace gos::nodeagent {
 namespace {

@@ -21,7 +21,7 @@
 #include "gos/bcs/channel.h"
 #include "gos/os/layout.h"
 #include "gos/replay/log.h"
-#include "nodeagent/bcs_engine.h"
+#include "bcs_engine.h"
 #include "gos/bcs/matcher.h"
 
 namespace gos::nodeagent {

@@ -9,8 +9,8 @@
 #include "gos/bcs/channel.h"
 #include "gos/log.h"
 #include "gos/replay/matcher_input.h"
-#include "nodeagent/bcs_engine.h"
-#include "nodeagent/bcs_engine_impl.h"
+#include "bcs_engine.h"
+#include "bcs_engine_impl.h"
 
 namespace gos::nodeagent {
 namespace {

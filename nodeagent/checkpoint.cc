@@ -13,8 +13,8 @@
 #include "gos/log.h"
 #include "gos/os/layout.h"
 #include "gos/storage/manifest.h"
-#include "nodeagent/agent_impl.h"
-#include "nodeagent/criu.h"
+#include "agent_impl.h"
+#include "criu.h"
 
 namespace gos::nodeagent::internal {
 namespace {

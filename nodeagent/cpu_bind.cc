@@ -1,4 +1,4 @@
-#include "nodeagent/cpu_bind.h"
+#include "cpu_bind.h"
 
 #include <dirent.h>
 #include <errno.h>

@@ -27,7 +27,7 @@
 // criu runs as our child (posix_spawn) with its stdio in IMAGES/criu.out and a deadline, so a
 // stuck criu is killed instead of hanging the nodeagent. Its log (-o) is IMAGES/dump.log or
 // IMAGES/restore.log; errors carry its last lines.
-#include "nodeagent/criu.h"
+#include "criu.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -51,7 +51,7 @@
 
 #include "gos/fd.h"
 #include "gos/log.h"
-#include "nodeagent/freezer.h"
+#include "freezer.h"
 
 extern char** environ;
 

@@ -35,7 +35,7 @@
 #include <string>
 
 #include "gos/status.h"
-#include "nodeagent/launcher.h"
+#include "launcher.h"
 
 namespace gos::nodeagent {
 

@@ -1,4 +1,4 @@
-#include "nodeagent/freezer.h"
+#include "freezer.h"
 
 #include <errno.h>
 #include <fcntl.h>

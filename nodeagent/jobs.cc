@@ -16,8 +16,8 @@
 #include "gos/log.h"
 #include "gos/os/auth.h"
 #include "gos/os/layout.h"
-#include "nodeagent/agent_impl.h"
-#include "nodeagent/cpu_bind.h"
+#include "agent_impl.h"
+#include "cpu_bind.h"
 
 namespace gos::nodeagent::internal {
 namespace {

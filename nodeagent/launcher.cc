@@ -1,4 +1,4 @@
-#include "nodeagent/launcher.h"
+#include "launcher.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -15,7 +15,7 @@
 
 #include "gos/fd.h"
 #include "gos/log.h"
-#include "nodeagent/cpu_bind.h"
+#include "cpu_bind.h"
 
 namespace gos::nodeagent {
 namespace {

@@ -4,7 +4,7 @@
 #include <cstdio>
 
 #include "gos/os/flags.h"
-#include "nodeagent/agent.h"
+#include "agent.h"
 
 namespace {
 

@@ -4,7 +4,7 @@
 
 #include "gos/log.h"
 #include "gos/replay/log.h"
-#include "nodeagent/agent_impl.h"
+#include "agent_impl.h"
 
 namespace gos::nodeagent::internal {
 

@@ -14,9 +14,9 @@
 #include "gos/log.h"
 #include "gos/os/layout.h"
 #include "gos/storage/manifest.h"
-#include "nodeagent/agent_impl.h"
-#include "nodeagent/cpu_bind.h"
-#include "nodeagent/criu.h"
+#include "agent_impl.h"
+#include "cpu_bind.h"
+#include "criu.h"
 
 namespace gos::nodeagent::internal {
 namespace {

@@ -12,7 +12,7 @@
 #include <optional>
 
 #include "gos/log.h"
-#include "replay/codec.h"
+#include "codec.h"
 
 namespace gos::replay {
 namespace internal {

@@ -18,8 +18,8 @@
 
 #include "gos/codec/bytes.h"
 #include "gos/log.h"
-#include "storage/manifest_internal.h"
-#include "storage/rocks.h"
+#include "manifest_internal.h"
+#include "rocks.h"
 
 namespace gos::storage {
 namespace {

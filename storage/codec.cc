@@ -1,6 +1,6 @@
 // Record codecs of the storage tables (docs/specs/storage-tables.md). Input comes from disk,
 // so every decoder fails with a DATA_LOSS status on any malformed input and never asserts.
-#include "storage/codec.h"
+#include "codec.h"
 
 #include <algorithm>
 #include <cinttypes>

@@ -7,7 +7,7 @@
 #include <string_view>
 
 #include "gos/codec/bytes.h"
-#include "storage/manifest_internal.h"
+#include "manifest_internal.h"
 
 namespace gos::storage {
 namespace {

@@ -12,7 +12,7 @@
 #include <optional>
 #include <utility>
 
-#include "storage/rocks.h"
+#include "rocks.h"
 
 namespace gos::storage {
 namespace {

@@ -1,4 +1,4 @@
-#include "storage/rocks.h"
+#include "rocks.h"
 
 #include <rocksdb/advanced_options.h>
 

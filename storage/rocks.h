@@ -19,7 +19,7 @@
 #include "gos/status.h"
 #include "gos/storage/checkpoints.h"
 #include "gos/storage/replay.h"
-#include "storage/manifest_internal.h"
+#include "manifest_internal.h"
 
 namespace gos::storage {
 

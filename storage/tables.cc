@@ -11,8 +11,8 @@
 #include <limits>
 
 #include "gos/log.h"
-#include "storage/codec.h"
-#include "storage/rocks.h"
+#include "codec.h"
+#include "rocks.h"
 
 namespace gos::storage {
 namespace {

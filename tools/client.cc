@@ -1,4 +1,4 @@
-#include "tools/client.h"
+#include "client.h"
 
 #include <fcntl.h>
 #include <signal.h>
@@ -17,7 +17,7 @@
 #include "gos/os/auth.h"
 #include "gos/os/messages.h"
 #include "gos/prim/prim.h"
-#include "tools/netns.h"
+#include "netns.h"
 
 namespace gos::tools {
 namespace {

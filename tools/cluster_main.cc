@@ -11,8 +11,8 @@
 #include "gos/os/flags.h"
 #include "gos/os/messages.h"
 #include "gos/prim/prim.h"
-#include "tools/client.h"
-#include "tools/netns.h"
+#include "client.h"
+#include "netns.h"
 
 namespace gos::tools {
 namespace {

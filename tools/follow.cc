@@ -1,4 +1,4 @@
-#include "tools/follow.h"
+#include "follow.h"
 
 #include <fcntl.h>
 #include <poll.h>

@@ -8,7 +8,7 @@
 
 #include "gos/os/flags.h"
 #include "gos/os/messages.h"
-#include "tools/client.h"
+#include "client.h"
 
 namespace gos::tools {
 namespace {

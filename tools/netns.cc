@@ -1,4 +1,4 @@
-#include "tools/netns.h"
+#include "netns.h"
 
 #include <fcntl.h>
 #include <net/if.h>

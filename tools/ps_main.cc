@@ -7,8 +7,8 @@
 #include "gos/os/flags.h"
 #include "gos/os/messages.h"
 #include "gos/storage/tables.h"
-#include "tools/client.h"
-#include "tools/render.h"
+#include "client.h"
+#include "render.h"
 
 namespace gos::tools {
 namespace {

@@ -1,4 +1,4 @@
-#include "tools/render.h"
+#include "render.h"
 
 #include <algorithm>
 #include <cinttypes>

@@ -18,8 +18,8 @@
 #include "gos/os/messages.h"
 #include "gos/replay/log.h"
 #include "gos/replay/trace.h"
-#include "tools/client.h"
-#include "tools/follow.h"
+#include "client.h"
+#include "follow.h"
 
 namespace gos::tools {
 namespace {

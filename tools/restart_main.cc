@@ -10,8 +10,8 @@
 #include "gos/os/flags.h"
 #include "gos/os/messages.h"
 #include "gos/storage/tables.h"
-#include "tools/client.h"
-#include "tools/follow.h"
+#include "client.h"
+#include "follow.h"
 
 namespace gos::tools {
 namespace {

@@ -17,8 +17,8 @@
 #include "gos/os/channel.h"
 #include "gos/os/flags.h"
 #include "gos/os/messages.h"
-#include "tools/client.h"
-#include "tools/follow.h"
+#include "client.h"
+#include "follow.h"
 
 extern char** environ;
 

@@ -28,8 +28,8 @@
 
 #include "gos/bcs/channel.h"
 #include "gos/gos.h"
-#include "libgos/bcs/client_impl.h"
-#include "libgos/bcs/testing.h"
+#include "client_impl.h"
+#include "testing.h"
 
 namespace gos::bcs {
 namespace internal {

@@ -4,7 +4,7 @@
 #include <cstring>
 #include <vector>
 
-#include "libgos/bcs/client_impl.h"
+#include "client_impl.h"
 
 namespace gos::bcs::internal {
 

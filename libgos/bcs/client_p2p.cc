@@ -6,7 +6,7 @@
 #include <new>
 #include <tuple>
 
-#include "libgos/bcs/client_impl.h"
+#include "client_impl.h"
 
 namespace gos::bcs::internal {
 

@@ -17,7 +17,7 @@
 #include <cstring>
 #include <string>
 
-#include "libgos/bcs/client_impl.h"
+#include "client_impl.h"
 
 namespace gos::bcs::internal {
 

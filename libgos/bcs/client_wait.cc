@@ -1,6 +1,6 @@
 // The rank side: completion (client_impl.h). Wait, test, testany, waitany and progress_wait;
 // the outcomes that depend on timing are decisions (client_record.cc).
-#include "libgos/bcs/client_impl.h"
+#include "client_impl.h"
 
 namespace gos::bcs::internal {
 

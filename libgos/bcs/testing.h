@@ -1,5 +1,5 @@
 // Test-only hooks into the process-global state of gos_rank (libgos/bcs/client.cc). Not part
-// of the public API: tests/libgos/bcs_client_test.cc uses them to run many init/finalize
+// of the public API: tests/libgos/bcs/client_test.cc uses them to run many init/finalize
 // cycles in one process and to observe internal bookkeeping.
 #ifndef GOS_LIBGOS_BCS_TESTING_H_
 #define GOS_LIBGOS_BCS_TESTING_H_

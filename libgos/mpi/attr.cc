@@ -5,7 +5,7 @@
 #include <vector>
 
 #include "gos/gos.h"
-#include "libgos/mpi/mpi_impl.h"
+#include "mpi_impl.h"
 #include "mpi.h"
 
 namespace {

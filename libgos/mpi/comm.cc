@@ -8,8 +8,8 @@
 #include <vector>
 
 #include "gos/gos.h"
-#include "libgos/mpi/comm_logic.h"
-#include "libgos/mpi/mpi_impl.h"
+#include "comm_logic.h"
+#include "mpi_impl.h"
 #include "mpi.h"
 
 namespace {

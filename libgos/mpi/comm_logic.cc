@@ -1,4 +1,4 @@
-#include "libgos/mpi/comm_logic.h"
+#include "comm_logic.h"
 
 #include <algorithm>
 #include <climits>

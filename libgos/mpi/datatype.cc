@@ -1,4 +1,4 @@
-#include "libgos/mpi/datatype.h"
+#include "datatype.h"
 
 #include <algorithm>
 #include <array>

@@ -5,8 +5,8 @@
 #include <string>
 
 #include "gos/gos.h"
-#include "libgos/mpi/internal.h"
-#include "libgos/mpi/mpi_impl.h"
+#include "internal.h"
+#include "mpi_impl.h"
 #include "mpi.h"
 
 namespace {

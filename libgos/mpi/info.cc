@@ -6,7 +6,7 @@
 #include <utility>
 #include <vector>
 
-#include "libgos/mpi/mpi_impl.h"
+#include "mpi_impl.h"
 #include "mpi.h"
 
 namespace {

@@ -6,7 +6,7 @@
 
 #include <memory>
 
-#include "libgos/mpi/datatype.h"
+#include "datatype.h"
 #include "mpi.h"
 
 namespace gos::mpi {

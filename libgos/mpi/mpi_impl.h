@@ -19,9 +19,9 @@
 #include <vector>
 
 #include "gos/gos.h"
-#include "libgos/mpi/comm_logic.h"
-#include "libgos/mpi/datatype.h"
-#include "libgos/mpi/internal.h"
+#include "comm_logic.h"
+#include "datatype.h"
+#include "internal.h"
 #include "mpi.h"
 
 // mpi.h's handles for basic types and ops are gos.h's enums plus one.

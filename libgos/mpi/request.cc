@@ -7,8 +7,8 @@
 #include <vector>
 
 #include "gos/gos.h"
-#include "libgos/mpi/datatype.h"
-#include "libgos/mpi/mpi_impl.h"
+#include "datatype.h"
+#include "mpi_impl.h"
 #include "mpi.h"
 
 namespace {

@@ -17,8 +17,8 @@
 #include <vector>
 
 #include "gos/gos.h"
-#include "libgos/mpi/datatype.h"
-#include "libgos/mpi/internal.h"
+#include "datatype.h"
+#include "internal.h"
 #include "mpi.h"
 
 namespace {

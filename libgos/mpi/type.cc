@@ -14,9 +14,9 @@
 #include <vector>
 
 #include "gos/gos.h"
-#include "libgos/mpi/datatype.h"
-#include "libgos/mpi/internal.h"
-#include "libgos/mpi/mpi_impl.h"
+#include "datatype.h"
+#include "internal.h"
+#include "mpi_impl.h"
 #include "mpi.h"
 
 namespace {

@@ -20,7 +20,7 @@
 
 #include "gos/eventfd.h"
 #include "gos/log.h"
-#include "libgos/prim/bootstrap_proto.h"
+#include "bootstrap_proto.h"
 
 namespace gos::prim {
 namespace {

@@ -1,4 +1,4 @@
-#include "libgos/prim/bootstrap_proto.h"
+#include "bootstrap_proto.h"
 
 #include <arpa/inet.h>
 #include <netdb.h>
@@ -12,7 +12,7 @@
 #include <cstring>
 #include <thread>
 
-#include "libgos/prim/wire.h"
+#include "wire.h"
 
 namespace gos::prim::bootstrap {
 namespace {

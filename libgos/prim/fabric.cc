@@ -1,4 +1,4 @@
-#include "libgos/prim/fabric.h"
+#include "fabric.h"
 
 #include <arpa/inet.h>
 #include <dirent.h>

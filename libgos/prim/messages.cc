@@ -1,6 +1,6 @@
-#include "libgos/prim/messages.h"
+#include "messages.h"
 
-#include "libgos/prim/wire.h"
+#include "wire.h"
 
 namespace gos::prim {
 namespace {

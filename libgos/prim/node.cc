@@ -18,7 +18,7 @@
 
 #include "gos/eventfd.h"
 #include "gos/log.h"
-#include "libgos/prim/node_impl.h"
+#include "node_impl.h"
 
 namespace gos::prim {
 namespace internal {

@@ -1,7 +1,7 @@
 // Node: COMPARE-AND-WRITE (node_impl.h). The caller's side, then the progress thread's: the
 // sequencer's queue and the global query tree (query, then write, then the result).
-#include "libgos/prim/node_impl.h"
-#include "libgos/prim/tree.h"
+#include "node_impl.h"
+#include "tree.h"
 
 namespace gos::prim {
 

@@ -29,9 +29,9 @@
 #include <vector>
 
 #include "gos/prim/prim.h"
-#include "libgos/prim/bootstrap_proto.h"
-#include "libgos/prim/fabric.h"
-#include "libgos/prim/messages.h"
+#include "bootstrap_proto.h"
+#include "fabric.h"
+#include "messages.h"
 
 namespace gos::prim::internal {
 

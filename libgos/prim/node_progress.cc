@@ -11,7 +11,7 @@
 #include <cstring>
 
 #include "gos/log.h"
-#include "libgos/prim/node_impl.h"
+#include "node_impl.h"
 
 namespace gos::prim::internal {
 

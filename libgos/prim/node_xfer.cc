@@ -3,8 +3,8 @@
 #include <algorithm>
 #include <cstring>
 
-#include "libgos/prim/node_impl.h"
-#include "libgos/prim/tree.h"
+#include "node_impl.h"
+#include "tree.h"
 
 namespace gos::prim::internal {
 

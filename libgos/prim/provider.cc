@@ -12,7 +12,7 @@
 #include <string>
 
 #include "gos/prim/prim.h"
-#include "libgos/prim/fabric.h"
+#include "fabric.h"
 
 namespace gos::prim {
 

@@ -1,4 +1,4 @@
-#include "libgos/prim/tree.h"
+#include "tree.h"
 
 #include <algorithm>
 

@@ -226,7 +226,7 @@ TEST(PrimLoopbackTest, StoppedPeerDetectedByHeartbeatTimeout) {
 }
 
 // A member killed with SIGKILL, then a new process joining under its id: the survivors see
-// it down, then back, and the whole group works again (tests/libgos/prim_node_main.cc
+// it down, then back, and the whole group works again (tests/libgos/prim/node_main.cc
 // Rejoin). Node 1 is an inner node of the 8-node trees, so others forward to and through it.
 void KillAndRejoin(GroupSpec spec, int victim) {
   spec.scenario = "rejoin";
