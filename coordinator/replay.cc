@@ -5,9 +5,9 @@
 #include <algorithm>
 
 #include "coordinator_impl.h"
-#include "log_cut.h"
 #include "gos/log.h"
 #include "gos/replay/log.h"
+#include "log_cut.h"
 
 namespace gos::coordinator::internal {
 

@@ -19,12 +19,12 @@
 #include <optional>
 #include <thread>
 
+#include "agent_impl.h"
+#include "cpu_bind.h"
 #include "gos/bcs/channel.h"
 #include "gos/log.h"
 #include "gos/os/auth.h"
 #include "gos/os/layout.h"
-#include "agent_impl.h"
-#include "cpu_bind.h"
 
 namespace gos::nodeagent::internal {
 namespace {

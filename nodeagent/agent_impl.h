@@ -30,6 +30,9 @@
 #include <utility>
 #include <vector>
 
+#include "agent.h"
+#include "bcs_engine.h"
+#include "freezer.h"
 #include "gos/eventfd.h"
 #include "gos/log.h"
 #include "gos/os/channel.h"
@@ -37,9 +40,6 @@
 #include "gos/os/messages.h"
 #include "gos/prim/prim.h"
 #include "gos/storage/chunks.h"
-#include "agent.h"
-#include "bcs_engine.h"
-#include "freezer.h"
 #include "launcher.h"
 
 namespace gos::nodeagent::internal {

@@ -18,11 +18,11 @@
 #include <mutex>
 #include <thread>
 
+#include "bcs_engine_impl.h"
+#include "freezer.h"
 #include "gos/bcs/channel.h"
 #include "gos/log.h"
 #include "gos/os/layout.h"
-#include "bcs_engine_impl.h"
-#include "freezer.h"
 
 namespace gos::nodeagent {
 namespace {

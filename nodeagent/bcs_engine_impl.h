@@ -18,11 +18,11 @@
 #include <thread>
 #include <vector>
 
+#include "bcs_engine.h"
 #include "gos/bcs/channel.h"
+#include "gos/bcs/matcher.h"
 #include "gos/os/layout.h"
 #include "gos/replay/log.h"
-#include "bcs_engine.h"
-#include "gos/bcs/matcher.h"
 
 namespace gos::nodeagent {
 namespace internal {

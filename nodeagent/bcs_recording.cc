@@ -6,11 +6,11 @@
 #include <fstream>
 #include <mutex>
 
+#include "bcs_engine.h"
+#include "bcs_engine_impl.h"
 #include "gos/bcs/channel.h"
 #include "gos/log.h"
 #include "gos/replay/matcher_input.h"
-#include "bcs_engine.h"
-#include "bcs_engine_impl.h"
 
 namespace gos::nodeagent {
 namespace {

@@ -10,11 +10,11 @@
 #include <filesystem>
 #include <sstream>
 
+#include "agent_impl.h"
+#include "criu.h"
 #include "gos/log.h"
 #include "gos/os/layout.h"
 #include "gos/storage/manifest.h"
-#include "agent_impl.h"
-#include "criu.h"
 
 namespace gos::nodeagent::internal {
 namespace {

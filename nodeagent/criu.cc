@@ -49,9 +49,9 @@
 #include <set>
 #include <vector>
 
+#include "freezer.h"
 #include "gos/fd.h"
 #include "gos/log.h"
-#include "freezer.h"
 
 extern char** environ;
 

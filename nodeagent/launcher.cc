@@ -13,9 +13,9 @@
 #include <array>
 #include <cstdint>
 
+#include "cpu_bind.h"
 #include "gos/fd.h"
 #include "gos/log.h"
-#include "cpu_bind.h"
 
 namespace gos::nodeagent {
 namespace {

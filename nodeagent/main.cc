@@ -3,8 +3,8 @@
 
 #include <cstdio>
 
-#include "gos/os/flags.h"
 #include "agent.h"
+#include "gos/os/flags.h"
 
 namespace {
 

@@ -2,9 +2,9 @@
 // job's log, taking a log to replay, stopping a replayed job for inspection.
 #include <signal.h>
 
+#include "agent_impl.h"
 #include "gos/log.h"
 #include "gos/replay/log.h"
-#include "agent_impl.h"
 
 namespace gos::nodeagent::internal {
 

@@ -10,13 +10,13 @@
 #include <cstring>
 #include <filesystem>
 
+#include "agent_impl.h"
+#include "cpu_bind.h"
+#include "criu.h"
 #include "gos/fd.h"
 #include "gos/log.h"
 #include "gos/os/layout.h"
 #include "gos/storage/manifest.h"
-#include "agent_impl.h"
-#include "cpu_bind.h"
-#include "criu.h"
 
 namespace gos::nodeagent::internal {
 namespace {

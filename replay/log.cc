@@ -11,8 +11,8 @@
 #include <memory>
 #include <optional>
 
-#include "gos/log.h"
 #include "codec.h"
+#include "gos/log.h"
 
 namespace gos::replay {
 namespace internal {

@@ -10,8 +10,8 @@
 #include <cerrno>
 #include <limits>
 
-#include "gos/log.h"
 #include "codec.h"
+#include "gos/log.h"
 #include "rocks.h"
 
 namespace gos::storage {

@@ -2,10 +2,10 @@
 // coordinator restarted by itself from its newest checkpoint.
 #include <cstdio>
 
-#include "gos/os/flags.h"
-#include "gos/os/messages.h"
 #include "client.h"
 #include "follow.h"
+#include "gos/os/flags.h"
+#include "gos/os/messages.h"
 
 namespace gos::tools {
 namespace {

@@ -8,10 +8,10 @@
 #include <thread>
 #include <vector>
 
+#include "client.h"
 #include "gos/os/flags.h"
 #include "gos/os/messages.h"
 #include "gos/prim/prim.h"
-#include "client.h"
 #include "netns.h"
 
 namespace gos::tools {

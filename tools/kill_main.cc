@@ -6,9 +6,9 @@
 #include <cstring>
 #include <string>
 
+#include "client.h"
 #include "gos/os/flags.h"
 #include "gos/os/messages.h"
-#include "client.h"
 
 namespace gos::tools {
 namespace {

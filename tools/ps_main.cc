@@ -3,11 +3,11 @@
 
 #include <cstdio>
 
+#include "client.h"
 #include "gos/coordinator/ps.h"
 #include "gos/os/flags.h"
 #include "gos/os/messages.h"
 #include "gos/storage/tables.h"
-#include "client.h"
 #include "render.h"
 
 namespace gos::tools {

@@ -13,13 +13,13 @@
 #include <string>
 #include <vector>
 
+#include "client.h"
+#include "follow.h"
 #include "gos/bcs/channel.h"
 #include "gos/os/flags.h"
 #include "gos/os/messages.h"
 #include "gos/replay/log.h"
 #include "gos/replay/trace.h"
-#include "client.h"
-#include "follow.h"
 
 namespace gos::tools {
 namespace {

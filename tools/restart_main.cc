@@ -7,11 +7,11 @@
 #include <set>
 #include <string>
 
+#include "client.h"
+#include "follow.h"
 #include "gos/os/flags.h"
 #include "gos/os/messages.h"
 #include "gos/storage/tables.h"
-#include "client.h"
-#include "follow.h"
 
 namespace gos::tools {
 namespace {

@@ -14,11 +14,11 @@
 #include <string>
 #include <vector>
 
+#include "client.h"
+#include "follow.h"
 #include "gos/os/channel.h"
 #include "gos/os/flags.h"
 #include "gos/os/messages.h"
-#include "client.h"
-#include "follow.h"
 
 extern char** environ;
 

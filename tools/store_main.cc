@@ -3,11 +3,11 @@
 #include <cstdio>
 #include <string>
 
+#include "client.h"
 #include "gos/coordinator/store_ops.h"
 #include "gos/os/flags.h"
 #include "gos/os/messages.h"
 #include "gos/storage/tables.h"
-#include "client.h"
 
 namespace gos::tools {
 namespace {

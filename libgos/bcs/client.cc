@@ -26,9 +26,9 @@
 #include <new>
 #include <string>
 
+#include "client_impl.h"
 #include "gos/bcs/channel.h"
 #include "gos/gos.h"
-#include "client_impl.h"
 #include "testing.h"
 
 namespace gos::bcs {

@@ -7,10 +7,10 @@
 #include <utility>
 #include <vector>
 
-#include "gos/gos.h"
 #include "comm_logic.h"
-#include "mpi_impl.h"
+#include "gos/gos.h"
 #include "mpi.h"
+#include "mpi_impl.h"
 
 namespace {
 

@@ -6,8 +6,8 @@
 
 #include "gos/gos.h"
 #include "internal.h"
-#include "mpi_impl.h"
 #include "mpi.h"
+#include "mpi_impl.h"
 
 namespace {
 

@@ -7,8 +7,8 @@
 #include <vector>
 
 #include "gos/gos.h"
-#include "mpi_impl.h"
 #include "mpi.h"
+#include "mpi_impl.h"
 
 namespace {
 

@@ -6,8 +6,8 @@
 #include <utility>
 #include <vector>
 
-#include "mpi_impl.h"
 #include "mpi.h"
+#include "mpi_impl.h"
 
 namespace {
 

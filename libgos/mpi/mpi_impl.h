@@ -18,9 +18,9 @@
 #include <utility>
 #include <vector>
 
-#include "gos/gos.h"
 #include "comm_logic.h"
 #include "datatype.h"
+#include "gos/gos.h"
 #include "internal.h"
 #include "mpi.h"
 

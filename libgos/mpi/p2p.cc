@@ -5,10 +5,10 @@
 #include <utility>
 #include <vector>
 
-#include "gos/gos.h"
 #include "datatype.h"
-#include "mpi_impl.h"
+#include "gos/gos.h"
 #include "mpi.h"
+#include "mpi_impl.h"
 
 namespace {
 

@@ -16,8 +16,8 @@
 #include <memory>
 #include <vector>
 
-#include "gos/gos.h"
 #include "datatype.h"
+#include "gos/gos.h"
 #include "internal.h"
 #include "mpi.h"
 

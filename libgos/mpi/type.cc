@@ -13,11 +13,11 @@
 #include <utility>
 #include <vector>
 
-#include "gos/gos.h"
 #include "datatype.h"
+#include "gos/gos.h"
 #include "internal.h"
-#include "mpi_impl.h"
 #include "mpi.h"
+#include "mpi_impl.h"
 
 namespace {
 

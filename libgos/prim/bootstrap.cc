@@ -18,9 +18,9 @@
 #include <set>
 #include <thread>
 
+#include "bootstrap_proto.h"
 #include "gos/eventfd.h"
 #include "gos/log.h"
-#include "bootstrap_proto.h"
 
 namespace gos::prim {
 namespace {

@@ -28,9 +28,9 @@
 #include <utility>
 #include <vector>
 
-#include "gos/prim/prim.h"
 #include "bootstrap_proto.h"
 #include "fabric.h"
+#include "gos/prim/prim.h"
 #include "messages.h"
 
 namespace gos::prim::internal {

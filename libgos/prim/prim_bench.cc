@@ -25,10 +25,10 @@
 #include <thread>
 #include <vector>
 
-#include "gos/prim/bootstrap.h"
-#include "gos/prim/prim.h"
 #include "bootstrap_proto.h"
 #include "fabric.h"
+#include "gos/prim/bootstrap.h"
+#include "gos/prim/prim.h"
 
 namespace {
 

@@ -11,8 +11,8 @@
 #include <cstdlib>
 #include <string>
 
-#include "gos/prim/prim.h"
 #include "fabric.h"
+#include "gos/prim/prim.h"
 
 namespace gos::prim {
 
