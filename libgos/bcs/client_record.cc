@@ -15,9 +15,11 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
+#include <span>
 #include <string>
 
 #include "client_impl.h"
+#include "gos/codec/bytes.h"
 
 namespace gos::bcs::internal {
 
@@ -44,21 +46,9 @@ const char* CallName(uint8_t c) {
   }
 }
 
-uint64_t ZigZag(int64_t v) {
-  return (static_cast<uint64_t>(v) << 1) ^ static_cast<uint64_t>(v >> 63);
-}
-
-int64_t UnZigZag(uint64_t v) { return static_cast<int64_t>((v >> 1) ^ (~(v & 1) + 1)); }
-
-size_t PutVarint(unsigned char* p, uint64_t v) {
-  size_t n = 0;
-  while (v >= 0x80) {
-    p[n++] = static_cast<unsigned char>(v | 0x80);
-    v >>= 7;
-  }
-  p[n++] = static_cast<unsigned char>(v);
-  return n;
-}
+using codec::PutVarint;
+using codec::UnZigZag;
+using codec::ZigZag;
 
 // One record: `count` (>= 1) identical events. Byte 0 = call | run bit (8) | min(value, 15)
 // << 4; then varint(value - 15) if value >= 15; then varint(count - 2) if count >= 2.
@@ -140,17 +130,10 @@ void LoadRecording() {
 
 bool GetVarint(uint64_t* v) {
   State& s = S();
-  uint64_t x = 0;
-  for (int shift = 0; shift < 64; shift += 7) {
-    if (s.rd_pos >= s.rd.size()) return false;
-    const unsigned char b = s.rd[s.rd_pos++];
-    x |= static_cast<uint64_t>(b & 0x7f) << shift;
-    if ((b & 0x80) == 0) {
-      *v = x;
-      return true;
-    }
-  }
-  return false;
+  codec::Reader in(std::span<const uint8_t>(s.rd.data() + s.rd_pos, s.rd.size() - s.rd_pos));
+  const bool ok = in.Var(v);
+  s.rd_pos += in.position();
+  return ok;
 }
 
 // Decodes the next event record into the current run; headers are applied on the way.
