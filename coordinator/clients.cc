@@ -17,6 +17,7 @@
 #include "gos/coordinator/ps.h"
 #include "gos/coordinator/store_ops.h"
 #include "gos/fd.h"
+#include "gos/files.h"
 #include "gos/log.h"
 #include "gos/os/layout.h"
 #include "gos/replay/log.h"
@@ -115,7 +116,7 @@ Status CoordinatorImpl::OnUpload(const std::shared_ptr<Client>& c, const os::Fra
   std::string& path = c->uploads[index];
   if (path.empty()) {
     const std::string dir = o_.data_dir + "/uploads";
-    ::mkdir(dir.c_str(), 0700);
+    GOS_RETURN_IF_ERROR(MakeDir(dir, kPrivateDir));
     path = dir + "/c" + std::to_string(c->ch->fd()) + "-" + std::to_string(index);
   }
   Fd fd(::open(path.c_str(), O_WRONLY | O_CREAT | O_CLOEXEC | (offset == 0 ? O_TRUNC : 0), 0600));

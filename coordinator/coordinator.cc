@@ -20,6 +20,7 @@
 
 #include "coordinator_impl.h"
 #include "gos/coordinator/store_ops.h"
+#include "gos/files.h"
 #include "gos/log.h"
 #include "gos/os/auth.h"
 #include "gos/os/layout.h"
@@ -77,7 +78,10 @@ Status CoordinatorImpl::Init() {
   if (o_.failure_timeout <= o_.timeslice) {
     return InvalidArgumentError("--failure-timeout must be longer than --timeslice");
   }
-  ::mkdir(o_.data_dir.c_str(), 0755);
+  // Anyone reaches the client socket in it (the socket tells who connects), nobody but root
+  // lists it or reads what it holds: the store, the uploads, the key, the logs (README, "Who
+  // can read what"). An existing data dir is tightened.
+  GOS_RETURN_IF_ERROR(MakeDir(o_.data_dir, kPassDir));
   if (o_.socket.empty()) o_.socket = o_.data_dir + "/coordinator.sock";
   GOS_ASSIGN_OR_RETURN(key_, os::LoadOrCreateClusterKey(o_.data_dir + "/cluster.key"));
   GOS_ASSIGN_OR_RETURN(tables_, storage::Tables::Open(o_.data_dir + "/db"));
@@ -171,10 +175,7 @@ Status CoordinatorImpl::Init() {
   // Where local tools and embedded agents find us.
   std::string addr_file = o_.data_dir + "/coordinator.addr";
   std::string tmp = addr_file + ".tmp";
-  FILE* f = std::fopen(tmp.c_str(), "w");
-  if (f == nullptr) return ErrnoError(errno, "write " + tmp);
-  std::fprintf(f, "%s\n", agent_address_.c_str());
-  std::fclose(f);
+  GOS_RETURN_IF_ERROR(WriteFileWithMode(tmp, agent_address_ + "\n", kPrivateFile));
   if (::rename(tmp.c_str(), addr_file.c_str()) != 0) return ErrnoError(errno, "rename");
   GOS_LOG(kInfo, "coordinator") << "serving clients on " << o_.socket << ", nodeagents on "
                                 << agent_address_ << ", waiting for " << o_.nodes << " nodes";

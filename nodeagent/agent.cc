@@ -22,6 +22,7 @@
 #include "agent_impl.h"
 #include "cpu_bind.h"
 #include "gos/bcs/channel.h"
+#include "gos/files.h"
 #include "gos/log.h"
 #include "gos/os/auth.h"
 #include "gos/os/layout.h"
@@ -81,11 +82,12 @@ Status NodeAgentImpl::Init() {
   if (::access(o_.init_path.c_str(), X_OK) != 0) {
     return FailedPreconditionError("gos-rank-init not found at " + o_.init_path);
   }
-  std::error_code ec;
-  std::filesystem::create_directories(o_.state_dir + "/jobs", ec);
-  if (ec) return InternalError("cannot create " + o_.state_dir + "/jobs: " + ec.message());
-  ::chmod(o_.state_dir.c_str(), 0755);
-  ::chmod((o_.state_dir + "/jobs").c_str(), 0755);
+  // A rank runs its staged executable from its job dir, jobs/<job> (its user's alone): the
+  // way there is passable by anyone, listable by nobody but root (kPassDir); what the agent
+  // keeps beside it (dumps, restore images) is root's (kPrivateDir). Whatever the umask and
+  // the parents' modes; dirs an earlier agent made are tightened (README, "Who can read what").
+  GOS_RETURN_IF_ERROR(MakeDir(o_.state_dir, kPassDir));
+  GOS_RETURN_IF_ERROR(MakeDir(o_.state_dir + "/jobs", kPassDir));
   if (o_.cores == 0) o_.cores = static_cast<uint32_t>(sysconf(_SC_NPROCESSORS_ONLN));
   cpus_ = AllowedCpus();
   if (o_.scratch_dir.empty()) o_.scratch_dir = o_.state_dir;
@@ -97,11 +99,13 @@ Status NodeAgentImpl::Init() {
   auto key = FreezerCgroup::Create(o_.cgroup_root,
                                    o_.name + "." + std::to_string(getpid()) + "/freezer-key");
   if (key.ok() && (*key)->Freeze(false).ok()) freezer_key_ = std::move(*key);
-  {
-    std::error_code ec2;
-    std::filesystem::create_directories(o_.init_root, ec2);
-    std::filesystem::create_directories(o_.scratch_dir, ec2);
-    if (ec2) return InternalError("cannot create " + o_.scratch_dir + ": " + ec2.message());
+  // gos-rank-init's working dirs are root's; so is a scratch dir the agent makes (an existing
+  // one, maybe a shared /dev/shm, keeps its mode: its ckpt and restore dirs are root's).
+  GOS_RETURN_IF_ERROR(MakeDir(o_.init_root, kPrivateDir));
+  GOS_RETURN_IF_ERROR(CreateDirs(o_.scratch_dir, kPrivateDir));
+  for (const std::string& dir : {o_.scratch_dir + "/ckpt", o_.scratch_dir + "/restore",
+                                 o_.state_dir + "/ckpt-spill", o_.state_dir + "/restore"}) {
+    GOS_RETURN_IF_ERROR(MakeDir(dir, kPrivateDir));
   }
 
   wake_fd_ = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);

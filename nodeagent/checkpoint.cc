@@ -12,6 +12,7 @@
 
 #include "agent_impl.h"
 #include "criu.h"
+#include "gos/files.h"
 #include "gos/log.h"
 #include "gos/os/layout.h"
 #include "gos/storage/manifest.h"
@@ -224,11 +225,10 @@ void NodeAgentImpl::CheckpointWorker(uint64_t job, uint64_t epoch, uint64_t base
       break;
     }
     const std::string dir = scratch + "/r" + std::to_string(rank);
-    std::filesystem::create_directories(dir + "/job", ec);
-    if (ec) {
-      st = InternalError("create " + dir + ": " + ec.message());
-      break;
-    }
+    // Root's alone: CRIU writes its images with its own modes (0644), this dir's mode and
+    // its parents' (<scratch>/ckpt, <state>/ckpt-spill) keep them to root.
+    st = CreateDirs(dir + "/job", kPrivateDir);
+    if (!st.ok()) break;
     DumpRequest req;
     req.init_pid = pid;
     req.images_dir = dir;
@@ -464,7 +464,7 @@ std::vector<NodeAgentImpl::RecycledFile> NodeAgentImpl::RecycleDumps(
             !S_ISREG(st.st_mode) || st.st_nlink != 1) {
           continue;
         }
-        std::filesystem::create_directories(scratch + r, ec);
+        CreateDirs(scratch + r, kPrivateDir).IgnoreError();  // rename fails then
         const std::string to = scratch + r + "/" + name;
         if (::rename(e.path().c_str(), to.c_str()) == 0) out.push_back({to, st.st_mtim});
       }

@@ -51,6 +51,7 @@
 
 #include "freezer.h"
 #include "gos/fd.h"
+#include "gos/files.h"
 #include "gos/log.h"
 
 extern char** environ;
@@ -123,7 +124,7 @@ StatusOr<int> RunCriu(const std::vector<std::string>& args, const std::string& o
   ::posix_spawnattr_init(&attr);
   ::posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
   ::posix_spawn_file_actions_addopen(&fa, 1, output_path.c_str(), O_WRONLY | O_CREAT | O_APPEND,
-                                     0644);
+                                     0600);
   ::posix_spawn_file_actions_adddup2(&fa, 1, 2);
   for (size_t i = 0; i < high.size(); ++i) {
     ::posix_spawn_file_actions_adddup2(&fa, high[i].get(), kFirstInheritFd + static_cast<int>(i));
@@ -177,12 +178,9 @@ StatusOr<int> RunCriu(const std::vector<std::string>& args, const std::string& o
   return st;
 }
 
+// Root's alone, as every file of an images dir.
 Status WriteFile(const std::string& path, const std::string& text) {
-  std::ofstream out(path, std::ios::trunc);
-  out << text;
-  out.flush();
-  if (!out) return ErrnoError(errno, "write " + path);
-  return OkStatus();
+  return WriteFileWithMode(path, text, kPrivateFile);
 }
 
 // Every process of the tree rooted at root (root included), parents before children, from
@@ -336,10 +334,10 @@ StatusOr<RankProcess> RestoreRank(const RestoreRequest& req) {
   std::string init_dir;
   if (auto cwd = ReadWholeFile(JoinPath(req.images_dir, kInitCwdFile));
       cwd.ok() && !cwd->empty() && (*cwd)[0] == '/' && *cwd != "/") {
-    std::error_code ec;
-    std::filesystem::create_directories(*cwd, ec);
-    if (ec) return InternalError(what + ": cannot create " + *cwd + ": " + ec.message());
-    ::chmod(cwd->c_str(), 0700);  // as LaunchRank's caller made it: criu checks the mode
+    // Root's, as LaunchRank's caller made it (NodeAgentImpl::InitDir): criu checks the mode.
+    if (Status s = MakeDir(*cwd, kPrivateDir); !s.ok()) {
+      return InternalError(what + ": cannot create " + *cwd + ": " + s.message());
+    }
     init_dir = *cwd;
   }
   // A restore that fails leaves no directory behind.

@@ -15,6 +15,7 @@
 #include "agent_impl.h"
 #include "cpu_bind.h"
 #include "gos/bcs/channel.h"
+#include "gos/files.h"
 #include "gos/log.h"
 #include "gos/os/auth.h"
 #include "gos/os/layout.h"
@@ -277,8 +278,8 @@ void NodeAgentImpl::Launch(const os::LaunchCommand& l, uint64_t origin, uint32_t
   LocalJob* jp = NewLocalJob(l, origin, l.row != current_row, &mine, &failure);
   if (jp == nullptr) return;
   LocalJob& j = *jp;
-  ::mkdir(j.dir.c_str(), 0700);
-  // The job dir and staged files belong to the job's user.
+  // The job dir and staged files belong to the job's user, and are that user's alone.
+  if (Status s = MakeDir(j.dir, kPrivateDir); !s.ok() && failure.empty()) failure = s.ToString();
   ::chown(j.dir.c_str(), l.uid, l.gid);
   std::error_code ec;
   for (const auto& e : std::filesystem::directory_iterator(j.dir, ec)) {
@@ -382,13 +383,11 @@ std::string NodeAgentImpl::InitDir(uint64_t job, uint32_t rank) {
   // the working directory by name), whichever node and nodeagent it is restored by.
   const std::string dir = o_.init_root + "/" + os::ClusterTag(key_) + "/j" + std::to_string(job) +
                           "-r" + std::to_string(rank);
-  std::error_code ec;
-  std::filesystem::create_directories(dir, ec);
-  if (ec) {
-    GOS_LOG(kWarn, "nodeagent") << "cannot create " << dir << ": " << ec.message();
+  // Root's alone, as its parents: gos-rank-init (root) works there, the rank does not.
+  if (Status s = MakeDir(dir, kPrivateDir); !s.ok()) {
+    GOS_LOG(kWarn, "nodeagent") << "cannot create " << dir << ": " << s.ToString();
     return "";
   }
-  ::chmod(dir.c_str(), 0700);
   return dir;
 }
 
@@ -476,14 +475,16 @@ void NodeAgentImpl::StageLoop() {
       if (!next) break;
       const os::StageHeader& h = *next;
       std::string dir = o_.state_dir + "/jobs/" + std::to_string(h.job);
-      ::mkdir(dir.c_str(), 0700);
+      // Root's until the job launches and both become its user's (Launch): the owner's bits
+      // of the file's mode only, nobody else's.
+      bool ok = MakeDir(dir, kPrivateDir).ok();
       std::string path = dir + "/" + h.file;
-      int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_CLOEXEC, 0700);
-      bool ok = fd >= 0 && h.len <= os::kStageChunkBytes;
+      int fd = ok ? ::open(path.c_str(), O_WRONLY | O_CREAT | O_CLOEXEC, 0700) : -1;
+      ok = fd >= 0 && h.len <= os::kStageChunkBytes;
       if (ok) {
         const std::byte* data = mem.data() + os::StageSlot(h.seq) + os::kStageHeaderBytes;
         ok = ::pwrite(fd, data, h.len, static_cast<off_t>(h.offset)) == static_cast<ssize_t>(h.len);
-        if (ok && h.offset + h.len == h.file_size) ok = ::fchmod(fd, h.mode & 07777) == 0;
+        if (ok && h.offset + h.len == h.file_size) ok = ::fchmod(fd, h.mode & 0700) == 0;
       }
       if (fd >= 0) ::close(fd);
       if (!ok) {

@@ -14,6 +14,7 @@
 #include "cpu_bind.h"
 #include "criu.h"
 #include "gos/fd.h"
+#include "gos/files.h"
 #include "gos/log.h"
 #include "gos/os/layout.h"
 #include "gos/storage/manifest.h"
@@ -85,7 +86,7 @@ void NodeAgentImpl::OnRestoreLocal(std::span<const uint8_t> payload) {
         break;
       }
       const std::filesystem::path to = std::filesystem::path(dst) / want.name;
-      std::filesystem::create_directories(to.parent_path(), ec);
+      CreateDirs(to.parent_path().string(), kPrivateDir).IgnoreError();  // link says why
       if (::link((src + "/" + want.name).c_str(), to.c_str()) != 0) {
         // The scratch dir is on another file system than the state dir: a copy.
         Status copied = errno == EXDEV ? CopyFile(src + "/" + want.name, to.string(), want.mode)
@@ -146,8 +147,9 @@ std::string NodeAgentImpl::TakeRestoreBatch(const os::CkptBatch& b) {
     const std::string path = dir + "/" + c.file;
     if (open_path != path) {
       open_path.clear();
-      std::error_code ec;
-      std::filesystem::create_directories(std::filesystem::path(path).parent_path(), ec);
+      // Root's (the files keep their dumped modes: the dir keeps them to root).
+      CreateDirs(std::filesystem::path(path).parent_path().string(), kPrivateDir)
+          .IgnoreError();  // open says why
       fd.Reset(::open(path.c_str(), O_WRONLY | O_CREAT | O_CLOEXEC, c.mode & 07777));
       if (fd.get() < 0) {
         error = where + "create: " + std::strerror(errno);
@@ -194,8 +196,7 @@ void NodeAgentImpl::OnRestoreRankEnd(const os::RestoreRankEnd& m) {
   if (ready.ok) {
     for (const std::string& f : m.files) {
       const std::string path = dir + "/" + f;
-      std::error_code ec;
-      std::filesystem::create_directories(std::filesystem::path(path).parent_path(), ec);
+      CreateDirs(std::filesystem::path(path).parent_path().string(), kPrivateDir).IgnoreError();
       int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_CLOEXEC, 0600);
       if (fd >= 0) ::close(fd);
     }
@@ -286,13 +287,15 @@ void NodeAgentImpl::RestoreWorker(uint64_t job, uint64_t epoch, uint32_t slot,
       auto meta = ParseMeta(*meta_text);
       const std::string job_dir = meta["job_dir"], program = meta["program"];
       if (!job_dir.empty() && !program.empty()) {
-        std::error_code ec;
-        std::filesystem::create_directories(job_dir, ec);
+        // As Launch made it: its user's alone, on a way anyone may pass (maybe another
+        // node's state dir, recreated here).
+        st = CreateDirs(std::filesystem::path(job_dir).parent_path().string(), kPassDir);
+        if (st.ok()) st = MakeDir(job_dir, kPrivateDir);
         ::chown(job_dir.c_str(), uid, gid);
         const std::string exe = job_dir + "/" + program;
         struct stat have {
         }, want{};
-        if (::stat((dir + "/job/" + program).c_str(), &want) == 0 &&
+        if (st.ok() && ::stat((dir + "/job/" + program).c_str(), &want) == 0 &&
             (::stat(exe.c_str(), &have) != 0 || have.st_size != want.st_size)) {
           // Same mode as when dumped: CRIU checks the executable's mode.
           st = CopyFile(dir + "/job/" + program, exe, want.st_mode & 07777);

@@ -11,6 +11,7 @@
 #include <limits>
 
 #include "codec.h"
+#include "gos/files.h"
 #include "gos/log.h"
 #include "rocks.h"
 
@@ -66,6 +67,13 @@ StatusOr<std::unique_ptr<Tables>> Tables::Open(const std::string& dir) {
   if (::stat(dir.c_str(), &st) == 0 && !S_ISDIR(st.st_mode)) {
     return FailedPreconditionError("storage " + dir + " exists and is not a directory");
   }
+  // RocksDB creates its files (WAL, SSTs, MANIFEST, LOG) with its own modes, 0644 under the
+  // usual umask, and they hold jobs' environments, recorded stdin and checkpoint chunks: the
+  // directory is what makes them root's alone (kPrivateDir, tightened if it existed, which
+  // also shuts off the files of a store an earlier gos made). Not a umask around DB::Open: the
+  // umask is the whole process's (other threads create files meanwhile), and RocksDB goes on
+  // creating files long after Open returns, from its own background threads.
+  GOS_RETURN_IF_ERROR(MakeDir(dir, kPrivateDir).WithContext("storage " + dir));
 
   rocksdb::DBOptions options;
   options.create_if_missing = true;

@@ -14,6 +14,7 @@
 #include <fstream>
 #include <thread>
 
+#include "gos/files.h"
 #include "gos/os/auth.h"
 #include "gos/os/messages.h"
 #include "gos/prim/prim.h"
@@ -31,7 +32,9 @@ pid_t Spawn(const std::vector<std::string>& argv, const std::string& log, bool d
   pid_t pid = fork();
   if (pid != 0) return pid;
   if (detach) setsid();
-  int fd = ::open(log.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+  // The daemon's log is root's (README, "Who can read what"), an old one too.
+  int fd = ::open(log.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, kPrivateFile);
+  if (fd >= 0) ::fchmod(fd, kPrivateFile);
   int null = ::open("/dev/null", O_RDONLY | O_CLOEXEC);
   if (null >= 0) dup2(null, 0);
   if (fd >= 0) {
@@ -57,14 +60,12 @@ std::string NodeAgentCommandFile(const std::string& state, uint32_t node) {
 void SaveNodeAgentCommand(const std::string& state, uint32_t node,
                           const std::vector<std::string>& argv) {
   const std::string path = NodeAgentCommandFile(state, node);
-  std::error_code ec;
-  std::filesystem::create_directories(std::filesystem::path(path).parent_path(), ec);
+  // The node's state dir, as its nodeagent makes it (a rank passes through to its job dir).
+  CreateDirs(NodeStateDir(state, node), kPassDir).IgnoreError();
   std::string bytes;
   for (const auto& a : argv) bytes.append(a.c_str(), a.size() + 1);
-  if (FILE* f = std::fopen(path.c_str(), "w")) {
-    std::fwrite(bytes.data(), 1, bytes.size(), f);
-    std::fclose(f);
-  }
+  // Best effort: without it only `gos-cluster rejoin` of the node is lost.
+  WriteFileWithMode(path, bytes, kPrivateFile).IgnoreError();
 }
 
 // A live (not zombie) gos-nodeagent whose --state-dir is `dir`, or 0.
@@ -133,8 +134,9 @@ std::string StateDir() {
     const char* home = getenv("HOME");
     dir = std::string(home && *home ? home : "/root") + "/.local/state/gos";
   }
-  std::error_code ec;
-  std::filesystem::create_directories(dir, ec);
+  // A new one as the coordinator makes its data dir: passable (to the client socket), not
+  // listable. The coordinator tightens it at start; a user's tools only ever read it.
+  CreateDirs(dir, kPassDir).IgnoreError();  // whoever uses it says what is wrong
   return dir;
 }
 
@@ -229,8 +231,10 @@ std::string DaemonFatal(const std::string& log_path, const std::string& daemon) 
 StatusOr<std::unique_ptr<LocalCluster>> LocalCluster::Start(const LocalClusterOptions& o) {
   std::string state = o.state_dir.empty() ? StateDir() : o.state_dir;
   std::string bin = BinDir();
-  std::error_code ec;
-  std::filesystem::create_directories(state + "/log", ec);
+  // The state dir as the coordinator will have it; its daemons' logs are root's (they tell of
+  // every job).
+  GOS_RETURN_IF_ERROR(MakeDir(state, kPassDir));
+  GOS_RETURN_IF_ERROR(MakeDir(state + "/log", kPrivateDir));
   auto c = std::unique_ptr<LocalCluster>(new LocalCluster());
   c->state_ = state;
   c->socket_ = state + "/coordinator.sock";

@@ -10,6 +10,7 @@
 #include <sstream>
 
 #include "gos/fd.h"
+#include "gos/files.h"
 
 extern char** environ;
 
@@ -91,6 +92,8 @@ StatusOr<NetnsHosts> CreateNetnsHosts(const std::string& state_dir, uint32_t nod
   h.bridge = "gosbr" + std::to_string(k);
   h.bridge_ip = subnet + "1";
   // The record first, so that whatever is made below is removed even after a failure.
+  // Root's, as everything of the state dir's but the client socket.
+  GOS_RETURN_IF_ERROR(WriteFileWithMode(state_dir + kRecord, "", kPrivateFile));
   std::ofstream record(state_dir + kRecord, std::ios::trunc);
   record << "bridge " << h.bridge << "\n";
   record.flush();

@@ -100,8 +100,10 @@ StatusOr<std::vector<uint8_t>> LoadOrCreateClusterKey(const std::string& path) {
   std::string tmp = path + ".tmp";
   int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
   if (fd < 0) return ErrnoError(errno, "create cluster key " + tmp);
-  bool ok =
-      ::write(fd, hex.data(), hex.size()) == static_cast<ssize_t>(hex.size()) && ::fsync(fd) == 0;
+  // Exactly 0600 whatever the umask (LoadClusterKey refuses a key others may read).
+  bool ok = ::fchmod(fd, 0600) == 0 &&
+            ::write(fd, hex.data(), hex.size()) == static_cast<ssize_t>(hex.size()) &&
+            ::fsync(fd) == 0;
   ::close(fd);
   if (!ok || ::rename(tmp.c_str(), path.c_str()) != 0) {
     return ErrnoError(errno, "write cluster key " + path);

@@ -6,6 +6,7 @@
 #include <rocksdb/db.h>
 #include <rocksdb/options.h>
 #include <signal.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -860,6 +861,30 @@ TEST(StorageOpenTest, DirThatIsAFileIsAClearError) {
   auto below = Tables::Open(file + "/db");
   ASSERT_FALSE(below.ok());
   EXPECT_TRUE(Contains(below.status().message(), file + "/db")) << below.status().ToString();
+}
+
+// RocksDB makes its files with its own modes (0644 here): the store's directory keeps them to
+// its owner, whatever the umask, and an existing one (an earlier gos made it 0755) is
+// tightened when opened.
+TEST(StorageOpenTest, TheStoreDirIsTheOwnersAloneWhateverTheUmask) {
+  TempDir tmp;
+  const std::string dir = tmp.Sub("db");
+  const mode_t old_mask = ::umask(0);
+  {
+    auto t = MustOpen(dir);
+    ASSERT_NE(t, nullptr);
+  }
+  struct stat st {};
+  ASSERT_EQ(::stat(dir.c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 07777, 0700u);
+  ASSERT_EQ(::chmod(dir.c_str(), 0755), 0);
+  {
+    auto t = MustOpen(dir);
+    ASSERT_NE(t, nullptr);
+  }
+  ::umask(old_mask);
+  ASSERT_EQ(::stat(dir.c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 07777, 0700u);
 }
 
 TEST(StorageOpenTest, SecondOpenOfTheSameDirFails) {
