@@ -459,11 +459,12 @@ void BcsEngine::Publish(Job& j) {
     list.erase(list.begin(), list.begin() + static_cast<ptrdiff_t>(n));
     if (n > 0) h->compl_head.store(head + n, std::memory_order_release);
   }
+  // Noted before the wake-ups: a woken rank may run (and note) before this thread goes on.
+  round_trace::Note(round_trace::Hop::kAgentPublished, s_->strobe.load(), j.spec.job, o_.node);
   for (auto& r : j.ranks) {
     r->h->strobe.store(s_->strobe.load(), std::memory_order_relaxed);
     Bump(&r->h->wake);
   }
-  round_trace::Note(round_trace::Hop::kAgentPublished, s_->strobe.load(), j.spec.job, o_.node);
 }
 
 void BcsEngine::OnStrobe(uint64_t strobe, uint32_t row, bool early) {
