@@ -8,6 +8,7 @@
 #include "coordinator.h"
 #include "gos/log.h"
 #include "gos/os/flags.h"
+#include "gos/round_trace.h"
 
 namespace {
 
@@ -79,6 +80,8 @@ int main(int argc, char** argv) {
     return 1;
   }
   g_coordinator = c->get();
+  // The round trace (docs/specs/round-trace.md), if $GOS_ROUND_TRACE asks for it.
+  gos::round_trace::Start({gos::round_trace::Role::kCoordinator, 0, -1, 0});
   struct sigaction sa {};
   sa.sa_handler = OnSignal;
   sigaction(SIGINT, &sa, nullptr);

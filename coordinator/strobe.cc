@@ -9,6 +9,7 @@
 #include "coordinator_impl.h"
 #include "gos/log.h"
 #include "gos/os/layout.h"
+#include "gos/round_trace.h"
 
 namespace gos::coordinator::internal {
 namespace {
@@ -78,6 +79,7 @@ std::thread CoordinatorImpl::StrobeOnEvent(prim::EventId event, std::function<bo
       if (!got.ok() || !*got) continue;
       std::lock_guard<std::mutex> lock(mu_);
       if (wanted()) {
+        round_trace::Note(round_trace::Hop::kCoordEarly, strobe_ + 1, 0, 0);
         strobe_now_ = true;
         strobe_cv_.notify_one();
       }
@@ -138,6 +140,7 @@ void CoordinatorImpl::StrobeLoop() {
                           [&] { return stop_ || strobe_now_; });
     early = strobe_now_;
     strobe_now_ = false;
+    if (!early && !stop_) round_trace::Note(round_trace::Hop::kCoordQuantum, strobe_ + 1, 0, 0);
   }
 }
 
@@ -171,6 +174,7 @@ void CoordinatorImpl::Strobe(uint64_t s, bool quantum_over, bool early) {
   if (live.empty()) return;
   std::vector<uint8_t> payload = os::EncodeStrobe(strobe, key_);
   After after;
+  round_trace::Note(round_trace::Hop::kCoordSend, s, 0, 0);
   Status st = node_->XferAndSignal(live, payload.data(), payload.size(), os::StrobeSlot(s),
                                    os::kEventStrobe, os::kEventStrobeSent);
   if (st.ok()) {
@@ -180,6 +184,7 @@ void CoordinatorImpl::Strobe(uint64_t s, bool quantum_over, bool early) {
     else if (!*got)
       st = DeadlineExceededError("strobe not delivered");
   }
+  if (st.ok()) round_trace::Note(round_trace::Hop::kCoordSent, s, 0, 0);
   // A strobe that did not reach every live node, or whose confirmation broke off (a node
   // died meanwhile), may have been missed by nodes that are still up: its commands go again.
   bool confirmed = false;
@@ -194,6 +199,7 @@ void CoordinatorImpl::Strobe(uint64_t s, bool quantum_over, bool early) {
     auto ok = node_->CompareAndWrite(live, os::kVarApplied, prim::CompareOp::kGe,
                                      static_cast<int64_t>(s), prim::Node::kNoWrite, 0, deadline);
     if (ok.ok() && *ok) {
+      round_trace::Note(round_trace::Hop::kCoordConfirmed, s, 0, 0);
       confirmed = true;
       break;
     }

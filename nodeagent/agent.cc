@@ -26,6 +26,7 @@
 #include "gos/log.h"
 #include "gos/os/auth.h"
 #include "gos/os/layout.h"
+#include "gos/round_trace.h"
 
 namespace gos::nodeagent::internal {
 namespace {
@@ -421,7 +422,9 @@ void NodeAgentImpl::StrobeLoop() {
       }
     }
     if (!best) continue;
+    round_trace::Note(round_trace::Hop::kAgentStrobe, best->strobe, 0, node_id_);
     ApplyStrobe(*best);
+    round_trace::Note(round_trace::Hop::kAgentApplied, best->strobe, 0, node_id_);
     StartCheckpoints();
     if (bcs_) bcs_->OnStrobe(best->strobe, best->row, best->early);
     {
@@ -432,6 +435,7 @@ void NodeAgentImpl::StrobeLoop() {
     }
     last_strobe_ = best->strobe;
     node_->Store(os::kVarApplied, static_cast<int64_t>(best->strobe));
+    round_trace::Note(round_trace::Hop::kAgentConfirmed, best->strobe, 0, node_id_);
   }
 }
 

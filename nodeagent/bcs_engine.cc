@@ -23,6 +23,7 @@
 #include "gos/bcs/channel.h"
 #include "gos/log.h"
 #include "gos/os/layout.h"
+#include "gos/round_trace.h"
 
 namespace gos::nodeagent {
 namespace {
@@ -458,6 +459,8 @@ void BcsEngine::Publish(Job& j) {
     list.erase(list.begin(), list.begin() + static_cast<ptrdiff_t>(n));
     if (n > 0) h->compl_head.store(head + n, std::memory_order_release);
   }
+  // Noted before the wake-ups: a woken rank may run (and note) before this thread goes on.
+  round_trace::Note(round_trace::Hop::kAgentPublished, s_->strobe.load(), j.spec.job, o_.node);
   for (auto& r : j.ranks) {
     r->h->strobe.store(s_->strobe.load(), std::memory_order_relaxed);
     Bump(&r->h->wake);
@@ -602,11 +605,13 @@ StatusOr<bool> BcsEngine::WaitSent(const Job& j, SteadyClock::time_point deadlin
 
 void BcsEngine::Slice(uint64_t strobe, Job& j) {
   j.last_strobe = strobe;
+  round_trace::Note(round_trace::Hop::kAgentExchange, strobe, j.spec.job, o_.node);
   std::vector<Posted> all;
   if (!Exchange(strobe, j, &all)) {
     j.broken = true;
     return;
   }
+  round_trace::Note(round_trace::Hop::kAgentExchanged, strobe, j.spec.job, o_.node);
   if (j.plan) {
     ReplaySteps(j, all);
   } else {
@@ -617,7 +622,9 @@ void BcsEngine::Slice(uint64_t strobe, Job& j) {
     }
     j.scheduler.Add(std::move(step.transfers));
   }
+  round_trace::Note(round_trace::Hop::kAgentMatched, strobe, j.spec.job, o_.node);
   if (!MoveData(strobe, j)) j.broken = true;
+  round_trace::Note(round_trace::Hop::kAgentMoved, strobe, j.spec.job, o_.node);
 }
 
 // Drains the local ranks' descriptors and trades blocks with the job's other nodes. On return
@@ -707,6 +714,7 @@ bool BcsEngine::Exchange(uint64_t strobe, Job& j, std::vector<Posted>* all) {
     GOS_LOG(kWarn, "bcs") << "job " << j.spec.job << ": " << j.error;
     return false;
   }
+  round_trace::Note(round_trace::Hop::kAgentDescSent, strobe, j.spec.job, o_.node);
   if (!WaitBlocks(strobe, j, os::kEventBcsDesc, offsets, kDescBlockMagic, from)) return false;
   const std::byte* mem = node_->global_memory().data();
   for (uint64_t off : offsets) {
@@ -973,6 +981,8 @@ void BcsEngine::BellLoop() {
       rec.work = work ? 1 : 0;
       if (blocked &&
           (rec.strobe != last.strobe || rec.work != last.work || rec.blocked != last.blocked)) {
+        // Noted before the send: the coordinator may act on it before XferAndSignal returns.
+        round_trace::Note(round_trace::Hop::kAgentBlocked, rec.strobe + 1, j->spec.job, o_.node);
         Status st = node_->XferAndSignal(prim::NodeSet{0}, &rec, sizeof rec,
                                          os::BlockedSlot(o_.node), os::kEventBlocked);
         if (!st.ok()) GOS_LOG(kDebug, "bcs") << "blocked report: " << st.ToString();

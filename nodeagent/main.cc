@@ -5,6 +5,7 @@
 
 #include "agent.h"
 #include "gos/os/flags.h"
+#include "gos/round_trace.h"
 
 namespace {
 
@@ -65,6 +66,8 @@ int main(int argc, char** argv) {
     return 1;
   }
   g_agent = a->get();
+  // The round trace (docs/specs/round-trace.md), if $GOS_ROUND_TRACE asks for it.
+  gos::round_trace::Start({gos::round_trace::Role::kNodeAgent, o.requested_node, -1, 0});
   struct sigaction sa {};
   sa.sa_handler = OnSignal;
   sigaction(SIGINT, &sa, nullptr);

@@ -98,8 +98,9 @@ State& S() {
     syscall(SYS_futex, reinterpret_cast<uint32_t*>(&s.h->bell), FUTEX_WAKE, INT_MAX, nullptr,
             nullptr, 0);
   }
-  // stdio buffers hold the program's last output; _exit would drop it.
+  // stdio buffers hold the program's last output; _exit would drop it (and the round trace).
   fflush(nullptr);
+  round_trace::FlushNow();
   if (replay) SleepForever();
   const int status = code & 0xff;
   _exit(status != 0 ? status : 1);
@@ -164,6 +165,7 @@ size_t Progress() {
   for (; tail != head; ++tail, ++n) OnCompletion(ring[tail % kComplSlots]);
   h->compl_tail.store(tail, std::memory_order_release);
   if (was_full) RingBell();
+  TraceHop(round_trace::Hop::kRankVisible, 0);
   return n;
 }
 
@@ -188,6 +190,7 @@ void Post(const Descriptor& d) {
   if (!room()) BlockUntil(room);
   DescRing(s.base)[head % kDescSlots] = d;
   h->desc_head.store(head + 1, std::memory_order_release);
+  TraceHop(round_trace::Hop::kRankPost, 1);
 }
 
 namespace {
@@ -277,6 +280,9 @@ int Init() {
   s.self_world[0] = s.rank;
   s.world = gos_comm_t{GOS_CTX_WORLD, s.size, s.rank, nullptr, nullptr};
   s.self = gos_comm_t{GOS_CTX_SELF, 1, 0, s.self_world, nullptr};
+  s.job = h->job;
+  if (long node = 0; parse(getenv("GOS_NODE"), &node)) s.node = static_cast<uint32_t>(node);
+  round_trace::Start({round_trace::Role::kRank, s.node, s.rank, s.job});
   s.initialized = true;
   SetState(kStateRunning);
   return GOS_OK;

@@ -21,6 +21,7 @@
 
 #include "gos/bcs/channel.h"
 #include "gos/gos.h"
+#include "gos/round_trace.h"
 
 namespace gos::bcs::internal {
 
@@ -55,6 +56,8 @@ struct State {
   ChannelHeader* h = nullptr;
   int rank = -1;
   int size = 0;
+  uint64_t job = 0;   // the channel's job (round trace)
+  uint32_t node = 0;  // $GOS_NODE (round trace)
   size_t eager_bytes = kDefaultEagerBytes;
   uint64_t next_id = 1;
   size_t eager_pending = 0;  // eager sends whose completion has not arrived
@@ -114,6 +117,16 @@ size_t Progress();
 int64_t MonotonicNs();
 void AddBlocked(int64_t since_ns);
 void Post(const Descriptor& d);
+
+// Records a hop of the round trace (docs/specs/round-trace.md) if it is on: `ahead` is added
+// to the last strobe the agent published (1 for hops that come before the next strobe).
+inline void TraceHop(round_trace::Hop hop, uint64_t ahead) {
+  round_trace::Recorder* r = round_trace::g_recorder.load(std::memory_order_relaxed);
+  if (__builtin_expect(r != nullptr, 0)) {
+    const State& s = S();
+    r->Append(hop, s.h->strobe.load(std::memory_order_relaxed) + ahead, s.job, s.node, s.rank);
+  }
+}
 
 // ---- Decisions: record and replay (docs/specs/rank-decisions.md) ----
 
@@ -185,15 +198,20 @@ void BlockUntil(Pred done, bool flush = true) {
   const int64_t t0 = MonotonicNs();
   for (;;) {
     const uint32_t w = h->wake.load(std::memory_order_acquire);
+    TraceHop(round_trace::Hop::kRankBlock, 1);
     SetState(kStateBlocked);
     // A completion published between the check above and the state change would otherwise
     // be missed until the timeout: the agent bumped `wake` before we read it.
     Progress();
-    if (!done()) FutexWait(h->wake, w, kBlockTimeoutNs);
+    if (!done()) {
+      FutexWait(h->wake, w, kBlockTimeoutNs);
+      TraceHop(round_trace::Hop::kRankWake, 0);
+    }
     SetState(kStateRunning);
     Progress();
     if (done()) break;
   }
+  TraceHop(round_trace::Hop::kRankResume, 0);
   AddBlocked(t0);
 }
 

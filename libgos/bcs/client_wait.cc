@@ -167,11 +167,16 @@ int ProgressWait() {
   FlushRun(true);
   const int64_t t0 = MonotonicNs();
   const uint32_t w = h->wake.load(std::memory_order_acquire);
+  TraceHop(round_trace::Hop::kRankBlock, 1);
   SetState(kStateBlocked);
-  if (Progress() == 0) FutexWait(h->wake, w, kBlockTimeoutNs);
+  if (Progress() == 0) {
+    FutexWait(h->wake, w, kBlockTimeoutNs);
+    TraceHop(round_trace::Hop::kRankWake, 0);
+  }
   SetState(kStateRunning);
   AddBlocked(t0);
   Progress();
+  TraceHop(round_trace::Hop::kRankResume, 0);
   return GOS_OK;
 }
 
