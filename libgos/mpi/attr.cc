@@ -94,9 +94,10 @@ int gos_mpi_comm_dup_fn(MPI_Comm /*oldcomm*/, int /*comm_keyval*/, void* /*extra
   return MPI_SUCCESS;
 }
 
-int MPI_Comm_create_keyval(MPI_Comm_copy_attr_function* comm_copy_attr_fn,
-                           MPI_Comm_delete_attr_function* comm_delete_attr_fn, int* comm_keyval,
-                           void* extra_state) {
+GOS_MPI_WEAK_ALIAS(Comm_create_keyval);
+int PMPI_Comm_create_keyval(MPI_Comm_copy_attr_function* comm_copy_attr_fn,
+                            MPI_Comm_delete_attr_function* comm_delete_attr_fn, int* comm_keyval,
+                            void* extra_state) {
   if (comm_keyval == nullptr) return Fail(MPI_COMM_WORLD, "MPI_Comm_create_keyval", MPI_ERR_ARG);
   State& s = S();
   s.keyvals.push_back({comm_copy_attr_fn, comm_delete_attr_fn, extra_state, false});
@@ -104,7 +105,8 @@ int MPI_Comm_create_keyval(MPI_Comm_copy_attr_function* comm_copy_attr_fn,
   return MPI_SUCCESS;
 }
 
-int MPI_Comm_free_keyval(int* comm_keyval) {
+GOS_MPI_WEAK_ALIAS(Comm_free_keyval);
+int PMPI_Comm_free_keyval(int* comm_keyval) {
   Keyval* kv = comm_keyval != nullptr ? FindKeyval(*comm_keyval) : nullptr;
   if (kv == nullptr || kv->freed) {
     return Fail(MPI_COMM_WORLD, "MPI_Comm_free_keyval", MPI_ERR_KEYVAL);
@@ -114,7 +116,8 @@ int MPI_Comm_free_keyval(int* comm_keyval) {
   return MPI_SUCCESS;
 }
 
-int MPI_Comm_set_attr(MPI_Comm comm, int comm_keyval, void* attribute_val) {
+GOS_MPI_WEAK_ALIAS(Comm_set_attr);
+int PMPI_Comm_set_attr(MPI_Comm comm, int comm_keyval, void* attribute_val) {
   static const char* const kFn = "MPI_Comm_set_attr";
   GOS_MPI_COMM(c, comm, kFn);
   const Keyval* kv = FindKeyval(comm_keyval);
@@ -125,7 +128,8 @@ int MPI_Comm_set_attr(MPI_Comm comm, int comm_keyval, void* attribute_val) {
   return MPI_SUCCESS;
 }
 
-int MPI_Comm_get_attr(MPI_Comm comm, int comm_keyval, void* attribute_val, int* flag) {
+GOS_MPI_WEAK_ALIAS(Comm_get_attr);
+int PMPI_Comm_get_attr(MPI_Comm comm, int comm_keyval, void* attribute_val, int* flag) {
   static const char* const kFn = "MPI_Comm_get_attr";
   static int tag_ub = 0x7fffffff, host = MPI_PROC_NULL, io = MPI_ANY_SOURCE, wtime_global = 0,
              universe = 0;
@@ -167,7 +171,8 @@ int MPI_Comm_get_attr(MPI_Comm comm, int comm_keyval, void* attribute_val, int* 
   return MPI_SUCCESS;
 }
 
-int MPI_Comm_delete_attr(MPI_Comm comm, int comm_keyval) {
+GOS_MPI_WEAK_ALIAS(Comm_delete_attr);
+int PMPI_Comm_delete_attr(MPI_Comm comm, int comm_keyval) {
   static const char* const kFn = "MPI_Comm_delete_attr";
   GOS_MPI_COMM(c, comm, kFn);
   if (FindKeyval(comm_keyval) == nullptr) return Fail(comm, kFn, MPI_ERR_KEYVAL);
@@ -176,21 +181,26 @@ int MPI_Comm_delete_attr(MPI_Comm comm, int comm_keyval) {
 }
 
 // The MPI-1 names of calls above (deprecated).
-int MPI_Keyval_create(MPI_Copy_function* copy_fn, MPI_Delete_function* delete_fn, int* keyval,
-                      void* extra_state) {
-  return MPI_Comm_create_keyval(copy_fn, delete_fn, keyval, extra_state);
+GOS_MPI_WEAK_ALIAS(Keyval_create);
+int PMPI_Keyval_create(MPI_Copy_function* copy_fn, MPI_Delete_function* delete_fn, int* keyval,
+                       void* extra_state) {
+  return PMPI_Comm_create_keyval(copy_fn, delete_fn, keyval, extra_state);
 }
 
-int MPI_Keyval_free(int* keyval) { return MPI_Comm_free_keyval(keyval); }
+GOS_MPI_WEAK_ALIAS(Keyval_free);
+int PMPI_Keyval_free(int* keyval) { return PMPI_Comm_free_keyval(keyval); }
 
-int MPI_Attr_put(MPI_Comm comm, int keyval, void* attribute_val) {
-  return MPI_Comm_set_attr(comm, keyval, attribute_val);
+GOS_MPI_WEAK_ALIAS(Attr_put);
+int PMPI_Attr_put(MPI_Comm comm, int keyval, void* attribute_val) {
+  return PMPI_Comm_set_attr(comm, keyval, attribute_val);
 }
 
-int MPI_Attr_get(MPI_Comm comm, int keyval, void* attribute_val, int* flag) {
-  return MPI_Comm_get_attr(comm, keyval, attribute_val, flag);
+GOS_MPI_WEAK_ALIAS(Attr_get);
+int PMPI_Attr_get(MPI_Comm comm, int keyval, void* attribute_val, int* flag) {
+  return PMPI_Comm_get_attr(comm, keyval, attribute_val, flag);
 }
 
-int MPI_Attr_delete(MPI_Comm comm, int keyval) { return MPI_Comm_delete_attr(comm, keyval); }
+GOS_MPI_WEAK_ALIAS(Attr_delete);
+int PMPI_Attr_delete(MPI_Comm comm, int keyval) { return PMPI_Comm_delete_attr(comm, keyval); }
 
 }  // extern "C"

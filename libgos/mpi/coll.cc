@@ -253,7 +253,7 @@ int GatheredReduce(const char* fn, const void* sendbuf, void* recvbuf, int count
   const bool store = root < 0 || c->g.rank == root;
   if (sendbuf == MPI_IN_PLACE && !store) return Fail(comm, fn, MPI_ERR_BUFFER);
   const void* in = sendbuf == MPI_IN_PLACE ? recvbuf : sendbuf;
-  if (int e = MPI_Allgather(in, count, dt, g.At(0), count, dt, comm)) return e;
+  if (int e = PMPI_Allgather(in, count, dt, g.At(0), count, dt, comm)) return e;
   int last = c->g.size - 1;
   if (span == Span::kInclusive) last = c->g.rank;
   if (span == Span::kExclusive) last = c->g.rank - 1;
@@ -272,7 +272,7 @@ int ReduceScatter(const char* fn, const void* sendbuf, void* recvbuf, size_t tot
   std::vector<unsigned char> all(std::max<size_t>(total * extent, 1));
   // In place, the whole input vector is in recvbuf.
   const void* in = sendbuf == MPI_IN_PLACE ? recvbuf : sendbuf;
-  if (int e = MPI_Allreduce(in, all.data(), static_cast<int>(total), datatype, op, comm)) return e;
+  if (int e = PMPI_Allreduce(in, all.data(), static_cast<int>(total), datatype, op, comm)) return e;
   // Element by element through the type map, so that gaps in recvbuf stay untouched.
   std::vector<unsigned char> packed(gos::mpi::PackedSize(static_cast<size_t>(count), *t));
   gos::mpi::Pack(all.data() + offset * extent, static_cast<size_t>(count), *t, packed.data());
@@ -413,13 +413,15 @@ int Combine(const char* fn, MPI_Comm comm, Gathered& g, int last, void* recvbuf)
 
 extern "C" {
 
-int MPI_Barrier(MPI_Comm comm) {
+GOS_MPI_WEAK_ALIAS(Barrier);
+int PMPI_Barrier(MPI_Comm comm) {
   GOS_MPI_COMM(c, comm, "MPI_Barrier");
   GOS_MPI_CHECK(comm, "MPI_Barrier", FromGos(gos_barrier(&c->g)));
   return MPI_SUCCESS;
 }
 
-int MPI_Bcast(void* buffer, int count, MPI_Datatype datatype, int root, MPI_Comm comm) {
+GOS_MPI_WEAK_ALIAS(Bcast);
+int PMPI_Bcast(void* buffer, int count, MPI_Datatype datatype, int root, MPI_Comm comm) {
   static const char* const kFn = "MPI_Bcast";
   GOS_MPI_COMM(c, comm, kFn);
   GOS_MPI_CHECK(comm, kFn, CheckCount(count));
@@ -440,8 +442,9 @@ int MPI_Bcast(void* buffer, int count, MPI_Datatype datatype, int root, MPI_Comm
   return MPI_SUCCESS;
 }
 
-int MPI_Gather(const void* sendbuf, int sendcount, MPI_Datatype sendtype, void* recvbuf,
-               int recvcount, MPI_Datatype recvtype, int root, MPI_Comm comm) {
+GOS_MPI_WEAK_ALIAS(Gather);
+int PMPI_Gather(const void* sendbuf, int sendcount, MPI_Datatype sendtype, void* recvbuf,
+                int recvcount, MPI_Datatype recvtype, int root, MPI_Comm comm) {
   GOS_MPI_COMM(c, comm, "MPI_Gather");
   const size_t n = static_cast<size_t>(c->g.size);
   std::vector<int> counts(n, recvcount);
@@ -451,15 +454,17 @@ int MPI_Gather(const void* sendbuf, int sendcount, MPI_Datatype sendtype, void* 
                      displs.data(), recvtype, root, comm);
 }
 
-int MPI_Gatherv(const void* sendbuf, int sendcount, MPI_Datatype sendtype, void* recvbuf,
-                const int recvcounts[], const int displs[], MPI_Datatype recvtype, int root,
-                MPI_Comm comm) {
+GOS_MPI_WEAK_ALIAS(Gatherv);
+int PMPI_Gatherv(const void* sendbuf, int sendcount, MPI_Datatype sendtype, void* recvbuf,
+                 const int recvcounts[], const int displs[], MPI_Datatype recvtype, int root,
+                 MPI_Comm comm) {
   return GathervImpl("MPI_Gatherv", sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs,
                      recvtype, root, comm);
 }
 
-int MPI_Scatter(const void* sendbuf, int sendcount, MPI_Datatype sendtype, void* recvbuf,
-                int recvcount, MPI_Datatype recvtype, int root, MPI_Comm comm) {
+GOS_MPI_WEAK_ALIAS(Scatter);
+int PMPI_Scatter(const void* sendbuf, int sendcount, MPI_Datatype sendtype, void* recvbuf,
+                 int recvcount, MPI_Datatype recvtype, int root, MPI_Comm comm) {
   GOS_MPI_COMM(c, comm, "MPI_Scatter");
   const size_t n = static_cast<size_t>(c->g.size);
   std::vector<int> counts(n, sendcount);
@@ -469,27 +474,30 @@ int MPI_Scatter(const void* sendbuf, int sendcount, MPI_Datatype sendtype, void*
                       recvcount, recvtype, root, comm);
 }
 
-int MPI_Scatterv(const void* sendbuf, const int sendcounts[], const int displs[],
-                 MPI_Datatype sendtype, void* recvbuf, int recvcount, MPI_Datatype recvtype,
-                 int root, MPI_Comm comm) {
+GOS_MPI_WEAK_ALIAS(Scatterv);
+int PMPI_Scatterv(const void* sendbuf, const int sendcounts[], const int displs[],
+                  MPI_Datatype sendtype, void* recvbuf, int recvcount, MPI_Datatype recvtype,
+                  int root, MPI_Comm comm) {
   return ScattervImpl("MPI_Scatterv", sendbuf, sendcounts, displs, sendtype, recvbuf, recvcount,
                       recvtype, root, comm);
 }
 
-int MPI_Allgather(const void* sendbuf, int sendcount, MPI_Datatype sendtype, void* recvbuf,
-                  int recvcount, MPI_Datatype recvtype, MPI_Comm comm) {
+GOS_MPI_WEAK_ALIAS(Allgather);
+int PMPI_Allgather(const void* sendbuf, int sendcount, MPI_Datatype sendtype, void* recvbuf,
+                   int recvcount, MPI_Datatype recvtype, MPI_Comm comm) {
   GOS_MPI_COMM(c, comm, "MPI_Allgather");
   const size_t n = static_cast<size_t>(c->g.size);
   std::vector<int> counts(n, recvcount);
   std::vector<int> displs(n);
   for (size_t i = 0; i < n; ++i) displs[i] = static_cast<int>(i) * recvcount;
-  return MPI_Allgatherv(sendbuf, sendcount, sendtype, recvbuf, counts.data(), displs.data(),
-                        recvtype, comm);
+  return PMPI_Allgatherv(sendbuf, sendcount, sendtype, recvbuf, counts.data(), displs.data(),
+                         recvtype, comm);
 }
 
-int MPI_Allgatherv(const void* sendbuf, int sendcount, MPI_Datatype sendtype, void* recvbuf,
-                   const int recvcounts[], const int displs[], MPI_Datatype recvtype,
-                   MPI_Comm comm) {
+GOS_MPI_WEAK_ALIAS(Allgatherv);
+int PMPI_Allgatherv(const void* sendbuf, int sendcount, MPI_Datatype sendtype, void* recvbuf,
+                    const int recvcounts[], const int displs[], MPI_Datatype recvtype,
+                    MPI_Comm comm) {
   static const char* const kFn = "MPI_Allgatherv";
   GOS_MPI_COMM(c, comm, kFn);
   const size_t n = static_cast<size_t>(c->g.size);
@@ -507,8 +515,9 @@ int MPI_Allgatherv(const void* sendbuf, int sendcount, MPI_Datatype sendtype, vo
                       recvtype, c, comm, /*self_copy=*/!in_place);
 }
 
-int MPI_Alltoall(const void* sendbuf, int sendcount, MPI_Datatype sendtype, void* recvbuf,
-                 int recvcount, MPI_Datatype recvtype, MPI_Comm comm) {
+GOS_MPI_WEAK_ALIAS(Alltoall);
+int PMPI_Alltoall(const void* sendbuf, int sendcount, MPI_Datatype sendtype, void* recvbuf,
+                  int recvcount, MPI_Datatype recvtype, MPI_Comm comm) {
   GOS_MPI_COMM(c, comm, "MPI_Alltoall");
   const size_t n = static_cast<size_t>(c->g.size);
   std::vector<int> scounts(n, sendcount);
@@ -519,13 +528,14 @@ int MPI_Alltoall(const void* sendbuf, int sendcount, MPI_Datatype sendtype, void
     sdispls[i] = static_cast<int>(i) * sendcount;
     rdispls[i] = static_cast<int>(i) * recvcount;
   }
-  return MPI_Alltoallv(sendbuf, scounts.data(), sdispls.data(), sendtype, recvbuf, rcounts.data(),
-                       rdispls.data(), recvtype, comm);
+  return PMPI_Alltoallv(sendbuf, scounts.data(), sdispls.data(), sendtype, recvbuf, rcounts.data(),
+                        rdispls.data(), recvtype, comm);
 }
 
-int MPI_Alltoallv(const void* sendbuf, const int sendcounts[], const int sdispls[],
-                  MPI_Datatype sendtype, void* recvbuf, const int recvcounts[], const int rdispls[],
-                  MPI_Datatype recvtype, MPI_Comm comm) {
+GOS_MPI_WEAK_ALIAS(Alltoallv);
+int PMPI_Alltoallv(const void* sendbuf, const int sendcounts[], const int sdispls[],
+                   MPI_Datatype sendtype, void* recvbuf, const int recvcounts[],
+                   const int rdispls[], MPI_Datatype recvtype, MPI_Comm comm) {
   static const char* const kFn = "MPI_Alltoallv";
   GOS_MPI_COMM(c, comm, kFn);
   if (sendbuf != MPI_IN_PLACE) {
@@ -538,17 +548,19 @@ int MPI_Alltoallv(const void* sendbuf, const int sendcounts[], const int sdispls
                       recvcounts, rdispls, recvtype, c, comm, /*self_copy=*/true);
 }
 
-int MPI_Alltoallw(const void* sendbuf, const int sendcounts[], const int sdispls[],
-                  const MPI_Datatype sendtypes[], void* recvbuf, const int recvcounts[],
-                  const int rdispls[], const MPI_Datatype recvtypes[], MPI_Comm comm) {
+GOS_MPI_WEAK_ALIAS(Alltoallw);
+int PMPI_Alltoallw(const void* sendbuf, const int sendcounts[], const int sdispls[],
+                   const MPI_Datatype sendtypes[], void* recvbuf, const int recvcounts[],
+                   const int rdispls[], const MPI_Datatype recvtypes[], MPI_Comm comm) {
   GOS_MPI_COMM(c, comm, "MPI_Alltoallw");
   std::vector<char> in_place;
   return AlltoallwImpl("MPI_Alltoallw", sendbuf, sendcounts, sdispls, sendtypes, recvbuf,
                        recvcounts, rdispls, recvtypes, c, comm, &in_place, nullptr);
 }
 
-int MPI_Reduce(const void* sendbuf, void* recvbuf, int count, MPI_Datatype datatype, MPI_Op op,
-               int root, MPI_Comm comm) {
+GOS_MPI_WEAK_ALIAS(Reduce);
+int PMPI_Reduce(const void* sendbuf, void* recvbuf, int count, MPI_Datatype datatype, MPI_Op op,
+                int root, MPI_Comm comm) {
   static const char* const kFn = "MPI_Reduce";
   if (FindUserOp(op) != nullptr) {
     if (root < 0) return Fail(comm, kFn, MPI_ERR_ROOT);
@@ -574,7 +586,8 @@ int MPI_Reduce(const void* sendbuf, void* recvbuf, int count, MPI_Datatype datat
   return MPI_SUCCESS;
 }
 
-int MPI_Op_create(MPI_User_function* user_fn, int commute, MPI_Op* op) {
+GOS_MPI_WEAK_ALIAS(Op_create);
+int PMPI_Op_create(MPI_User_function* user_fn, int commute, MPI_Op* op) {
   // Every reduction with a user op combines in rank order, so commutativity does not matter;
   // it is kept for MPI_Op_commutative.
   if (user_fn == nullptr || op == nullptr) {
@@ -587,7 +600,8 @@ int MPI_Op_create(MPI_User_function* user_fn, int commute, MPI_Op* op) {
   return MPI_SUCCESS;
 }
 
-int MPI_Op_free(MPI_Op* op) {
+GOS_MPI_WEAK_ALIAS(Op_free);
+int PMPI_Op_free(MPI_Op* op) {
   if (op == nullptr || FindUserOp(*op) == nullptr) {
     return Fail(MPI_COMM_WORLD, "MPI_Op_free", MPI_ERR_OP);
   }
@@ -596,7 +610,8 @@ int MPI_Op_free(MPI_Op* op) {
   return MPI_SUCCESS;
 }
 
-int MPI_Op_commutative(MPI_Op op, int* commute) {
+GOS_MPI_WEAK_ALIAS(Op_commutative);
+int PMPI_Op_commutative(MPI_Op op, int* commute) {
   static const char* const kFn = "MPI_Op_commutative";
   if (commute == nullptr) return Fail(MPI_COMM_WORLD, kFn, MPI_ERR_ARG);
   if (FindUserOp(op) != nullptr) {
@@ -609,8 +624,9 @@ int MPI_Op_commutative(MPI_Op op, int* commute) {
   return MPI_SUCCESS;
 }
 
-int MPI_Allreduce(const void* sendbuf, void* recvbuf, int count, MPI_Datatype datatype, MPI_Op op,
-                  MPI_Comm comm) {
+GOS_MPI_WEAK_ALIAS(Allreduce);
+int PMPI_Allreduce(const void* sendbuf, void* recvbuf, int count, MPI_Datatype datatype, MPI_Op op,
+                   MPI_Comm comm) {
   static const char* const kFn = "MPI_Allreduce";
   if (FindUserOp(op) != nullptr) {
     return GatheredReduce(kFn, sendbuf, recvbuf, count, datatype, op, comm, Span::kAll, -1);
@@ -625,8 +641,9 @@ int MPI_Allreduce(const void* sendbuf, void* recvbuf, int count, MPI_Datatype da
   return MPI_SUCCESS;
 }
 
-int MPI_Reduce_local(const void* inbuf, void* inoutbuf, int count, MPI_Datatype datatype,
-                     MPI_Op op) {
+GOS_MPI_WEAK_ALIAS(Reduce_local);
+int PMPI_Reduce_local(const void* inbuf, void* inoutbuf, int count, MPI_Datatype datatype,
+                      MPI_Op op) {
   static const char* const kFn = "MPI_Reduce_local";
   TypePtr t;
   if (int e = CheckReduction(kFn, MPI_COMM_WORLD, count, datatype, op, &t)) return e;
@@ -636,24 +653,26 @@ int MPI_Reduce_local(const void* inbuf, void* inoutbuf, int count, MPI_Datatype 
   return ApplyOp(kFn, MPI_COMM_WORLD, inbuf, inoutbuf, count, datatype, op);
 }
 
-int MPI_Reduce_scatter_block(const void* sendbuf, void* recvbuf, int recvcount,
-                             MPI_Datatype datatype, MPI_Op op, MPI_Comm comm) {
+GOS_MPI_WEAK_ALIAS(Reduce_scatter_block);
+int PMPI_Reduce_scatter_block(const void* sendbuf, void* recvbuf, int recvcount,
+                              MPI_Datatype datatype, MPI_Op op, MPI_Comm comm) {
   static const char* const kFn = "MPI_Reduce_scatter_block";
   int size = 0, rank = 0;
-  if (int e = MPI_Comm_size(comm, &size)) return e;
-  if (int e = MPI_Comm_rank(comm, &rank)) return e;
+  if (int e = PMPI_Comm_size(comm, &size)) return e;
+  if (int e = PMPI_Comm_rank(comm, &rank)) return e;
   if (recvcount < 0) return Fail(comm, kFn, MPI_ERR_COUNT);
   const size_t n = static_cast<size_t>(recvcount);
   return ReduceScatter(kFn, sendbuf, recvbuf, n * static_cast<size_t>(size),
                        n * static_cast<size_t>(rank), recvcount, datatype, op, comm);
 }
 
-int MPI_Reduce_scatter(const void* sendbuf, void* recvbuf, const int recvcounts[],
-                       MPI_Datatype datatype, MPI_Op op, MPI_Comm comm) {
+GOS_MPI_WEAK_ALIAS(Reduce_scatter);
+int PMPI_Reduce_scatter(const void* sendbuf, void* recvbuf, const int recvcounts[],
+                        MPI_Datatype datatype, MPI_Op op, MPI_Comm comm) {
   static const char* const kFn = "MPI_Reduce_scatter";
   int size = 0, rank = 0;
-  if (int e = MPI_Comm_size(comm, &size)) return e;
-  if (int e = MPI_Comm_rank(comm, &rank)) return e;
+  if (int e = PMPI_Comm_size(comm, &size)) return e;
+  if (int e = PMPI_Comm_rank(comm, &rank)) return e;
   if (recvcounts == nullptr) return Fail(comm, kFn, MPI_ERR_ARG);
   size_t total = 0, offset = 0;
   for (int i = 0; i < size; ++i) {
@@ -664,14 +683,16 @@ int MPI_Reduce_scatter(const void* sendbuf, void* recvbuf, const int recvcounts[
   return ReduceScatter(kFn, sendbuf, recvbuf, total, offset, recvcounts[rank], datatype, op, comm);
 }
 
-int MPI_Scan(const void* sendbuf, void* recvbuf, int count, MPI_Datatype datatype, MPI_Op op,
-             MPI_Comm comm) {
+GOS_MPI_WEAK_ALIAS(Scan);
+int PMPI_Scan(const void* sendbuf, void* recvbuf, int count, MPI_Datatype datatype, MPI_Op op,
+              MPI_Comm comm) {
   return GatheredReduce("MPI_Scan", sendbuf, recvbuf, count, datatype, op, comm, Span::kInclusive,
                         -1);
 }
 
-int MPI_Exscan(const void* sendbuf, void* recvbuf, int count, MPI_Datatype datatype, MPI_Op op,
-               MPI_Comm comm) {
+GOS_MPI_WEAK_ALIAS(Exscan);
+int PMPI_Exscan(const void* sendbuf, void* recvbuf, int count, MPI_Datatype datatype, MPI_Op op,
+                MPI_Comm comm) {
   return GatheredReduce("MPI_Exscan", sendbuf, recvbuf, count, datatype, op, comm, Span::kExclusive,
                         -1);
 }

@@ -75,19 +75,22 @@ MPI_Comm MakeChild(const Comm& parent, const std::vector<int>& members, uint64_t
 
 extern "C" {
 
-int MPI_Comm_size(MPI_Comm comm, int* size) {
+GOS_MPI_WEAK_ALIAS(Comm_size);
+int PMPI_Comm_size(MPI_Comm comm, int* size) {
   GOS_MPI_COMM(c, comm, "MPI_Comm_size");
   *size = c->g.size;
   return MPI_SUCCESS;
 }
 
-int MPI_Comm_rank(MPI_Comm comm, int* rank) {
+GOS_MPI_WEAK_ALIAS(Comm_rank);
+int PMPI_Comm_rank(MPI_Comm comm, int* rank) {
   GOS_MPI_COMM(c, comm, "MPI_Comm_rank");
   *rank = c->g.rank;
   return MPI_SUCCESS;
 }
 
-int MPI_Comm_compare(MPI_Comm comm1, MPI_Comm comm2, int* result) {
+GOS_MPI_WEAK_ALIAS(Comm_compare);
+int PMPI_Comm_compare(MPI_Comm comm1, MPI_Comm comm2, int* result) {
   static const char* const kFn = "MPI_Comm_compare";
   Comm* a = FindComm(comm1);
   Comm* b = FindComm(comm2);
@@ -108,7 +111,8 @@ int MPI_Comm_compare(MPI_Comm comm1, MPI_Comm comm2, int* result) {
   return MPI_SUCCESS;
 }
 
-int MPI_Comm_dup(MPI_Comm comm, MPI_Comm* newcomm) {
+GOS_MPI_WEAK_ALIAS(Comm_dup);
+int PMPI_Comm_dup(MPI_Comm comm, MPI_Comm* newcomm) {
   GOS_MPI_COMM(c, comm, "MPI_Comm_dup");
   // Every member calls dup in the same order, so `children` agrees everywhere and the new
   // context needs no communication.
@@ -131,20 +135,23 @@ int MPI_Comm_dup(MPI_Comm comm, MPI_Comm* newcomm) {
   return MPI_SUCCESS;
 }
 
-int MPI_Comm_dup_with_info(MPI_Comm comm, MPI_Info info, MPI_Comm* newcomm) {
-  if (int e = MPI_Comm_set_info(comm, info)) return e;
-  return MPI_Comm_dup(comm, newcomm);
+GOS_MPI_WEAK_ALIAS(Comm_dup_with_info);
+int PMPI_Comm_dup_with_info(MPI_Comm comm, MPI_Info info, MPI_Comm* newcomm) {
+  if (int e = PMPI_Comm_set_info(comm, info)) return e;
+  return PMPI_Comm_dup(comm, newcomm);
 }
 
 // MPI_Comm_dup needs no communication here (see there): the request is complete at once.
-int MPI_Comm_idup(MPI_Comm comm, MPI_Comm* newcomm, MPI_Request* request) {
+GOS_MPI_WEAK_ALIAS(Comm_idup);
+int PMPI_Comm_idup(MPI_Comm comm, MPI_Comm* newcomm, MPI_Request* request) {
   if (request == nullptr) return Fail(comm, "MPI_Comm_idup", MPI_ERR_ARG);
-  if (int e = MPI_Comm_dup(comm, newcomm)) return e;
+  if (int e = PMPI_Comm_dup(comm, newcomm)) return e;
   *request = Compound(comm, {}, nullptr);
   return MPI_SUCCESS;
 }
 
-int MPI_Comm_create(MPI_Comm comm, MPI_Group group, MPI_Comm* newcomm) {
+GOS_MPI_WEAK_ALIAS(Comm_create);
+int PMPI_Comm_create(MPI_Comm comm, MPI_Group group, MPI_Comm* newcomm) {
   static const char* const kFn = "MPI_Comm_create";
   GOS_MPI_COMM(c, comm, kFn);
   const std::vector<int>* g = FindGroup(group);
@@ -161,10 +168,11 @@ int MPI_Comm_create(MPI_Comm comm, MPI_Group group, MPI_Comm* newcomm) {
   // share.
   const int at = GroupRankOf(*g, c->WorldRank(c->g.rank));
   const int color = at < 0 ? MPI_UNDEFINED : *std::min_element(g->begin(), g->end());
-  return MPI_Comm_split(comm, color, at, newcomm);
+  return PMPI_Comm_split(comm, color, at, newcomm);
 }
 
-int MPI_Comm_create_group(MPI_Comm comm, MPI_Group group, int tag, MPI_Comm* newcomm) {
+GOS_MPI_WEAK_ALIAS(Comm_create_group);
+int PMPI_Comm_create_group(MPI_Comm comm, MPI_Group group, int tag, MPI_Comm* newcomm) {
   static const char* const kFn = "MPI_Comm_create_group";
   GOS_MPI_COMM(c, comm, kFn);
   const std::vector<int>* g = FindGroup(group);
@@ -192,7 +200,8 @@ int MPI_Comm_create_group(MPI_Comm comm, MPI_Group group, int tag, MPI_Comm* new
   return MPI_SUCCESS;
 }
 
-int MPI_Comm_split(MPI_Comm comm, int color, int key, MPI_Comm* newcomm) {
+GOS_MPI_WEAK_ALIAS(Comm_split);
+int PMPI_Comm_split(MPI_Comm comm, int color, int key, MPI_Comm* newcomm) {
   static const char* const kFn = "MPI_Comm_split";
   GOS_MPI_COMM(c, comm, kFn);
   if (color < 0 && color != MPI_UNDEFINED) return Fail(comm, kFn, MPI_ERR_ARG);
@@ -217,18 +226,20 @@ int MPI_Comm_split(MPI_Comm comm, int color, int key, MPI_Comm* newcomm) {
   return MPI_SUCCESS;
 }
 
-int MPI_Comm_split_type(MPI_Comm comm, int split_type, int key, MPI_Info /*info*/,
-                        MPI_Comm* newcomm) {
+GOS_MPI_WEAK_ALIAS(Comm_split_type);
+int PMPI_Comm_split_type(MPI_Comm comm, int split_type, int key, MPI_Info /*info*/,
+                         MPI_Comm* newcomm) {
   if (split_type != MPI_COMM_TYPE_SHARED && split_type != MPI_UNDEFINED) {
     return Fail(comm, "MPI_Comm_split_type", MPI_ERR_ARG);
   }
   // The node the rank was launched on (a restored rank keeps its communicators).
   const char* node = std::getenv("GOS_NODE");
   const int color = split_type == MPI_UNDEFINED ? MPI_UNDEFINED : node ? std::atoi(node) : 0;
-  return MPI_Comm_split(comm, color, key, newcomm);
+  return PMPI_Comm_split(comm, color, key, newcomm);
 }
 
-int MPI_Comm_free(MPI_Comm* comm) {
+GOS_MPI_WEAK_ALIAS(Comm_free);
+int PMPI_Comm_free(MPI_Comm* comm) {
   Comm* c = comm != nullptr ? FindComm(*comm) : nullptr;
   if (c == nullptr || *comm == MPI_COMM_WORLD || *comm == MPI_COMM_SELF) {
     return Fail(comm != nullptr ? *comm : MPI_COMM_WORLD, "MPI_Comm_free", MPI_ERR_COMM);
@@ -242,7 +253,8 @@ int MPI_Comm_free(MPI_Comm* comm) {
 }
 
 // Hints on communicators: accepted and ignored; MPI_Comm_get_info returns an empty set.
-int MPI_Comm_set_info(MPI_Comm comm, MPI_Info info) {
+GOS_MPI_WEAK_ALIAS(Comm_set_info);
+int PMPI_Comm_set_info(MPI_Comm comm, MPI_Info info) {
   GOS_MPI_COMM(c, comm, "MPI_Comm_set_info");
   (void)c;
   if (info != MPI_INFO_NULL && FindInfo(info) == nullptr) {
@@ -251,7 +263,8 @@ int MPI_Comm_set_info(MPI_Comm comm, MPI_Info info) {
   return MPI_SUCCESS;
 }
 
-int MPI_Comm_get_info(MPI_Comm comm, MPI_Info* info_used) {
+GOS_MPI_WEAK_ALIAS(Comm_get_info);
+int PMPI_Comm_get_info(MPI_Comm comm, MPI_Info* info_used) {
   GOS_MPI_COMM(c, comm, "MPI_Comm_get_info");
   (void)c;
   if (info_used == nullptr) return Fail(comm, "MPI_Comm_get_info", MPI_ERR_ARG);
@@ -259,7 +272,8 @@ int MPI_Comm_get_info(MPI_Comm comm, MPI_Info* info_used) {
   return MPI_SUCCESS;
 }
 
-int MPI_Comm_test_inter(MPI_Comm comm, int* flag) {
+GOS_MPI_WEAK_ALIAS(Comm_test_inter);
+int PMPI_Comm_test_inter(MPI_Comm comm, int* flag) {
   GOS_MPI_COMM(c, comm, "MPI_Comm_test_inter");
   (void)c;
   if (flag == nullptr) return Fail(comm, "MPI_Comm_test_inter", MPI_ERR_ARG);
@@ -267,7 +281,8 @@ int MPI_Comm_test_inter(MPI_Comm comm, int* flag) {
   return MPI_SUCCESS;
 }
 
-int MPI_Comm_set_name(MPI_Comm comm, const char* comm_name) {
+GOS_MPI_WEAK_ALIAS(Comm_set_name);
+int PMPI_Comm_set_name(MPI_Comm comm, const char* comm_name) {
   GOS_MPI_COMM(c, comm, "MPI_Comm_set_name");
   (void)c;
   if (comm_name == nullptr) return Fail(comm, "MPI_Comm_set_name", MPI_ERR_ARG);
@@ -275,7 +290,8 @@ int MPI_Comm_set_name(MPI_Comm comm, const char* comm_name) {
   return MPI_SUCCESS;
 }
 
-int MPI_Comm_get_name(MPI_Comm comm, char* comm_name, int* resultlen) {
+GOS_MPI_WEAK_ALIAS(Comm_get_name);
+int PMPI_Comm_get_name(MPI_Comm comm, char* comm_name, int* resultlen) {
   GOS_MPI_COMM(c, comm, "MPI_Comm_get_name");
   (void)c;
   if (comm_name == nullptr || resultlen == nullptr) {

@@ -163,7 +163,9 @@ int FailCall(MPI_Comm comm, const char* fn, int code) { return Fail(comm, fn, co
 
 extern "C" {
 
-int MPI_Comm_create_errhandler(MPI_Comm_errhandler_function* function, MPI_Errhandler* errhandler) {
+GOS_MPI_WEAK_ALIAS(Comm_create_errhandler);
+int PMPI_Comm_create_errhandler(MPI_Comm_errhandler_function* function,
+                                MPI_Errhandler* errhandler) {
   if (function == nullptr || errhandler == nullptr) {
     return Fail(MPI_COMM_WORLD, "MPI_Comm_create_errhandler", MPI_ERR_ARG);
   }
@@ -173,32 +175,38 @@ int MPI_Comm_create_errhandler(MPI_Comm_errhandler_function* function, MPI_Errha
   return MPI_SUCCESS;
 }
 
-int MPI_Errhandler_create(MPI_Handler_function* function, MPI_Errhandler* errhandler) {
-  return MPI_Comm_create_errhandler(function, errhandler);
+GOS_MPI_WEAK_ALIAS(Errhandler_create);
+int PMPI_Errhandler_create(MPI_Handler_function* function, MPI_Errhandler* errhandler) {
+  return PMPI_Comm_create_errhandler(function, errhandler);
 }
 
-int MPI_Comm_set_errhandler(MPI_Comm comm, MPI_Errhandler errhandler) {
+GOS_MPI_WEAK_ALIAS(Comm_set_errhandler);
+int PMPI_Comm_set_errhandler(MPI_Comm comm, MPI_Errhandler errhandler) {
   GOS_MPI_COMM(c, comm, "MPI_Comm_set_errhandler");
   if (!IsErrhandler(errhandler)) return Fail(comm, "MPI_Comm_set_errhandler", MPI_ERR_ARG);
   c->errhandler = errhandler;
   return MPI_SUCCESS;
 }
 
-int MPI_Comm_get_errhandler(MPI_Comm comm, MPI_Errhandler* errhandler) {
+GOS_MPI_WEAK_ALIAS(Comm_get_errhandler);
+int PMPI_Comm_get_errhandler(MPI_Comm comm, MPI_Errhandler* errhandler) {
   GOS_MPI_COMM(c, comm, "MPI_Comm_get_errhandler");
   *errhandler = c->errhandler;
   return MPI_SUCCESS;
 }
 
-int MPI_Errhandler_set(MPI_Comm comm, MPI_Errhandler errhandler) {
-  return MPI_Comm_set_errhandler(comm, errhandler);
+GOS_MPI_WEAK_ALIAS(Errhandler_set);
+int PMPI_Errhandler_set(MPI_Comm comm, MPI_Errhandler errhandler) {
+  return PMPI_Comm_set_errhandler(comm, errhandler);
 }
 
-int MPI_Errhandler_get(MPI_Comm comm, MPI_Errhandler* errhandler) {
-  return MPI_Comm_get_errhandler(comm, errhandler);
+GOS_MPI_WEAK_ALIAS(Errhandler_get);
+int PMPI_Errhandler_get(MPI_Comm comm, MPI_Errhandler* errhandler) {
+  return PMPI_Comm_get_errhandler(comm, errhandler);
 }
 
-int MPI_Errhandler_free(MPI_Errhandler* errhandler) {
+GOS_MPI_WEAK_ALIAS(Errhandler_free);
+int PMPI_Errhandler_free(MPI_Errhandler* errhandler) {
   if (errhandler == nullptr || !IsErrhandler(*errhandler)) {
     return Fail(MPI_COMM_WORLD, "MPI_Errhandler_free", MPI_ERR_ARG);
   }
@@ -207,7 +215,8 @@ int MPI_Errhandler_free(MPI_Errhandler* errhandler) {
   return MPI_SUCCESS;
 }
 
-int MPI_Error_string(int errorcode, char* string, int* resultlen) {
+GOS_MPI_WEAK_ALIAS(Error_string);
+int PMPI_Error_string(int errorcode, char* string, int* resultlen) {
   const char* text = AnyErrorText(errorcode);
   if (text == nullptr) {
     std::snprintf(string, MPI_MAX_ERROR_STRING, "unknown error code %d", errorcode);
@@ -218,7 +227,8 @@ int MPI_Error_string(int errorcode, char* string, int* resultlen) {
   return MPI_SUCCESS;
 }
 
-int MPI_Error_class(int errorcode, int* errorclass) {
+GOS_MPI_WEAK_ALIAS(Error_class);
+int PMPI_Error_class(int errorcode, int* errorclass) {
   // Every error code gos returns is itself a class; the program's codes have theirs.
   const int user = UserErrorClass(errorcode);
   if (errorclass == nullptr || (user < 0 && ErrorText(errorcode) == nullptr)) {
@@ -228,7 +238,8 @@ int MPI_Error_class(int errorcode, int* errorclass) {
   return MPI_SUCCESS;
 }
 
-int MPI_Add_error_class(int* errorclass) {
+GOS_MPI_WEAK_ALIAS(Add_error_class);
+int PMPI_Add_error_class(int* errorclass) {
   if (errorclass == nullptr) return Fail(MPI_COMM_WORLD, "MPI_Add_error_class", MPI_ERR_ARG);
   State& s = S();
   *errorclass = ++s.last_used_code;
@@ -236,7 +247,8 @@ int MPI_Add_error_class(int* errorclass) {
   return MPI_SUCCESS;
 }
 
-int MPI_Add_error_code(int errorclass, int* errorcode) {
+GOS_MPI_WEAK_ALIAS(Add_error_code);
+int PMPI_Add_error_code(int errorclass, int* errorcode) {
   // A predefined class, or one the program added (not a code of its own that is no class).
   const bool is_class = UserErrorClass(errorclass) == errorclass ||
                         (errorclass <= MPI_ERR_LASTCODE && ErrorText(errorclass) != nullptr);
@@ -249,7 +261,8 @@ int MPI_Add_error_code(int errorclass, int* errorcode) {
   return MPI_SUCCESS;
 }
 
-int MPI_Add_error_string(int errorcode, const char* string) {
+GOS_MPI_WEAK_ALIAS(Add_error_string);
+int PMPI_Add_error_string(int errorcode, const char* string) {
   // Only for the program's own codes and classes (MPI 4.1, 9.5).
   if (string == nullptr || UserErrorClass(errorcode) < 0) {
     return Fail(MPI_COMM_WORLD, "MPI_Add_error_string", MPI_ERR_ARG);
@@ -258,7 +271,8 @@ int MPI_Add_error_string(int errorcode, const char* string) {
   return MPI_SUCCESS;
 }
 
-int MPI_Comm_call_errhandler(MPI_Comm comm, int errorcode) {
+GOS_MPI_WEAK_ALIAS(Comm_call_errhandler);
+int PMPI_Comm_call_errhandler(MPI_Comm comm, int errorcode) {
   GOS_MPI_COMM(c, comm, "MPI_Comm_call_errhandler");
   (void)c;
   Fail(comm, "MPI_Comm_call_errhandler", errorcode);

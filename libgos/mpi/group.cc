@@ -55,8 +55,8 @@ int GroupRanges(MPI_Group group, int n, int ranges[][3], MPI_Group* newgroup, bo
     return Fail(MPI_COMM_WORLD, fn, MPI_ERR_RANK);
   }
   const int count = static_cast<int>(ranks.size());
-  return include ? MPI_Group_incl(group, count, ranks.data(), newgroup)
-                 : MPI_Group_excl(group, count, ranks.data(), newgroup);
+  return include ? PMPI_Group_incl(group, count, ranks.data(), newgroup)
+                 : PMPI_Group_excl(group, count, ranks.data(), newgroup);
 }
 
 }  // namespace
@@ -80,14 +80,16 @@ int GroupRankOf(const std::vector<int>& g, int w) {
 
 extern "C" {
 
-int MPI_Group_size(MPI_Group group, int* size) {
+GOS_MPI_WEAK_ALIAS(Group_size);
+int PMPI_Group_size(MPI_Group group, int* size) {
   const std::vector<int>* g = FindGroup(group);
   if (g == nullptr) return Fail(MPI_COMM_WORLD, "MPI_Group_size", MPI_ERR_GROUP);
   *size = static_cast<int>(g->size());
   return MPI_SUCCESS;
 }
 
-int MPI_Group_rank(MPI_Group group, int* rank) {
+GOS_MPI_WEAK_ALIAS(Group_rank);
+int PMPI_Group_rank(MPI_Group group, int* rank) {
   const std::vector<int>* g = FindGroup(group);
   if (g == nullptr) return Fail(MPI_COMM_WORLD, "MPI_Group_rank", MPI_ERR_GROUP);
   const int at = GroupRankOf(*g, gos_world_rank());
@@ -95,8 +97,9 @@ int MPI_Group_rank(MPI_Group group, int* rank) {
   return MPI_SUCCESS;
 }
 
-int MPI_Group_translate_ranks(MPI_Group group1, int n, const int ranks1[], MPI_Group group2,
-                              int ranks2[]) {
+GOS_MPI_WEAK_ALIAS(Group_translate_ranks);
+int PMPI_Group_translate_ranks(MPI_Group group1, int n, const int ranks1[], MPI_Group group2,
+                               int ranks2[]) {
   const std::vector<int>* a = FindGroup(group1);
   const std::vector<int>* b = FindGroup(group2);
   if (a == nullptr || b == nullptr) {
@@ -116,7 +119,8 @@ int MPI_Group_translate_ranks(MPI_Group group1, int n, const int ranks1[], MPI_G
   return MPI_SUCCESS;
 }
 
-int MPI_Group_compare(MPI_Group group1, MPI_Group group2, int* result) {
+GOS_MPI_WEAK_ALIAS(Group_compare);
+int PMPI_Group_compare(MPI_Group group1, MPI_Group group2, int* result) {
   const std::vector<int>* a = FindGroup(group1);
   const std::vector<int>* b = FindGroup(group2);
   if (a == nullptr || b == nullptr) return Fail(MPI_COMM_WORLD, "MPI_Group_compare", MPI_ERR_GROUP);
@@ -131,7 +135,8 @@ int MPI_Group_compare(MPI_Group group1, MPI_Group group2, int* result) {
   return MPI_SUCCESS;
 }
 
-int MPI_Comm_group(MPI_Comm comm, MPI_Group* group) {
+GOS_MPI_WEAK_ALIAS(Comm_group);
+int PMPI_Comm_group(MPI_Comm comm, MPI_Group* group) {
   GOS_MPI_COMM(c, comm, "MPI_Comm_group");
   std::vector<int> w(static_cast<size_t>(c->g.size));
   for (int i = 0; i < c->g.size; ++i) w[static_cast<size_t>(i)] = c->WorldRank(i);
@@ -139,19 +144,23 @@ int MPI_Comm_group(MPI_Comm comm, MPI_Group* group) {
   return MPI_SUCCESS;
 }
 
-int MPI_Group_union(MPI_Group group1, MPI_Group group2, MPI_Group* newgroup) {
+GOS_MPI_WEAK_ALIAS(Group_union);
+int PMPI_Group_union(MPI_Group group1, MPI_Group group2, MPI_Group* newgroup) {
   return GroupSetOp("MPI_Group_union", group1, group2, newgroup, SetOp::kUnion);
 }
 
-int MPI_Group_intersection(MPI_Group group1, MPI_Group group2, MPI_Group* newgroup) {
+GOS_MPI_WEAK_ALIAS(Group_intersection);
+int PMPI_Group_intersection(MPI_Group group1, MPI_Group group2, MPI_Group* newgroup) {
   return GroupSetOp("MPI_Group_intersection", group1, group2, newgroup, SetOp::kIntersection);
 }
 
-int MPI_Group_difference(MPI_Group group1, MPI_Group group2, MPI_Group* newgroup) {
+GOS_MPI_WEAK_ALIAS(Group_difference);
+int PMPI_Group_difference(MPI_Group group1, MPI_Group group2, MPI_Group* newgroup) {
   return GroupSetOp("MPI_Group_difference", group1, group2, newgroup, SetOp::kDifference);
 }
 
-int MPI_Group_incl(MPI_Group group, int n, const int ranks[], MPI_Group* newgroup) {
+GOS_MPI_WEAK_ALIAS(Group_incl);
+int PMPI_Group_incl(MPI_Group group, int n, const int ranks[], MPI_Group* newgroup) {
   const std::vector<int>* g = FindGroup(group);
   if (g == nullptr) return Fail(MPI_COMM_WORLD, "MPI_Group_incl", MPI_ERR_GROUP);
   std::vector<int> out;
@@ -166,7 +175,8 @@ int MPI_Group_incl(MPI_Group group, int n, const int ranks[], MPI_Group* newgrou
   return MPI_SUCCESS;
 }
 
-int MPI_Group_excl(MPI_Group group, int n, const int ranks[], MPI_Group* newgroup) {
+GOS_MPI_WEAK_ALIAS(Group_excl);
+int PMPI_Group_excl(MPI_Group group, int n, const int ranks[], MPI_Group* newgroup) {
   const std::vector<int>* g = FindGroup(group);
   if (g == nullptr) return Fail(MPI_COMM_WORLD, "MPI_Group_excl", MPI_ERR_GROUP);
   std::vector<bool> drop(g->size(), false);
@@ -184,15 +194,18 @@ int MPI_Group_excl(MPI_Group group, int n, const int ranks[], MPI_Group* newgrou
   return MPI_SUCCESS;
 }
 
-int MPI_Group_range_incl(MPI_Group group, int n, int ranges[][3], MPI_Group* newgroup) {
+GOS_MPI_WEAK_ALIAS(Group_range_incl);
+int PMPI_Group_range_incl(MPI_Group group, int n, int ranges[][3], MPI_Group* newgroup) {
   return GroupRanges(group, n, ranges, newgroup, true);
 }
 
-int MPI_Group_range_excl(MPI_Group group, int n, int ranges[][3], MPI_Group* newgroup) {
+GOS_MPI_WEAK_ALIAS(Group_range_excl);
+int PMPI_Group_range_excl(MPI_Group group, int n, int ranges[][3], MPI_Group* newgroup) {
   return GroupRanges(group, n, ranges, newgroup, false);
 }
 
-int MPI_Group_free(MPI_Group* group) {
+GOS_MPI_WEAK_ALIAS(Group_free);
+int PMPI_Group_free(MPI_Group* group) {
   if (group == nullptr || FindGroup(*group) == nullptr) {
     return Fail(MPI_COMM_WORLD, "MPI_Group_free", MPI_ERR_GROUP);
   }

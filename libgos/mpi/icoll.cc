@@ -203,7 +203,8 @@ int StartReduceScatter(const char* fn, const void* sendbuf, void* recvbuf, const
 
 extern "C" {
 
-int MPI_Ibarrier(MPI_Comm comm, MPI_Request* request) {
+GOS_MPI_WEAK_ALIAS(Ibarrier);
+int PMPI_Ibarrier(MPI_Comm comm, MPI_Request* request) {
   static const char* const kFn = "MPI_Ibarrier";
   GOS_MPI_COMM(c, comm, kFn);
   // An empty message from every member to every other: all have entered once all arrived.
@@ -212,8 +213,9 @@ int MPI_Ibarrier(MPI_Comm comm, MPI_Request* request) {
                        false, nullptr, request);
 }
 
-int MPI_Ibcast(void* buffer, int count, MPI_Datatype datatype, int root, MPI_Comm comm,
-               MPI_Request* request) {
+GOS_MPI_WEAK_ALIAS(Ibcast);
+int PMPI_Ibcast(void* buffer, int count, MPI_Datatype datatype, int root, MPI_Comm comm,
+                MPI_Request* request) {
   static const char* const kFn = "MPI_Ibcast";
   GOS_MPI_COMM(c, comm, kFn);
   if (root < 0 || root >= c->g.size) return Fail(comm, kFn, MPI_ERR_ROOT);
@@ -225,43 +227,49 @@ int MPI_Ibcast(void* buffer, int count, MPI_Datatype datatype, int root, MPI_Com
                        datatype, false, nullptr, request);
 }
 
-int MPI_Igather(const void* sendbuf, int sendcount, MPI_Datatype sendtype, void* recvbuf,
-                int recvcount, MPI_Datatype recvtype, int root, MPI_Comm comm,
-                MPI_Request* request) {
+GOS_MPI_WEAK_ALIAS(Igather);
+int PMPI_Igather(const void* sendbuf, int sendcount, MPI_Datatype sendtype, void* recvbuf,
+                 int recvcount, MPI_Datatype recvtype, int root, MPI_Comm comm,
+                 MPI_Request* request) {
   return StartRooted("MPI_Igather", true, sendbuf, sendcount, sendtype, recvbuf, recvcount,
                      recvtype, nullptr, nullptr, root, comm, request);
 }
 
-int MPI_Igatherv(const void* sendbuf, int sendcount, MPI_Datatype sendtype, void* recvbuf,
-                 const int recvcounts[], const int displs[], MPI_Datatype recvtype, int root,
-                 MPI_Comm comm, MPI_Request* request) {
+GOS_MPI_WEAK_ALIAS(Igatherv);
+int PMPI_Igatherv(const void* sendbuf, int sendcount, MPI_Datatype sendtype, void* recvbuf,
+                  const int recvcounts[], const int displs[], MPI_Datatype recvtype, int root,
+                  MPI_Comm comm, MPI_Request* request) {
   return StartRooted("MPI_Igatherv", true, sendbuf, sendcount, sendtype, recvbuf, 0, recvtype,
                      recvcounts, displs, root, comm, request);
 }
 
-int MPI_Iscatter(const void* sendbuf, int sendcount, MPI_Datatype sendtype, void* recvbuf,
-                 int recvcount, MPI_Datatype recvtype, int root, MPI_Comm comm,
-                 MPI_Request* request) {
+GOS_MPI_WEAK_ALIAS(Iscatter);
+int PMPI_Iscatter(const void* sendbuf, int sendcount, MPI_Datatype sendtype, void* recvbuf,
+                  int recvcount, MPI_Datatype recvtype, int root, MPI_Comm comm,
+                  MPI_Request* request) {
   return StartRooted("MPI_Iscatter", false, sendbuf, sendcount, sendtype, recvbuf, recvcount,
                      recvtype, nullptr, nullptr, root, comm, request);
 }
 
-int MPI_Iscatterv(const void* sendbuf, const int sendcounts[], const int displs[],
-                  MPI_Datatype sendtype, void* recvbuf, int recvcount, MPI_Datatype recvtype,
-                  int root, MPI_Comm comm, MPI_Request* request) {
+GOS_MPI_WEAK_ALIAS(Iscatterv);
+int PMPI_Iscatterv(const void* sendbuf, const int sendcounts[], const int displs[],
+                   MPI_Datatype sendtype, void* recvbuf, int recvcount, MPI_Datatype recvtype,
+                   int root, MPI_Comm comm, MPI_Request* request) {
   return StartRooted("MPI_Iscatterv", false, sendbuf, 0, sendtype, recvbuf, recvcount, recvtype,
                      sendcounts, displs, root, comm, request);
 }
 
-int MPI_Iallgather(const void* sendbuf, int sendcount, MPI_Datatype sendtype, void* recvbuf,
-                   int recvcount, MPI_Datatype recvtype, MPI_Comm comm, MPI_Request* request) {
+GOS_MPI_WEAK_ALIAS(Iallgather);
+int PMPI_Iallgather(const void* sendbuf, int sendcount, MPI_Datatype sendtype, void* recvbuf,
+                    int recvcount, MPI_Datatype recvtype, MPI_Comm comm, MPI_Request* request) {
   return StartBlocks("MPI_Iallgather", sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype,
                      comm, false, request);
 }
 
-int MPI_Iallgatherv(const void* sendbuf, int sendcount, MPI_Datatype sendtype, void* recvbuf,
-                    const int recvcounts[], const int displs[], MPI_Datatype recvtype,
-                    MPI_Comm comm, MPI_Request* request) {
+GOS_MPI_WEAK_ALIAS(Iallgatherv);
+int PMPI_Iallgatherv(const void* sendbuf, int sendcount, MPI_Datatype sendtype, void* recvbuf,
+                     const int recvcounts[], const int displs[], MPI_Datatype recvtype,
+                     MPI_Comm comm, MPI_Request* request) {
   static const char* const kFn = "MPI_Iallgatherv";
   GOS_MPI_COMM(c, comm, kFn);
   const bool in_place = sendbuf == MPI_IN_PLACE;
@@ -280,16 +288,18 @@ int MPI_Iallgatherv(const void* sendbuf, int sendcount, MPI_Datatype sendtype, v
                        recvtype, !in_place, nullptr, request);
 }
 
-int MPI_Ialltoall(const void* sendbuf, int sendcount, MPI_Datatype sendtype, void* recvbuf,
-                  int recvcount, MPI_Datatype recvtype, MPI_Comm comm, MPI_Request* request) {
+GOS_MPI_WEAK_ALIAS(Ialltoall);
+int PMPI_Ialltoall(const void* sendbuf, int sendcount, MPI_Datatype sendtype, void* recvbuf,
+                   int recvcount, MPI_Datatype recvtype, MPI_Comm comm, MPI_Request* request) {
   return StartBlocks("MPI_Ialltoall", sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype,
                      comm, true, request);
 }
 
-int MPI_Ialltoallv(const void* sendbuf, const int sendcounts[], const int sdispls[],
-                   MPI_Datatype sendtype, void* recvbuf, const int recvcounts[],
-                   const int rdispls[], MPI_Datatype recvtype, MPI_Comm comm,
-                   MPI_Request* request) {
+GOS_MPI_WEAK_ALIAS(Ialltoallv);
+int PMPI_Ialltoallv(const void* sendbuf, const int sendcounts[], const int sdispls[],
+                    MPI_Datatype sendtype, void* recvbuf, const int recvcounts[],
+                    const int rdispls[], MPI_Datatype recvtype, MPI_Comm comm,
+                    MPI_Request* request) {
   static const char* const kFn = "MPI_Ialltoallv";
   GOS_MPI_COMM(c, comm, kFn);
   const size_t n = static_cast<size_t>(c->g.size);
@@ -303,10 +313,11 @@ int MPI_Ialltoallv(const void* sendbuf, const int sendcounts[], const int sdispl
                        std::vector<int>(rdispls, rdispls + n), recvtype, true, nullptr, request);
 }
 
-int MPI_Ialltoallw(const void* sendbuf, const int sendcounts[], const int sdispls[],
-                   const MPI_Datatype sendtypes[], void* recvbuf, const int recvcounts[],
-                   const int rdispls[], const MPI_Datatype recvtypes[], MPI_Comm comm,
-                   MPI_Request* request) {
+GOS_MPI_WEAK_ALIAS(Ialltoallw);
+int PMPI_Ialltoallw(const void* sendbuf, const int sendcounts[], const int sdispls[],
+                    const MPI_Datatype sendtypes[], void* recvbuf, const int recvcounts[],
+                    const int rdispls[], const MPI_Datatype recvtypes[], MPI_Comm comm,
+                    MPI_Request* request) {
   static const char* const kFn = "MPI_Ialltoallw";
   GOS_MPI_COMM(c, comm, kFn);
   // An in-place exchange sends from a packed copy that lives until the request is done.
@@ -320,43 +331,49 @@ int MPI_Ialltoallw(const void* sendbuf, const int sendcounts[], const int sdispl
   return MPI_SUCCESS;
 }
 
-int MPI_Ireduce(const void* sendbuf, void* recvbuf, int count, MPI_Datatype datatype, MPI_Op op,
-                int root, MPI_Comm comm, MPI_Request* request) {
+GOS_MPI_WEAK_ALIAS(Ireduce);
+int PMPI_Ireduce(const void* sendbuf, void* recvbuf, int count, MPI_Datatype datatype, MPI_Op op,
+                 int root, MPI_Comm comm, MPI_Request* request) {
   if (root < 0) return Fail(comm, "MPI_Ireduce", MPI_ERR_ROOT);
   return StartGatheredReduce("MPI_Ireduce", sendbuf, recvbuf, count, datatype, op, root, comm,
                              request);
 }
 
-int MPI_Iallreduce(const void* sendbuf, void* recvbuf, int count, MPI_Datatype datatype, MPI_Op op,
-                   MPI_Comm comm, MPI_Request* request) {
+GOS_MPI_WEAK_ALIAS(Iallreduce);
+int PMPI_Iallreduce(const void* sendbuf, void* recvbuf, int count, MPI_Datatype datatype, MPI_Op op,
+                    MPI_Comm comm, MPI_Request* request) {
   return StartGatheredReduce("MPI_Iallreduce", sendbuf, recvbuf, count, datatype, op, -1, comm,
                              request);
 }
 
-int MPI_Ireduce_scatter_block(const void* sendbuf, void* recvbuf, int recvcount,
-                              MPI_Datatype datatype, MPI_Op op, MPI_Comm comm,
-                              MPI_Request* request) {
+GOS_MPI_WEAK_ALIAS(Ireduce_scatter_block);
+int PMPI_Ireduce_scatter_block(const void* sendbuf, void* recvbuf, int recvcount,
+                               MPI_Datatype datatype, MPI_Op op, MPI_Comm comm,
+                               MPI_Request* request) {
   int size = 0;
-  if (int e = MPI_Comm_size(comm, &size)) return e;
+  if (int e = PMPI_Comm_size(comm, &size)) return e;
   const std::vector<int> counts(static_cast<size_t>(size), recvcount);
   return StartReduceScatter("MPI_Ireduce_scatter_block", sendbuf, recvbuf, counts.data(), datatype,
                             op, comm, request);
 }
 
-int MPI_Ireduce_scatter(const void* sendbuf, void* recvbuf, const int recvcounts[],
-                        MPI_Datatype datatype, MPI_Op op, MPI_Comm comm, MPI_Request* request) {
+GOS_MPI_WEAK_ALIAS(Ireduce_scatter);
+int PMPI_Ireduce_scatter(const void* sendbuf, void* recvbuf, const int recvcounts[],
+                         MPI_Datatype datatype, MPI_Op op, MPI_Comm comm, MPI_Request* request) {
   return StartReduceScatter("MPI_Ireduce_scatter", sendbuf, recvbuf, recvcounts, datatype, op, comm,
                             request);
 }
 
-int MPI_Iscan(const void* sendbuf, void* recvbuf, int count, MPI_Datatype datatype, MPI_Op op,
-              MPI_Comm comm, MPI_Request* request) {
+GOS_MPI_WEAK_ALIAS(Iscan);
+int PMPI_Iscan(const void* sendbuf, void* recvbuf, int count, MPI_Datatype datatype, MPI_Op op,
+               MPI_Comm comm, MPI_Request* request) {
   return StartPrefixReduce("MPI_Iscan", false, sendbuf, recvbuf, count, datatype, op, comm,
                            request);
 }
 
-int MPI_Iexscan(const void* sendbuf, void* recvbuf, int count, MPI_Datatype datatype, MPI_Op op,
-                MPI_Comm comm, MPI_Request* request) {
+GOS_MPI_WEAK_ALIAS(Iexscan);
+int PMPI_Iexscan(const void* sendbuf, void* recvbuf, int count, MPI_Datatype datatype, MPI_Op op,
+                 MPI_Comm comm, MPI_Request* request) {
   return StartPrefixReduce("MPI_Iexscan", true, sendbuf, recvbuf, count, datatype, op, comm,
                            request);
 }

@@ -53,13 +53,15 @@ MPI_Info NewInfo(InfoPairs pairs) {
 
 extern "C" {
 
-int MPI_Info_create(MPI_Info* info) {
+GOS_MPI_WEAK_ALIAS(Info_create);
+int PMPI_Info_create(MPI_Info* info) {
   if (info == nullptr) return Fail(MPI_COMM_WORLD, "MPI_Info_create", MPI_ERR_ARG);
   *info = NewInfo({});
   return MPI_SUCCESS;
 }
 
-int MPI_Info_set(MPI_Info info, const char* key, const char* value) {
+GOS_MPI_WEAK_ALIAS(Info_set);
+int PMPI_Info_set(MPI_Info info, const char* key, const char* value) {
   int err = MPI_SUCCESS;
   InfoPairs* pairs =
       InfoArgs("MPI_Info_set", info,
@@ -75,7 +77,8 @@ int MPI_Info_set(MPI_Info info, const char* key, const char* value) {
   return MPI_SUCCESS;
 }
 
-int MPI_Info_delete(MPI_Info info, const char* key) {
+GOS_MPI_WEAK_ALIAS(Info_delete);
+int PMPI_Info_delete(MPI_Info info, const char* key) {
   int err = MPI_SUCCESS;
   InfoPairs* pairs = InfoArgs("MPI_Info_delete", info, key != nullptr, &err);
   if (pairs == nullptr) return err;
@@ -85,7 +88,8 @@ int MPI_Info_delete(MPI_Info info, const char* key) {
   return MPI_SUCCESS;
 }
 
-int MPI_Info_get(MPI_Info info, const char* key, int valuelen, char* value, int* flag) {
+GOS_MPI_WEAK_ALIAS(Info_get);
+int PMPI_Info_get(MPI_Info info, const char* key, int valuelen, char* value, int* flag) {
   int err = MPI_SUCCESS;
   InfoPairs* pairs =
       InfoArgs("MPI_Info_get", info,
@@ -98,7 +102,8 @@ int MPI_Info_get(MPI_Info info, const char* key, int valuelen, char* value, int*
   return MPI_SUCCESS;
 }
 
-int MPI_Info_get_valuelen(MPI_Info info, const char* key, int* valuelen, int* flag) {
+GOS_MPI_WEAK_ALIAS(Info_get_valuelen);
+int PMPI_Info_get_valuelen(MPI_Info info, const char* key, int* valuelen, int* flag) {
   int err = MPI_SUCCESS;
   InfoPairs* pairs = InfoArgs("MPI_Info_get_valuelen", info,
                               key != nullptr && valuelen != nullptr && flag != nullptr, &err);
@@ -109,7 +114,8 @@ int MPI_Info_get_valuelen(MPI_Info info, const char* key, int* valuelen, int* fl
   return MPI_SUCCESS;
 }
 
-int MPI_Info_get_string(MPI_Info info, const char* key, int* buflen, char* value, int* flag) {
+GOS_MPI_WEAK_ALIAS(Info_get_string);
+int PMPI_Info_get_string(MPI_Info info, const char* key, int* buflen, char* value, int* flag) {
   int err = MPI_SUCCESS;
   InfoPairs* pairs = InfoArgs("MPI_Info_get_string", info,
                               key != nullptr && buflen != nullptr && *buflen >= 0 &&
@@ -125,7 +131,8 @@ int MPI_Info_get_string(MPI_Info info, const char* key, int* buflen, char* value
   return MPI_SUCCESS;
 }
 
-int MPI_Info_get_nkeys(MPI_Info info, int* nkeys) {
+GOS_MPI_WEAK_ALIAS(Info_get_nkeys);
+int PMPI_Info_get_nkeys(MPI_Info info, int* nkeys) {
   int err = MPI_SUCCESS;
   InfoPairs* pairs = InfoArgs("MPI_Info_get_nkeys", info, nkeys != nullptr, &err);
   if (pairs == nullptr) return err;
@@ -133,7 +140,8 @@ int MPI_Info_get_nkeys(MPI_Info info, int* nkeys) {
   return MPI_SUCCESS;
 }
 
-int MPI_Info_get_nthkey(MPI_Info info, int n, char* key) {
+GOS_MPI_WEAK_ALIAS(Info_get_nthkey);
+int PMPI_Info_get_nthkey(MPI_Info info, int n, char* key) {
   int err = MPI_SUCCESS;
   InfoPairs* pairs = InfoArgs("MPI_Info_get_nthkey", info, key != nullptr && n >= 0, &err);
   if (pairs == nullptr) return err;
@@ -144,7 +152,8 @@ int MPI_Info_get_nthkey(MPI_Info info, int n, char* key) {
   return MPI_SUCCESS;
 }
 
-int MPI_Info_dup(MPI_Info info, MPI_Info* newinfo) {
+GOS_MPI_WEAK_ALIAS(Info_dup);
+int PMPI_Info_dup(MPI_Info info, MPI_Info* newinfo) {
   int err = MPI_SUCCESS;
   InfoPairs* pairs = InfoArgs("MPI_Info_dup", info, newinfo != nullptr, &err);
   if (pairs == nullptr) return err;
@@ -152,7 +161,8 @@ int MPI_Info_dup(MPI_Info info, MPI_Info* newinfo) {
   return MPI_SUCCESS;
 }
 
-int MPI_Info_free(MPI_Info* info) {
+GOS_MPI_WEAK_ALIAS(Info_free);
+int PMPI_Info_free(MPI_Info* info) {
   if (info == nullptr || FindInfo(*info) == nullptr) {
     return Fail(MPI_COMM_WORLD, "MPI_Info_free", MPI_ERR_ARG);
   }

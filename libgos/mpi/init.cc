@@ -60,7 +60,8 @@ State& S() {
 
 extern "C" {
 
-int MPI_Init(int* /*argc*/, char*** /*argv*/) {
+GOS_MPI_WEAK_ALIAS(Init);
+int PMPI_Init(int* /*argc*/, char*** /*argv*/) {
   int err = gos_init();
   if (err != GOS_OK) {
     // No communicator exists yet, so the only handler is the fatal default.
@@ -73,25 +74,29 @@ int MPI_Init(int* /*argc*/, char*** /*argv*/) {
   return MPI_SUCCESS;
 }
 
-int MPI_Init_thread(int* argc, char*** argv, int required, int* provided) {
-  int err = MPI_Init(argc, argv);
+GOS_MPI_WEAK_ALIAS(Init_thread);
+int PMPI_Init_thread(int* argc, char*** argv, int required, int* provided) {
+  int err = PMPI_Init(argc, argv);
   g_thread_level = std::clamp(required, MPI_THREAD_SINGLE, MPI_THREAD_FUNNELED);
   if (provided != nullptr) *provided = g_thread_level;
   return err;
 }
 
-int MPI_Query_thread(int* provided) {
+GOS_MPI_WEAK_ALIAS(Query_thread);
+int PMPI_Query_thread(int* provided) {
   *provided = g_thread_level;
   return MPI_SUCCESS;
 }
 
-int MPI_Is_thread_main(int* flag) {
+GOS_MPI_WEAK_ALIAS(Is_thread_main);
+int PMPI_Is_thread_main(int* flag) {
   if (flag == nullptr) return Fail(MPI_COMM_WORLD, "MPI_Is_thread_main", MPI_ERR_ARG);
   *flag = std::this_thread::get_id() == S().main_thread;
   return MPI_SUCCESS;
 }
 
-int MPI_Finalize(void) {
+GOS_MPI_WEAK_ALIAS(Finalize);
+int PMPI_Finalize(void) {
   // As if MPI_COMM_SELF were freed first (MPI-3.1 8.7.1): programs hook cleanup there.
   if (Comm* self = FindComm(MPI_COMM_SELF)) {
     GOS_MPI_CHECK(MPI_COMM_SELF, "MPI_Finalize", DeleteAllAttrs(MPI_COMM_SELF, self));
@@ -101,28 +106,33 @@ int MPI_Finalize(void) {
   return MPI_SUCCESS;
 }
 
-int MPI_Initialized(int* flag) {
+GOS_MPI_WEAK_ALIAS(Initialized);
+int PMPI_Initialized(int* flag) {
   *flag = gos_initialized();
   return MPI_SUCCESS;
 }
 
-int MPI_Finalized(int* flag) {
+GOS_MPI_WEAK_ALIAS(Finalized);
+int PMPI_Finalized(int* flag) {
   *flag = gos_finalized();
   return MPI_SUCCESS;
 }
 
-int MPI_Abort(MPI_Comm /*comm*/, int errorcode) {
+GOS_MPI_WEAK_ALIAS(Abort);
+int PMPI_Abort(MPI_Comm /*comm*/, int errorcode) {
   // gos ends the whole job, whatever the communicator (as most MPIs do).
   gos_abort(errorcode);
 }
 
-int MPI_Get_version(int* version, int* subversion) {
+GOS_MPI_WEAK_ALIAS(Get_version);
+int PMPI_Get_version(int* version, int* subversion) {
   *version = MPI_VERSION;
   *subversion = MPI_SUBVERSION;
   return MPI_SUCCESS;
 }
 
-int MPI_Get_library_version(char* version, int* resultlen) {
+GOS_MPI_WEAK_ALIAS(Get_library_version);
+int PMPI_Get_library_version(char* version, int* resultlen) {
   std::snprintf(version, MPI_MAX_LIBRARY_VERSION_STRING,
                 "gos MPI (MPI %d.%d subset over buffered coscheduling; docs/mpi.md)", MPI_VERSION,
                 MPI_SUBVERSION);
@@ -130,7 +140,8 @@ int MPI_Get_library_version(char* version, int* resultlen) {
   return MPI_SUCCESS;
 }
 
-int MPI_Get_processor_name(char* name, int* resultlen) {
+GOS_MPI_WEAK_ALIAS(Get_processor_name);
+int PMPI_Get_processor_name(char* name, int* resultlen) {
   if (gethostname(name, MPI_MAX_PROCESSOR_NAME) != 0) {
     std::snprintf(name, MPI_MAX_PROCESSOR_NAME, "unknown");
   }
@@ -139,7 +150,8 @@ int MPI_Get_processor_name(char* name, int* resultlen) {
   return MPI_SUCCESS;
 }
 
-int MPI_Alloc_mem(MPI_Aint size, MPI_Info info, void* baseptr) {
+GOS_MPI_WEAK_ALIAS(Alloc_mem);
+int PMPI_Alloc_mem(MPI_Aint size, MPI_Info info, void* baseptr) {
   static const char* const kFn = "MPI_Alloc_mem";
   if (size < 0 || baseptr == nullptr || (info != MPI_INFO_NULL && FindInfo(info) == nullptr)) {
     return Fail(MPI_COMM_WORLD, kFn, MPI_ERR_ARG);
@@ -151,31 +163,49 @@ int MPI_Alloc_mem(MPI_Aint size, MPI_Info info, void* baseptr) {
   return MPI_SUCCESS;
 }
 
-int MPI_Free_mem(void* base) {
+GOS_MPI_WEAK_ALIAS(Free_mem);
+int PMPI_Free_mem(void* base) {
   std::free(base);
   return MPI_SUCCESS;
 }
 
-double MPI_Wtime(void) { return gos_wtime(); }
+GOS_MPI_WEAK_ALIAS(Wtime);
+double PMPI_Wtime(void) { return gos_wtime(); }
 
-double MPI_Wtick(void) { return gos_wtick(); }
+GOS_MPI_WEAK_ALIAS(Wtick);
+double PMPI_Wtick(void) { return gos_wtick(); }
 
-int MPI_Pcontrol(const int /*level*/, ...) { return MPI_SUCCESS; }
+GOS_MPI_WEAK_ALIAS(Pcontrol);
+int PMPI_Pcontrol(const int /*level*/, ...) { return MPI_SUCCESS; }
 
 // Fortran and C handles are the same ints.
-MPI_Fint MPI_Comm_c2f(MPI_Comm comm) { return comm; }
-MPI_Comm MPI_Comm_f2c(MPI_Fint comm) { return comm; }
-MPI_Fint MPI_Type_c2f(MPI_Datatype datatype) { return datatype; }
-MPI_Datatype MPI_Type_f2c(MPI_Fint datatype) { return datatype; }
-MPI_Fint MPI_Group_c2f(MPI_Group group) { return group; }
-MPI_Group MPI_Group_f2c(MPI_Fint group) { return group; }
-MPI_Fint MPI_Request_c2f(MPI_Request request) { return request; }
-MPI_Request MPI_Request_f2c(MPI_Fint request) { return request; }
-MPI_Fint MPI_Op_c2f(MPI_Op op) { return op; }
-MPI_Op MPI_Op_f2c(MPI_Fint op) { return op; }
-MPI_Fint MPI_Info_c2f(MPI_Info info) { return info; }
-MPI_Info MPI_Info_f2c(MPI_Fint info) { return info; }
-MPI_Fint MPI_Errhandler_c2f(MPI_Errhandler errhandler) { return errhandler; }
-MPI_Errhandler MPI_Errhandler_f2c(MPI_Fint errhandler) { return errhandler; }
+GOS_MPI_WEAK_ALIAS(Comm_c2f);
+MPI_Fint PMPI_Comm_c2f(MPI_Comm comm) { return comm; }
+GOS_MPI_WEAK_ALIAS(Comm_f2c);
+MPI_Comm PMPI_Comm_f2c(MPI_Fint comm) { return comm; }
+GOS_MPI_WEAK_ALIAS(Type_c2f);
+MPI_Fint PMPI_Type_c2f(MPI_Datatype datatype) { return datatype; }
+GOS_MPI_WEAK_ALIAS(Type_f2c);
+MPI_Datatype PMPI_Type_f2c(MPI_Fint datatype) { return datatype; }
+GOS_MPI_WEAK_ALIAS(Group_c2f);
+MPI_Fint PMPI_Group_c2f(MPI_Group group) { return group; }
+GOS_MPI_WEAK_ALIAS(Group_f2c);
+MPI_Group PMPI_Group_f2c(MPI_Fint group) { return group; }
+GOS_MPI_WEAK_ALIAS(Request_c2f);
+MPI_Fint PMPI_Request_c2f(MPI_Request request) { return request; }
+GOS_MPI_WEAK_ALIAS(Request_f2c);
+MPI_Request PMPI_Request_f2c(MPI_Fint request) { return request; }
+GOS_MPI_WEAK_ALIAS(Op_c2f);
+MPI_Fint PMPI_Op_c2f(MPI_Op op) { return op; }
+GOS_MPI_WEAK_ALIAS(Op_f2c);
+MPI_Op PMPI_Op_f2c(MPI_Fint op) { return op; }
+GOS_MPI_WEAK_ALIAS(Info_c2f);
+MPI_Fint PMPI_Info_c2f(MPI_Info info) { return info; }
+GOS_MPI_WEAK_ALIAS(Info_f2c);
+MPI_Info PMPI_Info_f2c(MPI_Fint info) { return info; }
+GOS_MPI_WEAK_ALIAS(Errhandler_c2f);
+MPI_Fint PMPI_Errhandler_c2f(MPI_Errhandler errhandler) { return errhandler; }
+GOS_MPI_WEAK_ALIAS(Errhandler_f2c);
+MPI_Errhandler PMPI_Errhandler_f2c(MPI_Fint errhandler) { return errhandler; }
 
 }  // extern "C"

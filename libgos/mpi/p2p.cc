@@ -152,12 +152,14 @@ int StartBsend(const char* fn, const void* buf, int count, const TypePtr& t, int
 
 extern "C" {
 
-int MPI_Send(const void* buf, int count, MPI_Datatype datatype, int dest, int tag, MPI_Comm comm) {
+GOS_MPI_WEAK_ALIAS(Send);
+int PMPI_Send(const void* buf, int count, MPI_Datatype datatype, int dest, int tag, MPI_Comm comm) {
   return BlockingSend("MPI_Send", buf, count, datatype, dest, tag, comm, 0);
 }
 
-int MPI_Recv(void* buf, int count, MPI_Datatype datatype, int source, int tag, MPI_Comm comm,
-             MPI_Status* status) {
+GOS_MPI_WEAK_ALIAS(Recv);
+int PMPI_Recv(void* buf, int count, MPI_Datatype datatype, int source, int tag, MPI_Comm comm,
+              MPI_Status* status) {
   GOS_MPI_COMM(c, comm, "MPI_Recv");
   MPI_Request r;
   GOS_MPI_CHECK(comm, "MPI_Recv", StartRecv(buf, count, datatype, source, tag, comm, c->g, &r));
@@ -165,22 +167,29 @@ int MPI_Recv(void* buf, int count, MPI_Datatype datatype, int source, int tag, M
   return MPI_SUCCESS;
 }
 
-int MPI_Ssend(const void* buf, int count, MPI_Datatype datatype, int dest, int tag, MPI_Comm comm) {
+GOS_MPI_WEAK_ALIAS(Ssend);
+int PMPI_Ssend(const void* buf, int count, MPI_Datatype datatype, int dest, int tag,
+               MPI_Comm comm) {
   return BlockingSend("MPI_Ssend", buf, count, datatype, dest, tag, comm, GOS_SEND_SYNC);
 }
 
 // MPI_Rsend's precondition (the receive is posted) only allows an implementation to be
 // faster; a plain send is correct. MPI_Bsend: the message is copied at once and the call
 // returns; the buffer MPI_Buffer_attach gave is not needed for that.
-int MPI_Rsend(const void* buf, int count, MPI_Datatype datatype, int dest, int tag, MPI_Comm comm) {
-  return MPI_Send(buf, count, datatype, dest, tag, comm);
+GOS_MPI_WEAK_ALIAS(Rsend);
+int PMPI_Rsend(const void* buf, int count, MPI_Datatype datatype, int dest, int tag,
+               MPI_Comm comm) {
+  return PMPI_Send(buf, count, datatype, dest, tag, comm);
 }
 
-int MPI_Bsend(const void* buf, int count, MPI_Datatype datatype, int dest, int tag, MPI_Comm comm) {
+GOS_MPI_WEAK_ALIAS(Bsend);
+int PMPI_Bsend(const void* buf, int count, MPI_Datatype datatype, int dest, int tag,
+               MPI_Comm comm) {
   return StartBsend("MPI_Bsend", buf, count, FindType(datatype), dest, tag, comm, nullptr);
 }
 
-int MPI_Buffer_attach(void* buffer, int size) {
+GOS_MPI_WEAK_ALIAS(Buffer_attach);
+int PMPI_Buffer_attach(void* buffer, int size) {
   if (size < 0 || (buffer == nullptr && size > 0)) {
     return Fail(MPI_COMM_WORLD, "MPI_Buffer_attach", MPI_ERR_BUFFER);
   }
@@ -189,7 +198,8 @@ int MPI_Buffer_attach(void* buffer, int size) {
   return MPI_SUCCESS;
 }
 
-int MPI_Buffer_detach(void* buffer_addr, int* size) {
+GOS_MPI_WEAK_ALIAS(Buffer_detach);
+int PMPI_Buffer_detach(void* buffer_addr, int* size) {
   // Every buffered send's data is in its own copy, so nothing needs to drain here.
   *static_cast<void**>(buffer_addr) = S().bsend_buffer;
   *size = S().bsend_size;
@@ -198,42 +208,48 @@ int MPI_Buffer_detach(void* buffer_addr, int* size) {
   return MPI_SUCCESS;
 }
 
-int MPI_Isend(const void* buf, int count, MPI_Datatype datatype, int dest, int tag, MPI_Comm comm,
-              MPI_Request* request) {
+GOS_MPI_WEAK_ALIAS(Isend);
+int PMPI_Isend(const void* buf, int count, MPI_Datatype datatype, int dest, int tag, MPI_Comm comm,
+               MPI_Request* request) {
   GOS_MPI_COMM(c, comm, "MPI_Isend");
   GOS_MPI_CHECK(comm, "MPI_Isend",
                 StartSend(buf, count, datatype, dest, tag, comm, c->g, 0, request));
   return MPI_SUCCESS;
 }
 
-int MPI_Issend(const void* buf, int count, MPI_Datatype datatype, int dest, int tag, MPI_Comm comm,
-               MPI_Request* request) {
+GOS_MPI_WEAK_ALIAS(Issend);
+int PMPI_Issend(const void* buf, int count, MPI_Datatype datatype, int dest, int tag, MPI_Comm comm,
+                MPI_Request* request) {
   GOS_MPI_COMM(c, comm, "MPI_Issend");
   GOS_MPI_CHECK(comm, "MPI_Issend",
                 StartSend(buf, count, datatype, dest, tag, comm, c->g, GOS_SEND_SYNC, request));
   return MPI_SUCCESS;
 }
 
-int MPI_Irsend(const void* buf, int count, MPI_Datatype datatype, int dest, int tag, MPI_Comm comm,
-               MPI_Request* request) {
-  return MPI_Isend(buf, count, datatype, dest, tag, comm, request);
+GOS_MPI_WEAK_ALIAS(Irsend);
+int PMPI_Irsend(const void* buf, int count, MPI_Datatype datatype, int dest, int tag, MPI_Comm comm,
+                MPI_Request* request) {
+  return PMPI_Isend(buf, count, datatype, dest, tag, comm, request);
 }
 
-int MPI_Ibsend(const void* buf, int count, MPI_Datatype datatype, int dest, int tag, MPI_Comm comm,
-               MPI_Request* request) {
+GOS_MPI_WEAK_ALIAS(Ibsend);
+int PMPI_Ibsend(const void* buf, int count, MPI_Datatype datatype, int dest, int tag, MPI_Comm comm,
+                MPI_Request* request) {
   if (request == nullptr) return Fail(comm, "MPI_Ibsend", MPI_ERR_ARG);
   return StartBsend("MPI_Ibsend", buf, count, FindType(datatype), dest, tag, comm, request);
 }
 
-int MPI_Irecv(void* buf, int count, MPI_Datatype datatype, int source, int tag, MPI_Comm comm,
-              MPI_Request* request) {
+GOS_MPI_WEAK_ALIAS(Irecv);
+int PMPI_Irecv(void* buf, int count, MPI_Datatype datatype, int source, int tag, MPI_Comm comm,
+               MPI_Request* request) {
   GOS_MPI_COMM(c, comm, "MPI_Irecv");
   GOS_MPI_CHECK(comm, "MPI_Irecv",
                 StartRecv(buf, count, datatype, source, tag, comm, c->g, request));
   return MPI_SUCCESS;
 }
 
-int MPI_Iprobe(int source, int tag, MPI_Comm comm, int* flag, MPI_Status* status) {
+GOS_MPI_WEAK_ALIAS(Iprobe);
+int PMPI_Iprobe(int source, int tag, MPI_Comm comm, int* flag, MPI_Status* status) {
   static const char* const kFn = "MPI_Iprobe";
   GOS_MPI_COMM(c, comm, kFn);
   if (source == MPI_PROC_NULL) {
@@ -253,7 +269,8 @@ int MPI_Iprobe(int source, int tag, MPI_Comm comm, int* flag, MPI_Status* status
   return MPI_SUCCESS;
 }
 
-int MPI_Probe(int source, int tag, MPI_Comm comm, MPI_Status* status) {
+GOS_MPI_WEAK_ALIAS(Probe);
+int PMPI_Probe(int source, int tag, MPI_Comm comm, MPI_Status* status) {
   static const char* const kFn = "MPI_Probe";
   GOS_MPI_COMM(c, comm, kFn);
   if (source == MPI_PROC_NULL) {
@@ -272,9 +289,10 @@ int MPI_Probe(int source, int tag, MPI_Comm comm, MPI_Status* status) {
   return MPI_SUCCESS;
 }
 
-int MPI_Sendrecv(const void* sendbuf, int sendcount, MPI_Datatype sendtype, int dest, int sendtag,
-                 void* recvbuf, int recvcount, MPI_Datatype recvtype, int source, int recvtag,
-                 MPI_Comm comm, MPI_Status* status) {
+GOS_MPI_WEAK_ALIAS(Sendrecv);
+int PMPI_Sendrecv(const void* sendbuf, int sendcount, MPI_Datatype sendtype, int dest, int sendtag,
+                  void* recvbuf, int recvcount, MPI_Datatype recvtype, int source, int recvtag,
+                  MPI_Comm comm, MPI_Status* status) {
   static const char* const kFn = "MPI_Sendrecv";
   GOS_MPI_COMM(c, comm, kFn);
   MPI_Request rr;
@@ -288,8 +306,9 @@ int MPI_Sendrecv(const void* sendbuf, int sendcount, MPI_Datatype sendtype, int 
   return MPI_SUCCESS;
 }
 
-int MPI_Sendrecv_replace(void* buf, int count, MPI_Datatype datatype, int dest, int sendtag,
-                         int source, int recvtag, MPI_Comm comm, MPI_Status* status) {
+GOS_MPI_WEAK_ALIAS(Sendrecv_replace);
+int PMPI_Sendrecv_replace(void* buf, int count, MPI_Datatype datatype, int dest, int sendtag,
+                          int source, int recvtag, MPI_Comm comm, MPI_Status* status) {
   static const char* const kFn = "MPI_Sendrecv_replace";
   GOS_MPI_CHECK(comm, kFn, CheckCount(count));
   TypePtr t = FindType(datatype);
@@ -297,13 +316,14 @@ int MPI_Sendrecv_replace(void* buf, int count, MPI_Datatype datatype, int dest, 
   // The outgoing data is packed aside first, so the receive may overwrite buf.
   std::vector<char> out(gos::mpi::PackedSize(static_cast<size_t>(count), *t));
   gos::mpi::Pack(buf, static_cast<size_t>(count), *t, out.data());
-  return MPI_Sendrecv(out.data(), static_cast<int>(out.size()), MPI_BYTE, dest, sendtag, buf, count,
-                      datatype, source, recvtag, comm, status);
+  return PMPI_Sendrecv(out.data(), static_cast<int>(out.size()), MPI_BYTE, dest, sendtag, buf,
+                       count, datatype, source, recvtag, comm, status);
 }
 
-int MPI_Isendrecv(const void* sendbuf, int sendcount, MPI_Datatype sendtype, int dest, int sendtag,
-                  void* recvbuf, int recvcount, MPI_Datatype recvtype, int source, int recvtag,
-                  MPI_Comm comm, MPI_Request* request) {
+GOS_MPI_WEAK_ALIAS(Isendrecv);
+int PMPI_Isendrecv(const void* sendbuf, int sendcount, MPI_Datatype sendtype, int dest, int sendtag,
+                   void* recvbuf, int recvcount, MPI_Datatype recvtype, int source, int recvtag,
+                   MPI_Comm comm, MPI_Request* request) {
   static const char* const kFn = "MPI_Isendrecv";
   GOS_MPI_COMM(c, comm, kFn);
   if (request == nullptr) return Fail(comm, kFn, MPI_ERR_ARG);
@@ -312,7 +332,7 @@ int MPI_Isendrecv(const void* sendbuf, int sendcount, MPI_Datatype sendtype, int
   GOS_MPI_CHECK(comm, kFn,
                 StartRecv(recvbuf, recvcount, recvtype, source, recvtag, comm, c->g, &rr));
   if (int e = StartSend(sendbuf, sendcount, sendtype, dest, sendtag, comm, c->g, 0, &sr)) {
-    MPI_Cancel(&rr);
+    PMPI_Cancel(&rr);
     (void)WaitOne(rr, MPI_STATUS_IGNORE);
     return Fail(comm, kFn, e);
   }
@@ -321,8 +341,9 @@ int MPI_Isendrecv(const void* sendbuf, int sendcount, MPI_Datatype sendtype, int
   return MPI_SUCCESS;
 }
 
-int MPI_Isendrecv_replace(void* buf, int count, MPI_Datatype datatype, int dest, int sendtag,
-                          int source, int recvtag, MPI_Comm comm, MPI_Request* request) {
+GOS_MPI_WEAK_ALIAS(Isendrecv_replace);
+int PMPI_Isendrecv_replace(void* buf, int count, MPI_Datatype datatype, int dest, int sendtag,
+                           int source, int recvtag, MPI_Comm comm, MPI_Request* request) {
   static const char* const kFn = "MPI_Isendrecv_replace";
   GOS_MPI_COMM(c, comm, kFn);
   if (request == nullptr) return Fail(comm, kFn, MPI_ERR_ARG);
@@ -339,7 +360,7 @@ int MPI_Isendrecv_replace(void* buf, int count, MPI_Datatype datatype, int dest,
   GOS_MPI_CHECK(comm, kFn, StartRecv(buf, count, t, source, recvtag, comm, c->g, &rr));
   if (int e = StartSend(copy->data(), static_cast<int>(copy->size()), MPI_BYTE, dest, sendtag, comm,
                         c->g, 0, &sr)) {
-    MPI_Cancel(&rr);
+    PMPI_Cancel(&rr);
     (void)WaitOne(rr, MPI_STATUS_IGNORE);
     return Fail(comm, kFn, e);
   }

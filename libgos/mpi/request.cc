@@ -287,7 +287,7 @@ int Active_Waitany(int count, MPI_Request requests[], int* index, MPI_Status* st
   GOS_MPI_CHECK(MPI_COMM_WORLD, kFn, CheckRequests(count, requests));
   for (;;) {
     int flag = 0;
-    int err = MPI_Testany(count, requests, index, &flag, status);
+    int err = PMPI_Testany(count, requests, index, &flag, status);
     if (err != MPI_SUCCESS || flag) return err;
     GOS_MPI_CHECK(MPI_COMM_WORLD, kFn, FromGos(gos_progress_wait()));
   }
@@ -521,15 +521,18 @@ int Active_Request_free(MPI_Request* request) {
 
 extern "C" {
 
-int MPI_Wait(MPI_Request* request, MPI_Status* status) {
+GOS_MPI_WEAK_ALIAS(Wait);
+int PMPI_Wait(MPI_Request* request, MPI_Status* status) {
   return WithActive(1, request, [&](MPI_Request* r) { return Active_Wait(r, status); });
 }
 
-int MPI_Test(MPI_Request* request, int* flag, MPI_Status* status) {
+GOS_MPI_WEAK_ALIAS(Test);
+int PMPI_Test(MPI_Request* request, int* flag, MPI_Status* status) {
   return WithActive(1, request, [&](MPI_Request* r) { return Active_Test(r, flag, status); });
 }
 
-int MPI_Request_free(MPI_Request* request) {
+GOS_MPI_WEAK_ALIAS(Request_free);
+int PMPI_Request_free(MPI_Request* request) {
   if (request != nullptr && *request >= kFirstPersistent) {
     Persistent* p = FindPersistent(*request);
     if (p == nullptr) return Fail(MPI_COMM_WORLD, "MPI_Request_free", MPI_ERR_REQUEST);
@@ -544,35 +547,41 @@ int MPI_Request_free(MPI_Request* request) {
   return Active_Request_free(request);
 }
 
-int MPI_Waitany(int count, MPI_Request requests[], int* index, MPI_Status* status) {
+GOS_MPI_WEAK_ALIAS(Waitany);
+int PMPI_Waitany(int count, MPI_Request requests[], int* index, MPI_Status* status) {
   return WithActive(count, requests,
                     [&](MPI_Request* r) { return Active_Waitany(count, r, index, status); });
 }
 
-int MPI_Testany(int count, MPI_Request requests[], int* index, int* flag, MPI_Status* status) {
+GOS_MPI_WEAK_ALIAS(Testany);
+int PMPI_Testany(int count, MPI_Request requests[], int* index, int* flag, MPI_Status* status) {
   return WithActive(count, requests,
                     [&](MPI_Request* r) { return Active_Testany(count, r, index, flag, status); });
 }
 
-int MPI_Waitall(int count, MPI_Request requests[], MPI_Status statuses[]) {
+GOS_MPI_WEAK_ALIAS(Waitall);
+int PMPI_Waitall(int count, MPI_Request requests[], MPI_Status statuses[]) {
   return WithActive(count, requests,
                     [&](MPI_Request* r) { return Active_Waitall(count, r, statuses); });
 }
 
-int MPI_Testall(int count, MPI_Request requests[], int* flag, MPI_Status statuses[]) {
+GOS_MPI_WEAK_ALIAS(Testall);
+int PMPI_Testall(int count, MPI_Request requests[], int* flag, MPI_Status statuses[]) {
   return WithActive(count, requests,
                     [&](MPI_Request* r) { return Active_Testall(count, r, flag, statuses); });
 }
 
-int MPI_Waitsome(int incount, MPI_Request requests[], int* outcount, int indices[],
-                 MPI_Status statuses[]) {
+GOS_MPI_WEAK_ALIAS(Waitsome);
+int PMPI_Waitsome(int incount, MPI_Request requests[], int* outcount, int indices[],
+                  MPI_Status statuses[]) {
   return WithActive(incount, requests, [&](MPI_Request* r) {
     return Active_Waitsome(incount, r, outcount, indices, statuses);
   });
 }
 
-int MPI_Testsome(int incount, MPI_Request requests[], int* outcount, int indices[],
-                 MPI_Status statuses[]) {
+GOS_MPI_WEAK_ALIAS(Testsome);
+int PMPI_Testsome(int incount, MPI_Request requests[], int* outcount, int indices[],
+                  MPI_Status statuses[]) {
   static const char* const kFn = "MPI_Testsome";
   if (outcount == nullptr || incount < 0 ||
       (incount > 0 && (requests == nullptr || indices == nullptr))) {
@@ -589,7 +598,7 @@ int MPI_Testsome(int incount, MPI_Request requests[], int* outcount, int indices
     ++active;
     int flag = 0;
     MPI_Status st;
-    if (int e = MPI_Test(&requests[i], &flag, &st)) return e;
+    if (int e = PMPI_Test(&requests[i], &flag, &st)) return e;
     if (!flag) continue;
     indices[done] = i;
     if (statuses != MPI_STATUSES_IGNORE) statuses[done] = st;
@@ -599,17 +608,20 @@ int MPI_Testsome(int incount, MPI_Request requests[], int* outcount, int indices
   return MPI_SUCCESS;
 }
 
-int MPI_Request_get_status(MPI_Request request, int* flag, MPI_Status* status) {
+GOS_MPI_WEAK_ALIAS(Request_get_status);
+int PMPI_Request_get_status(MPI_Request request, int* flag, MPI_Status* status) {
   // A persistent handle stands for its active request (an inactive one counts as null).
   return WithActive(1, &request,
                     [&](MPI_Request* r) { return Active_Request_get_status(*r, flag, status); });
 }
 
-int MPI_Cancel(MPI_Request* request) {
+GOS_MPI_WEAK_ALIAS(Cancel);
+int PMPI_Cancel(MPI_Request* request) {
   return WithActive(1, request, [&](MPI_Request* r) { return Active_Cancel(r); });
 }
 
-int MPI_Test_cancelled(const MPI_Status* status, int* flag) {
+GOS_MPI_WEAK_ALIAS(Test_cancelled);
+int PMPI_Test_cancelled(const MPI_Status* status, int* flag) {
   if (status == nullptr || flag == nullptr) {
     return Fail(MPI_COMM_WORLD, "MPI_Test_cancelled", MPI_ERR_ARG);
   }
@@ -617,14 +629,16 @@ int MPI_Test_cancelled(const MPI_Status* status, int* flag) {
   return MPI_SUCCESS;
 }
 
-int MPI_Status_set_cancelled(MPI_Status* status, int flag) {
+GOS_MPI_WEAK_ALIAS(Status_set_cancelled);
+int PMPI_Status_set_cancelled(MPI_Status* status, int flag) {
   if (status == nullptr) return Fail(MPI_COMM_WORLD, "MPI_Status_set_cancelled", MPI_ERR_ARG);
   status->gos_cancelled = flag != 0 ? 1 : 0;
   return MPI_SUCCESS;
 }
 
-int MPI_Send_init(const void* buf, int count, MPI_Datatype datatype, int dest, int tag,
-                  MPI_Comm comm, MPI_Request* request) {
+GOS_MPI_WEAK_ALIAS(Send_init);
+int PMPI_Send_init(const void* buf, int count, MPI_Datatype datatype, int dest, int tag,
+                   MPI_Comm comm, MPI_Request* request) {
   return NewPersistent({.send = true,
                         .sbuf = buf,
                         .count = count,
@@ -635,33 +649,38 @@ int MPI_Send_init(const void* buf, int count, MPI_Datatype datatype, int dest, i
                        request, "MPI_Send_init");
 }
 
-int MPI_Bsend_init(const void* buf, int count, MPI_Datatype datatype, int dest, int tag,
-                   MPI_Comm comm, MPI_Request* request) {
-  if (int e = MPI_Send_init(buf, count, datatype, dest, tag, comm, request)) return e;
+GOS_MPI_WEAK_ALIAS(Bsend_init);
+int PMPI_Bsend_init(const void* buf, int count, MPI_Datatype datatype, int dest, int tag,
+                    MPI_Comm comm, MPI_Request* request) {
+  if (int e = PMPI_Send_init(buf, count, datatype, dest, tag, comm, request)) return e;
   if (Persistent* p = FindPersistent(*request)) p->buffered = true;
   return MPI_SUCCESS;
 }
 
-int MPI_Ssend_init(const void* buf, int count, MPI_Datatype datatype, int dest, int tag,
-                   MPI_Comm comm, MPI_Request* request) {
-  if (int e = MPI_Send_init(buf, count, datatype, dest, tag, comm, request)) return e;
+GOS_MPI_WEAK_ALIAS(Ssend_init);
+int PMPI_Ssend_init(const void* buf, int count, MPI_Datatype datatype, int dest, int tag,
+                    MPI_Comm comm, MPI_Request* request) {
+  if (int e = PMPI_Send_init(buf, count, datatype, dest, tag, comm, request)) return e;
   if (Persistent* p = FindPersistent(*request)) p->flags = GOS_SEND_SYNC;
   return MPI_SUCCESS;
 }
 
-int MPI_Rsend_init(const void* buf, int count, MPI_Datatype datatype, int dest, int tag,
-                   MPI_Comm comm, MPI_Request* request) {
-  return MPI_Send_init(buf, count, datatype, dest, tag, comm, request);  // as MPI_Rsend
+GOS_MPI_WEAK_ALIAS(Rsend_init);
+int PMPI_Rsend_init(const void* buf, int count, MPI_Datatype datatype, int dest, int tag,
+                    MPI_Comm comm, MPI_Request* request) {
+  return PMPI_Send_init(buf, count, datatype, dest, tag, comm, request);  // as MPI_Rsend
 }
 
-int MPI_Recv_init(void* buf, int count, MPI_Datatype datatype, int source, int tag, MPI_Comm comm,
-                  MPI_Request* request) {
+GOS_MPI_WEAK_ALIAS(Recv_init);
+int PMPI_Recv_init(void* buf, int count, MPI_Datatype datatype, int source, int tag, MPI_Comm comm,
+                   MPI_Request* request) {
   return NewPersistent(
       {.rbuf = buf, .count = count, .type = datatype, .peer = source, .tag = tag, .comm = comm},
       request, "MPI_Recv_init");
 }
 
-int MPI_Start(MPI_Request* request) {
+GOS_MPI_WEAK_ALIAS(Start);
+int PMPI_Start(MPI_Request* request) {
   static const char* const kFn = "MPI_Start";
   Persistent* p = request != nullptr ? FindPersistent(*request) : nullptr;
   if (p == nullptr) return Fail(MPI_COMM_WORLD, kFn, MPI_ERR_REQUEST);
@@ -682,9 +701,10 @@ int MPI_Start(MPI_Request* request) {
   return MPI_SUCCESS;
 }
 
-int MPI_Startall(int count, MPI_Request requests[]) {
+GOS_MPI_WEAK_ALIAS(Startall);
+int PMPI_Startall(int count, MPI_Request requests[]) {
   for (int i = 0; i < count; ++i) {
-    if (int e = MPI_Start(&requests[i])) return e;
+    if (int e = PMPI_Start(&requests[i])) return e;
   }
   return MPI_SUCCESS;
 }

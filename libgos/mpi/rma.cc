@@ -120,24 +120,24 @@ int Apply(const Window& w, const std::vector<char>& msg, std::vector<char>* repl
 // Ends the epoch: every operation recorded on any rank is done when it returns (collective).
 int Complete(const char* fn, Window& w) {
   int size = 0;
-  MPI_Comm_size(w.comm, &size);
+  PMPI_Comm_size(w.comm, &size);
   std::vector<int> counts(static_cast<size_t>(size), 0);
   for (const Pending& p : w.pending) ++counts[static_cast<size_t>(p.target)];
   int incoming = 0;
-  if (int e = MPI_Reduce_scatter_block(counts.data(), &incoming, 1, MPI_INT, MPI_SUM, w.comm)) {
+  if (int e = PMPI_Reduce_scatter_block(counts.data(), &incoming, 1, MPI_INT, MPI_SUM, w.comm)) {
     return FailCall(w.comm, fn, e);
   }
   std::vector<MPI_Request> reqs;
   for (Pending& p : w.pending) {
     reqs.push_back(MPI_REQUEST_NULL);
-    if (int e = MPI_Isend(p.msg.data(), static_cast<int>(p.msg.size()), MPI_BYTE, p.target,
-                          kRequestTag, w.comm, &reqs.back())) {
+    if (int e = PMPI_Isend(p.msg.data(), static_cast<int>(p.msg.size()), MPI_BYTE, p.target,
+                           kRequestTag, w.comm, &reqs.back())) {
       return FailCall(w.comm, fn, e);
     }
     if (!p.get) continue;
     reqs.push_back(MPI_REQUEST_NULL);
-    if (int e = MPI_Irecv(p.reply.data(), static_cast<int>(p.reply.size()), MPI_BYTE, p.target,
-                          kReplyTag, w.comm, &reqs.back())) {
+    if (int e = PMPI_Irecv(p.reply.data(), static_cast<int>(p.reply.size()), MPI_BYTE, p.target,
+                           kReplyTag, w.comm, &reqs.back())) {
       return FailCall(w.comm, fn, e);
     }
   }
@@ -146,11 +146,12 @@ int Complete(const char* fn, Window& w) {
   for (int i = 0; i < incoming; ++i) {
     MPI_Status st;
     int len = 0;
-    if (int e = MPI_Probe(MPI_ANY_SOURCE, kRequestTag, w.comm, &st)) return FailCall(w.comm, fn, e);
-    MPI_Get_count(&st, MPI_BYTE, &len);
+    if (int e = PMPI_Probe(MPI_ANY_SOURCE, kRequestTag, w.comm, &st))
+      return FailCall(w.comm, fn, e);
+    PMPI_Get_count(&st, MPI_BYTE, &len);
     in.resize(static_cast<size_t>(len));
-    if (int e = MPI_Recv(in.data(), len, MPI_BYTE, st.MPI_SOURCE, kRequestTag, w.comm,
-                         MPI_STATUS_IGNORE)) {
+    if (int e = PMPI_Recv(in.data(), len, MPI_BYTE, st.MPI_SOURCE, kRequestTag, w.comm,
+                          MPI_STATUS_IGNORE)) {
       return FailCall(w.comm, fn, e);
     }
     std::vector<char> reply;
@@ -160,12 +161,12 @@ int Complete(const char* fn, Window& w) {
     if (h.kind != kGet) continue;
     replies.push_back(std::move(reply));
     reqs.push_back(MPI_REQUEST_NULL);
-    if (int e = MPI_Isend(replies.back().data(), static_cast<int>(replies.back().size()), MPI_BYTE,
-                          st.MPI_SOURCE, kReplyTag, w.comm, &reqs.back())) {
+    if (int e = PMPI_Isend(replies.back().data(), static_cast<int>(replies.back().size()), MPI_BYTE,
+                           st.MPI_SOURCE, kReplyTag, w.comm, &reqs.back())) {
       return FailCall(w.comm, fn, e);
     }
   }
-  if (int e = MPI_Waitall(static_cast<int>(reqs.size()), reqs.data(), MPI_STATUSES_IGNORE)) {
+  if (int e = PMPI_Waitall(static_cast<int>(reqs.size()), reqs.data(), MPI_STATUSES_IGNORE)) {
     return FailCall(w.comm, fn, e);
   }
   for (Pending& p : w.pending) {
@@ -244,8 +245,9 @@ int Record(const char* fn, Kind kind, const void* origin, int origin_count,
 
 extern "C" {
 
-int MPI_Win_create(void* base, MPI_Aint size, int disp_unit, MPI_Info /*info*/, MPI_Comm comm,
-                   MPI_Win* win) {
+GOS_MPI_WEAK_ALIAS(Win_create);
+int PMPI_Win_create(void* base, MPI_Aint size, int disp_unit, MPI_Info /*info*/, MPI_Comm comm,
+                    MPI_Win* win) {
   static const char* const kFn = "MPI_Win_create";
   if (win == nullptr) return FailCall(comm, kFn, MPI_ERR_ARG);
   if (size < 0) return FailCall(comm, kFn, MPI_ERR_SIZE);
@@ -253,17 +255,17 @@ int MPI_Win_create(void* base, MPI_Aint size, int disp_unit, MPI_Info /*info*/, 
   auto w = std::make_unique<Window>();
   // A split rather than a dup: a dup would run the copy callbacks of the program's attributes.
   int rank = 0;
-  if (int e = MPI_Comm_rank(comm, &rank)) return e;
-  if (int e = MPI_Comm_split(comm, 0, rank, &w->comm)) return e;
+  if (int e = PMPI_Comm_rank(comm, &rank)) return e;
+  if (int e = PMPI_Comm_split(comm, 0, rank, &w->comm)) return e;
   // A window's errors go to its own handler, MPI_ERRORS_ARE_FATAL until set (as MPI says),
   // whatever the communicator's.
-  MPI_Comm_set_errhandler(w->comm, MPI_ERRORS_ARE_FATAL);
+  PMPI_Comm_set_errhandler(w->comm, MPI_ERRORS_ARE_FATAL);
   int n = 0;
-  MPI_Comm_size(w->comm, &n);
+  PMPI_Comm_size(w->comm, &n);
   const MPI_Aint mine[2] = {size, disp_unit};
   std::vector<MPI_Aint> all(2 * static_cast<size_t>(n));
-  if (int e = MPI_Allgather(mine, 2, MPI_AINT, all.data(), 2, MPI_AINT, w->comm)) {
-    MPI_Comm_free(&w->comm);
+  if (int e = PMPI_Allgather(mine, 2, MPI_AINT, all.data(), 2, MPI_AINT, w->comm)) {
+    PMPI_Comm_free(&w->comm);
     return e;
   }
   for (int r = 0; r < n; ++r) {
@@ -277,7 +279,8 @@ int MPI_Win_create(void* base, MPI_Aint size, int disp_unit, MPI_Info /*info*/, 
   return MPI_SUCCESS;
 }
 
-int MPI_Win_fence(int /*assert*/, MPI_Win win) {
+GOS_MPI_WEAK_ALIAS(Win_fence);
+int PMPI_Win_fence(int /*assert*/, MPI_Win win) {
   Window* w = FindWindow(win);
   if (w == nullptr) return FailCall(MPI_COMM_WORLD, "MPI_Win_fence", MPI_ERR_WIN);
   return Complete("MPI_Win_fence", *w);
@@ -285,45 +288,51 @@ int MPI_Win_fence(int /*assert*/, MPI_Win win) {
 
 // Collective, like a fence: operations still pending (no closing fence, which MPI requires)
 // are carried out first, so no rank frees a window others still target.
-int MPI_Win_free(MPI_Win* win) {
+GOS_MPI_WEAK_ALIAS(Win_free);
+int PMPI_Win_free(MPI_Win* win) {
   static const char* const kFn = "MPI_Win_free";
   Window* w = win != nullptr ? FindWindow(*win) : nullptr;
   if (w == nullptr) return FailCall(MPI_COMM_WORLD, kFn, MPI_ERR_WIN);
   if (int e = Complete(kFn, *w)) return e;
-  MPI_Comm_free(&w->comm);
+  PMPI_Comm_free(&w->comm);
   Windows()[static_cast<size_t>(*win) - 1].reset();
   *win = MPI_WIN_NULL;
   return MPI_SUCCESS;
 }
 
-int MPI_Win_set_errhandler(MPI_Win win, MPI_Errhandler errhandler) {
+GOS_MPI_WEAK_ALIAS(Win_set_errhandler);
+int PMPI_Win_set_errhandler(MPI_Win win, MPI_Errhandler errhandler) {
   Window* w = FindWindow(win);
   if (w == nullptr) return FailCall(MPI_COMM_WORLD, "MPI_Win_set_errhandler", MPI_ERR_WIN);
-  return MPI_Comm_set_errhandler(w->comm, errhandler);
+  return PMPI_Comm_set_errhandler(w->comm, errhandler);
 }
 
-int MPI_Win_get_errhandler(MPI_Win win, MPI_Errhandler* errhandler) {
+GOS_MPI_WEAK_ALIAS(Win_get_errhandler);
+int PMPI_Win_get_errhandler(MPI_Win win, MPI_Errhandler* errhandler) {
   Window* w = FindWindow(win);
   if (w == nullptr) return FailCall(MPI_COMM_WORLD, "MPI_Win_get_errhandler", MPI_ERR_WIN);
-  return MPI_Comm_get_errhandler(w->comm, errhandler);
+  return PMPI_Comm_get_errhandler(w->comm, errhandler);
 }
 
-int MPI_Put(const void* origin_addr, int origin_count, MPI_Datatype origin_datatype,
-            int target_rank, MPI_Aint target_disp, int target_count, MPI_Datatype target_datatype,
-            MPI_Win win) {
+GOS_MPI_WEAK_ALIAS(Put);
+int PMPI_Put(const void* origin_addr, int origin_count, MPI_Datatype origin_datatype,
+             int target_rank, MPI_Aint target_disp, int target_count, MPI_Datatype target_datatype,
+             MPI_Win win) {
   return Record("MPI_Put", kPut, origin_addr, origin_count, origin_datatype, target_rank,
                 target_disp, target_count, target_datatype, MPI_OP_NULL, win);
 }
 
-int MPI_Get(void* origin_addr, int origin_count, MPI_Datatype origin_datatype, int target_rank,
-            MPI_Aint target_disp, int target_count, MPI_Datatype target_datatype, MPI_Win win) {
+GOS_MPI_WEAK_ALIAS(Get);
+int PMPI_Get(void* origin_addr, int origin_count, MPI_Datatype origin_datatype, int target_rank,
+             MPI_Aint target_disp, int target_count, MPI_Datatype target_datatype, MPI_Win win) {
   return Record("MPI_Get", kGet, origin_addr, origin_count, origin_datatype, target_rank,
                 target_disp, target_count, target_datatype, MPI_OP_NULL, win);
 }
 
-int MPI_Accumulate(const void* origin_addr, int origin_count, MPI_Datatype origin_datatype,
-                   int target_rank, MPI_Aint target_disp, int target_count,
-                   MPI_Datatype target_datatype, MPI_Op op, MPI_Win win) {
+GOS_MPI_WEAK_ALIAS(Accumulate);
+int PMPI_Accumulate(const void* origin_addr, int origin_count, MPI_Datatype origin_datatype,
+                    int target_rank, MPI_Aint target_disp, int target_count,
+                    MPI_Datatype target_datatype, MPI_Op op, MPI_Win win) {
   return Record("MPI_Accumulate", kAccumulate, origin_addr, origin_count, origin_datatype,
                 target_rank, target_disp, target_count, target_datatype, op, win);
 }

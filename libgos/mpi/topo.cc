@@ -134,8 +134,9 @@ int NeighborBlocks(const char* fn, const void* sendbuf, int sendcount, MPI_Datat
 
 extern "C" {
 
-int MPI_Cart_create(MPI_Comm comm_old, int ndims, const int dims[], const int periods[],
-                    int /*reorder*/, MPI_Comm* comm_cart) {
+GOS_MPI_WEAK_ALIAS(Cart_create);
+int PMPI_Cart_create(MPI_Comm comm_old, int ndims, const int dims[], const int periods[],
+                     int /*reorder*/, MPI_Comm* comm_cart) {
   static const char* const kFn = "MPI_Cart_create";
   GOS_MPI_COMM(c, comm_old, kFn);
   // ndims 0 is valid since MPI 2.1: a grid of one point (rank 0 alone).
@@ -153,14 +154,15 @@ int MPI_Cart_create(MPI_Comm comm_old, int ndims, const int dims[], const int pe
   }
   // Ranks beyond the grid get MPI_COMM_NULL; the others keep their order.
   const int rank = c->g.rank;
-  if (int e = MPI_Comm_split(comm_old, rank < product ? 0 : MPI_UNDEFINED, rank, comm_cart)) {
+  if (int e = PMPI_Comm_split(comm_old, rank < product ? 0 : MPI_UNDEFINED, rank, comm_cart)) {
     return e;
   }
   if (Comm* n = FindComm(*comm_cart)) n->cart = std::move(cart);
   return MPI_SUCCESS;
 }
 
-int MPI_Dims_create(int nnodes, int ndims, int dims[]) {
+GOS_MPI_WEAK_ALIAS(Dims_create);
+int PMPI_Dims_create(int nnodes, int ndims, int dims[]) {
   if (ndims < 0 || (ndims > 0 && dims == nullptr)) {
     return Fail(MPI_COMM_WORLD, "MPI_Dims_create", MPI_ERR_ARG);
   }
@@ -173,10 +175,11 @@ int MPI_Dims_create(int nnodes, int ndims, int dims[]) {
 int gos_mpi_unweighted[1];
 int gos_mpi_weights_empty[1];
 
-int MPI_Dist_graph_create_adjacent(MPI_Comm comm_old, int indegree, const int sources[],
-                                   const int sourceweights[], int outdegree,
-                                   const int destinations[], const int destweights[],
-                                   MPI_Info /*info*/, int /*reorder*/, MPI_Comm* comm_dist_graph) {
+GOS_MPI_WEAK_ALIAS(Dist_graph_create_adjacent);
+int PMPI_Dist_graph_create_adjacent(MPI_Comm comm_old, int indegree, const int sources[],
+                                    const int sourceweights[], int outdegree,
+                                    const int destinations[], const int destweights[],
+                                    MPI_Info /*info*/, int /*reorder*/, MPI_Comm* comm_dist_graph) {
   static const char* const kFn = "MPI_Dist_graph_create_adjacent";
   GOS_MPI_COMM(c, comm_old, kFn);
   if (indegree < 0 || outdegree < 0 || comm_dist_graph == nullptr ||
@@ -210,14 +213,16 @@ int MPI_Dist_graph_create_adjacent(MPI_Comm comm_old, int indegree, const int so
   return MPI_SUCCESS;
 }
 
-int MPI_Topo_test(MPI_Comm comm, int* status) {
+GOS_MPI_WEAK_ALIAS(Topo_test);
+int PMPI_Topo_test(MPI_Comm comm, int* status) {
   GOS_MPI_COMM(c, comm, "MPI_Topo_test");
   if (status == nullptr) return Fail(comm, "MPI_Topo_test", MPI_ERR_ARG);
   *status = c->cart ? MPI_CART : c->graph ? MPI_DIST_GRAPH : MPI_UNDEFINED;
   return MPI_SUCCESS;
 }
 
-int MPI_Cartdim_get(MPI_Comm comm, int* ndims) {
+GOS_MPI_WEAK_ALIAS(Cartdim_get);
+int PMPI_Cartdim_get(MPI_Comm comm, int* ndims) {
   int err = MPI_SUCCESS;
   Comm* cc = CartComm(comm, "MPI_Cartdim_get", &err);
   if (cc == nullptr) return err;
@@ -226,7 +231,8 @@ int MPI_Cartdim_get(MPI_Comm comm, int* ndims) {
   return MPI_SUCCESS;
 }
 
-int MPI_Cart_get(MPI_Comm comm, int maxdims, int dims[], int periods[], int coords[]) {
+GOS_MPI_WEAK_ALIAS(Cart_get);
+int PMPI_Cart_get(MPI_Comm comm, int maxdims, int dims[], int periods[], int coords[]) {
   int err = MPI_SUCCESS;
   Comm* cc = CartComm(comm, "MPI_Cart_get", &err);
   if (cc == nullptr) return err;
@@ -241,7 +247,8 @@ int MPI_Cart_get(MPI_Comm comm, int maxdims, int dims[], int periods[], int coor
   return MPI_SUCCESS;
 }
 
-int MPI_Cart_rank(MPI_Comm comm, const int coords[], int* rank) {
+GOS_MPI_WEAK_ALIAS(Cart_rank);
+int PMPI_Cart_rank(MPI_Comm comm, const int coords[], int* rank) {
   int err = MPI_SUCCESS;
   Comm* cc = CartComm(comm, "MPI_Cart_rank", &err);
   if (cc == nullptr) return err;
@@ -252,7 +259,8 @@ int MPI_Cart_rank(MPI_Comm comm, const int coords[], int* rank) {
   return MPI_SUCCESS;
 }
 
-int MPI_Cart_coords(MPI_Comm comm, int rank, int maxdims, int coords[]) {
+GOS_MPI_WEAK_ALIAS(Cart_coords);
+int PMPI_Cart_coords(MPI_Comm comm, int rank, int maxdims, int coords[]) {
   int err = MPI_SUCCESS;
   Comm* cc = CartComm(comm, "MPI_Cart_coords", &err);
   if (cc == nullptr) return err;
@@ -266,7 +274,8 @@ int MPI_Cart_coords(MPI_Comm comm, int rank, int maxdims, int coords[]) {
   return MPI_SUCCESS;
 }
 
-int MPI_Dist_graph_neighbors_count(MPI_Comm comm, int* indegree, int* outdegree, int* weighted) {
+GOS_MPI_WEAK_ALIAS(Dist_graph_neighbors_count);
+int PMPI_Dist_graph_neighbors_count(MPI_Comm comm, int* indegree, int* outdegree, int* weighted) {
   static const char* const kFn = "MPI_Dist_graph_neighbors_count";
   GOS_MPI_COMM(c, comm, kFn);
   if (!c->graph) return Fail(comm, kFn, MPI_ERR_TOPOLOGY);
@@ -279,8 +288,9 @@ int MPI_Dist_graph_neighbors_count(MPI_Comm comm, int* indegree, int* outdegree,
   return MPI_SUCCESS;
 }
 
-int MPI_Dist_graph_neighbors(MPI_Comm comm, int maxindegree, int sources[], int sourceweights[],
-                             int maxoutdegree, int destinations[], int destweights[]) {
+GOS_MPI_WEAK_ALIAS(Dist_graph_neighbors);
+int PMPI_Dist_graph_neighbors(MPI_Comm comm, int maxindegree, int sources[], int sourceweights[],
+                              int maxoutdegree, int destinations[], int destweights[]) {
   static const char* const kFn = "MPI_Dist_graph_neighbors";
   GOS_MPI_COMM(c, comm, kFn);
   if (!c->graph) return Fail(comm, kFn, MPI_ERR_TOPOLOGY);
@@ -304,7 +314,8 @@ int MPI_Dist_graph_neighbors(MPI_Comm comm, int maxindegree, int sources[], int 
   return MPI_SUCCESS;
 }
 
-int MPI_Cart_shift(MPI_Comm comm, int direction, int disp, int* rank_source, int* rank_dest) {
+GOS_MPI_WEAK_ALIAS(Cart_shift);
+int PMPI_Cart_shift(MPI_Comm comm, int direction, int disp, int* rank_source, int* rank_dest) {
   int err = MPI_SUCCESS;
   Comm* cc = CartComm(comm, "MPI_Cart_shift", &err);
   if (cc == nullptr) return err;
@@ -318,7 +329,8 @@ int MPI_Cart_shift(MPI_Comm comm, int direction, int disp, int* rank_source, int
   return MPI_SUCCESS;
 }
 
-int MPI_Cart_sub(MPI_Comm comm, const int remain_dims[], MPI_Comm* newcomm) {
+GOS_MPI_WEAK_ALIAS(Cart_sub);
+int PMPI_Cart_sub(MPI_Comm comm, const int remain_dims[], MPI_Comm* newcomm) {
   static const char* const kFn = "MPI_Cart_sub";
   int err = MPI_SUCCESS;
   Comm* cc = CartComm(comm, kFn, &err);
@@ -330,13 +342,14 @@ int MPI_Cart_sub(MPI_Comm comm, const int remain_dims[], MPI_Comm* newcomm) {
   gos::mpi::CartSubResult sub =
       gos::mpi::CartSub(*cc->cart, cc->g.rank, std::span<const int>(remain_dims, ndims));
   // One split on every member: the color names the sub-grid, the key orders it row-major.
-  if (int e = MPI_Comm_split(comm, sub.color, sub.key, newcomm)) return e;
+  if (int e = PMPI_Comm_split(comm, sub.color, sub.key, newcomm)) return e;
   if (Comm* n = FindComm(*newcomm)) n->cart = std::move(sub.sub);
   return MPI_SUCCESS;
 }
 
-int MPI_Cart_map(MPI_Comm comm, int ndims, const int dims[], const int /*periods*/[],
-                 int* newrank) {
+GOS_MPI_WEAK_ALIAS(Cart_map);
+int PMPI_Cart_map(MPI_Comm comm, int ndims, const int dims[], const int /*periods*/[],
+                  int* newrank) {
   static const char* const kFn = "MPI_Cart_map";
   GOS_MPI_COMM(c, comm, kFn);
   if (ndims < 0 || (ndims > 0 && dims == nullptr) || newrank == nullptr) {
@@ -352,30 +365,34 @@ int MPI_Cart_map(MPI_Comm comm, int ndims, const int dims[], const int /*periods
   return MPI_SUCCESS;
 }
 
-int MPI_Neighbor_allgather(const void* sendbuf, int sendcount, MPI_Datatype sendtype, void* recvbuf,
-                           int recvcount, MPI_Datatype recvtype, MPI_Comm comm) {
+GOS_MPI_WEAK_ALIAS(Neighbor_allgather);
+int PMPI_Neighbor_allgather(const void* sendbuf, int sendcount, MPI_Datatype sendtype,
+                            void* recvbuf, int recvcount, MPI_Datatype recvtype, MPI_Comm comm) {
   return NeighborBlocks("MPI_Neighbor_allgather", sendbuf, sendcount, sendtype, recvbuf, recvcount,
                         recvtype, comm, false);
 }
 
-int MPI_Neighbor_allgatherv(const void* sendbuf, int sendcount, MPI_Datatype sendtype,
-                            void* recvbuf, const int recvcounts[], const int displs[],
-                            MPI_Datatype recvtype, MPI_Comm comm) {
+GOS_MPI_WEAK_ALIAS(Neighbor_allgatherv);
+int PMPI_Neighbor_allgatherv(const void* sendbuf, int sendcount, MPI_Datatype sendtype,
+                             void* recvbuf, const int recvcounts[], const int displs[],
+                             MPI_Datatype recvtype, MPI_Comm comm) {
   const size_t nout = NeighborDegrees(comm).second;
   const std::vector<int> scounts(nout, sendcount), sdispls(nout, 0);
   return NeighborExchange("MPI_Neighbor_allgatherv", comm, sendbuf, scounts.data(), sdispls.data(),
                           sendtype, recvbuf, recvcounts, displs, recvtype);
 }
 
-int MPI_Neighbor_alltoall(const void* sendbuf, int sendcount, MPI_Datatype sendtype, void* recvbuf,
-                          int recvcount, MPI_Datatype recvtype, MPI_Comm comm) {
+GOS_MPI_WEAK_ALIAS(Neighbor_alltoall);
+int PMPI_Neighbor_alltoall(const void* sendbuf, int sendcount, MPI_Datatype sendtype, void* recvbuf,
+                           int recvcount, MPI_Datatype recvtype, MPI_Comm comm) {
   return NeighborBlocks("MPI_Neighbor_alltoall", sendbuf, sendcount, sendtype, recvbuf, recvcount,
                         recvtype, comm, true);
 }
 
-int MPI_Neighbor_alltoallv(const void* sendbuf, const int sendcounts[], const int sdispls[],
-                           MPI_Datatype sendtype, void* recvbuf, const int recvcounts[],
-                           const int rdispls[], MPI_Datatype recvtype, MPI_Comm comm) {
+GOS_MPI_WEAK_ALIAS(Neighbor_alltoallv);
+int PMPI_Neighbor_alltoallv(const void* sendbuf, const int sendcounts[], const int sdispls[],
+                            MPI_Datatype sendtype, void* recvbuf, const int recvcounts[],
+                            const int rdispls[], MPI_Datatype recvtype, MPI_Comm comm) {
   return NeighborExchange("MPI_Neighbor_alltoallv", comm, sendbuf, sendcounts, sdispls, sendtype,
                           recvbuf, recvcounts, rdispls, recvtype);
 }

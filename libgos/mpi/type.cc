@@ -206,12 +206,14 @@ std::shared_ptr<const TypeNode> TransferLayout(MPI_Datatype datatype) {
 
 extern "C" {
 
-int MPI_Type_contiguous(int count, MPI_Datatype oldtype, MPI_Datatype* newtype) {
-  return MPI_Type_vector(count, 1, 1, oldtype, newtype);
+GOS_MPI_WEAK_ALIAS(Type_contiguous);
+int PMPI_Type_contiguous(int count, MPI_Datatype oldtype, MPI_Datatype* newtype) {
+  return PMPI_Type_vector(count, 1, 1, oldtype, newtype);
 }
 
-int MPI_Type_vector(int count, int blocklength, int stride, MPI_Datatype oldtype,
-                    MPI_Datatype* newtype) {
+GOS_MPI_WEAK_ALIAS(Type_vector);
+int PMPI_Type_vector(int count, int blocklength, int stride, MPI_Datatype oldtype,
+                     MPI_Datatype* newtype) {
   static const char* const kFn = "MPI_Type_vector";
   TypePtr old = FindType(oldtype, /*for_transfer=*/false);
   if (old == nullptr) return Fail(MPI_COMM_WORLD, kFn, MPI_ERR_TYPE);
@@ -220,8 +222,9 @@ int MPI_Type_vector(int count, int blocklength, int stride, MPI_Datatype oldtype
   return AddType(gos::mpi::MakeVector(count, blocklength, stride, std::move(old)), newtype);
 }
 
-int MPI_Type_create_hvector(int count, int blocklength, MPI_Aint stride, MPI_Datatype oldtype,
-                            MPI_Datatype* newtype) {
+GOS_MPI_WEAK_ALIAS(Type_create_hvector);
+int PMPI_Type_create_hvector(int count, int blocklength, MPI_Aint stride, MPI_Datatype oldtype,
+                             MPI_Datatype* newtype) {
   if (count < 0 || blocklength < 0) {
     return Fail(MPI_COMM_WORLD, "MPI_Type_create_hvector", MPI_ERR_COUNT);
   }
@@ -231,8 +234,9 @@ int MPI_Type_create_hvector(int count, int blocklength, MPI_Aint stride, MPI_Dat
                        oldtype, newtype, blocklength);
 }
 
-int MPI_Type_indexed(int count, const int blocklengths[], const int displacements[],
-                     MPI_Datatype oldtype, MPI_Datatype* newtype) {
+GOS_MPI_WEAK_ALIAS(Type_indexed);
+int PMPI_Type_indexed(int count, const int blocklengths[], const int displacements[],
+                      MPI_Datatype oldtype, MPI_Datatype* newtype) {
   if (count > 0 && displacements == nullptr) {
     return Fail(MPI_COMM_WORLD, "MPI_Type_indexed", MPI_ERR_ARG);
   }
@@ -240,8 +244,9 @@ int MPI_Type_indexed(int count, const int blocklengths[], const int displacement
                        oldtype, newtype);
 }
 
-int MPI_Type_create_hindexed(int count, const int blocklengths[], const MPI_Aint displacements[],
-                             MPI_Datatype oldtype, MPI_Datatype* newtype) {
+GOS_MPI_WEAK_ALIAS(Type_create_hindexed);
+int PMPI_Type_create_hindexed(int count, const int blocklengths[], const MPI_Aint displacements[],
+                              MPI_Datatype oldtype, MPI_Datatype* newtype) {
   if (count > 0 && displacements == nullptr) {
     return Fail(MPI_COMM_WORLD, "MPI_Type_create_hindexed", MPI_ERR_ARG);
   }
@@ -249,8 +254,9 @@ int MPI_Type_create_hindexed(int count, const int blocklengths[], const MPI_Aint
                        nullptr, oldtype, newtype);
 }
 
-int MPI_Type_create_indexed_block(int count, int blocklength, const int displacements[],
-                                  MPI_Datatype oldtype, MPI_Datatype* newtype) {
+GOS_MPI_WEAK_ALIAS(Type_create_indexed_block);
+int PMPI_Type_create_indexed_block(int count, int blocklength, const int displacements[],
+                                   MPI_Datatype oldtype, MPI_Datatype* newtype) {
   if (blocklength < 0) return Fail(MPI_COMM_WORLD, "MPI_Type_create_indexed_block", MPI_ERR_COUNT);
   if (count > 0 && displacements == nullptr) {
     return Fail(MPI_COMM_WORLD, "MPI_Type_create_indexed_block", MPI_ERR_ARG);
@@ -259,8 +265,9 @@ int MPI_Type_create_indexed_block(int count, int blocklength, const int displace
                        nullptr, oldtype, newtype, blocklength);
 }
 
-int MPI_Type_create_hindexed_block(int count, int blocklength, const MPI_Aint displacements[],
-                                   MPI_Datatype oldtype, MPI_Datatype* newtype) {
+GOS_MPI_WEAK_ALIAS(Type_create_hindexed_block);
+int PMPI_Type_create_hindexed_block(int count, int blocklength, const MPI_Aint displacements[],
+                                    MPI_Datatype oldtype, MPI_Datatype* newtype) {
   static const char* const kFn = "MPI_Type_create_hindexed_block";
   if (blocklength < 0) return Fail(MPI_COMM_WORLD, kFn, MPI_ERR_COUNT);
   if (count > 0 && displacements == nullptr) return Fail(MPI_COMM_WORLD, kFn, MPI_ERR_ARG);
@@ -268,8 +275,9 @@ int MPI_Type_create_hindexed_block(int count, int blocklength, const MPI_Aint di
                        blocklength);
 }
 
-int MPI_Type_create_struct(int count, const int blocklengths[], const MPI_Aint displacements[],
-                           const MPI_Datatype types[], MPI_Datatype* newtype) {
+GOS_MPI_WEAK_ALIAS(Type_create_struct);
+int PMPI_Type_create_struct(int count, const int blocklengths[], const MPI_Aint displacements[],
+                            const MPI_Datatype types[], MPI_Datatype* newtype) {
   if (count > 0 && (displacements == nullptr || types == nullptr)) {
     return Fail(MPI_COMM_WORLD, "MPI_Type_create_struct", MPI_ERR_ARG);
   }
@@ -277,9 +285,10 @@ int MPI_Type_create_struct(int count, const int blocklengths[], const MPI_Aint d
                        MPI_DATATYPE_NULL, newtype);
 }
 
-int MPI_Type_create_subarray(int ndims, const int array_of_sizes[], const int array_of_subsizes[],
-                             const int array_of_starts[], int order, MPI_Datatype oldtype,
-                             MPI_Datatype* newtype) {
+GOS_MPI_WEAK_ALIAS(Type_create_subarray);
+int PMPI_Type_create_subarray(int ndims, const int array_of_sizes[], const int array_of_subsizes[],
+                              const int array_of_starts[], int order, MPI_Datatype oldtype,
+                              MPI_Datatype* newtype) {
   static const char* const kFn = "MPI_Type_create_subarray";
   if (ndims < 1 || array_of_sizes == nullptr || array_of_subsizes == nullptr ||
       array_of_starts == nullptr || newtype == nullptr ||
@@ -294,7 +303,7 @@ int MPI_Type_create_subarray(int ndims, const int array_of_sizes[], const int ar
     }
   }
   MPI_Aint lb = 0, extent = 0;
-  if (int e = MPI_Type_get_extent(oldtype, &lb, &extent)) return e;
+  if (int e = PMPI_Type_get_extent(oldtype, &lb, &extent)) return e;
   // From the fastest-varying dimension out: each level repeats the one inside it
   // subsizes[d] times, one row of the full array apart.
   MPI_Datatype t = oldtype;
@@ -302,8 +311,8 @@ int MPI_Type_create_subarray(int ndims, const int array_of_sizes[], const int ar
   for (int k = 0; k < ndims; ++k) {
     const int d = order == MPI_ORDER_C ? ndims - 1 - k : k;
     MPI_Datatype next;
-    if (int e = MPI_Type_create_hvector(array_of_subsizes[d], 1, stride, t, &next)) return e;
-    if (t != oldtype) MPI_Type_free(&t);
+    if (int e = PMPI_Type_create_hvector(array_of_subsizes[d], 1, stride, t, &next)) return e;
+    if (t != oldtype) PMPI_Type_free(&t);
     t = next;
     offset += array_of_starts[d] * stride;
     stride *= array_of_sizes[d];
@@ -311,40 +320,48 @@ int MPI_Type_create_subarray(int ndims, const int array_of_sizes[], const int ar
   // Placed at its start inside the array, and as wide as the whole array.
   const int one = 1;
   MPI_Datatype placed;
-  if (int e = MPI_Type_create_struct(1, &one, &offset, &t, &placed)) return e;
-  MPI_Type_free(&t);
-  const int e = MPI_Type_create_resized(placed, lb, stride, newtype);
-  MPI_Type_free(&placed);
+  if (int e = PMPI_Type_create_struct(1, &one, &offset, &t, &placed)) return e;
+  PMPI_Type_free(&t);
+  const int e = PMPI_Type_create_resized(placed, lb, stride, newtype);
+  PMPI_Type_free(&placed);
   return e;
 }
 
-int MPI_Get_address(const void* location, MPI_Aint* address) {
+GOS_MPI_WEAK_ALIAS(Get_address);
+int PMPI_Get_address(const void* location, MPI_Aint* address) {
   *address = reinterpret_cast<MPI_Aint>(location);
   return MPI_SUCCESS;
 }
 
-MPI_Aint MPI_Aint_add(MPI_Aint base, MPI_Aint disp) { return base + disp; }
+GOS_MPI_WEAK_ALIAS(Aint_add);
+MPI_Aint PMPI_Aint_add(MPI_Aint base, MPI_Aint disp) { return base + disp; }
 
-MPI_Aint MPI_Aint_diff(MPI_Aint addr1, MPI_Aint addr2) { return addr1 - addr2; }
+GOS_MPI_WEAK_ALIAS(Aint_diff);
+MPI_Aint PMPI_Aint_diff(MPI_Aint addr1, MPI_Aint addr2) { return addr1 - addr2; }
 
-int MPI_Type_size(MPI_Datatype datatype, int* size) {
+GOS_MPI_WEAK_ALIAS(Type_size);
+int PMPI_Type_size(MPI_Datatype datatype, int* size) {
   return TypeSize("MPI_Type_size", datatype, size);
 }
 
-int MPI_Type_size_x(MPI_Datatype datatype, MPI_Count* size) {
+GOS_MPI_WEAK_ALIAS(Type_size_x);
+int PMPI_Type_size_x(MPI_Datatype datatype, MPI_Count* size) {
   return TypeSize("MPI_Type_size_x", datatype, size);
 }
 
-int MPI_Type_get_extent(MPI_Datatype datatype, MPI_Aint* lb, MPI_Aint* extent) {
+GOS_MPI_WEAK_ALIAS(Type_get_extent);
+int PMPI_Type_get_extent(MPI_Datatype datatype, MPI_Aint* lb, MPI_Aint* extent) {
   return TypeBounds("MPI_Type_get_extent", datatype, false, lb, extent);
 }
 
-int MPI_Type_get_extent_x(MPI_Datatype datatype, MPI_Count* lb, MPI_Count* extent) {
+GOS_MPI_WEAK_ALIAS(Type_get_extent_x);
+int PMPI_Type_get_extent_x(MPI_Datatype datatype, MPI_Count* lb, MPI_Count* extent) {
   return TypeBounds("MPI_Type_get_extent_x", datatype, false, lb, extent);
 }
 
-int MPI_Type_create_resized(MPI_Datatype oldtype, MPI_Aint lb, MPI_Aint extent,
-                            MPI_Datatype* newtype) {
+GOS_MPI_WEAK_ALIAS(Type_create_resized);
+int PMPI_Type_create_resized(MPI_Datatype oldtype, MPI_Aint lb, MPI_Aint extent,
+                             MPI_Datatype* newtype) {
   TypePtr old = FindType(oldtype, /*for_transfer=*/false);
   if (old == nullptr) return Fail(MPI_COMM_WORLD, "MPI_Type_create_resized", MPI_ERR_TYPE);
   if (newtype == nullptr || extent < 0) {
@@ -353,15 +370,18 @@ int MPI_Type_create_resized(MPI_Datatype oldtype, MPI_Aint lb, MPI_Aint extent,
   return AddType(gos::mpi::MakeResized(std::move(old), lb, extent), newtype);
 }
 
-int MPI_Type_get_true_extent(MPI_Datatype datatype, MPI_Aint* true_lb, MPI_Aint* true_extent) {
+GOS_MPI_WEAK_ALIAS(Type_get_true_extent);
+int PMPI_Type_get_true_extent(MPI_Datatype datatype, MPI_Aint* true_lb, MPI_Aint* true_extent) {
   return TypeBounds("MPI_Type_get_true_extent", datatype, true, true_lb, true_extent);
 }
 
-int MPI_Type_get_true_extent_x(MPI_Datatype datatype, MPI_Count* true_lb, MPI_Count* true_extent) {
+GOS_MPI_WEAK_ALIAS(Type_get_true_extent_x);
+int PMPI_Type_get_true_extent_x(MPI_Datatype datatype, MPI_Count* true_lb, MPI_Count* true_extent) {
   return TypeBounds("MPI_Type_get_true_extent_x", datatype, true, true_lb, true_extent);
 }
 
-int MPI_Type_commit(MPI_Datatype* datatype) {
+GOS_MPI_WEAK_ALIAS(Type_commit);
+int PMPI_Type_commit(MPI_Datatype* datatype) {
   if (datatype == nullptr || FindType(*datatype, /*for_transfer=*/false) == nullptr) {
     return Fail(MPI_COMM_WORLD, "MPI_Type_commit", MPI_ERR_TYPE);
   }
@@ -372,7 +392,8 @@ int MPI_Type_commit(MPI_Datatype* datatype) {
   return MPI_SUCCESS;
 }
 
-int MPI_Type_free(MPI_Datatype* datatype) {
+GOS_MPI_WEAK_ALIAS(Type_free);
+int PMPI_Type_free(MPI_Datatype* datatype) {
   if (datatype == nullptr || *datatype < kFirstDerivedType ||
       FindType(*datatype, /*for_transfer=*/false) == nullptr ||
       S().freed[static_cast<size_t>(*datatype - kFirstDerivedType)]) {
@@ -393,7 +414,8 @@ int MPI_Type_free(MPI_Datatype* datatype) {
   return MPI_SUCCESS;
 }
 
-int MPI_Type_dup(MPI_Datatype oldtype, MPI_Datatype* newtype) {
+GOS_MPI_WEAK_ALIAS(Type_dup);
+int PMPI_Type_dup(MPI_Datatype oldtype, MPI_Datatype* newtype) {
   TypePtr old = FindType(oldtype, /*for_transfer=*/false);
   if (old == nullptr) return Fail(MPI_COMM_WORLD, "MPI_Type_dup", MPI_ERR_TYPE);
   if (newtype == nullptr) return Fail(MPI_COMM_WORLD, "MPI_Type_dup", MPI_ERR_ARG);
@@ -405,7 +427,8 @@ int MPI_Type_dup(MPI_Datatype oldtype, MPI_Datatype* newtype) {
   return MPI_SUCCESS;
 }
 
-int MPI_Get_count(const MPI_Status* status, MPI_Datatype datatype, int* count) {
+GOS_MPI_WEAK_ALIAS(Get_count);
+int PMPI_Get_count(const MPI_Status* status, MPI_Datatype datatype, int* count) {
   TypePtr t = FindType(datatype, /*for_transfer=*/false);
   if (status == nullptr || t == nullptr) {
     return Fail(MPI_COMM_WORLD, "MPI_Get_count", status == nullptr ? MPI_ERR_ARG : MPI_ERR_TYPE);
@@ -414,16 +437,19 @@ int MPI_Get_count(const MPI_Status* status, MPI_Datatype datatype, int* count) {
   return MPI_SUCCESS;
 }
 
-int MPI_Get_elements(const MPI_Status* status, MPI_Datatype datatype, int* count) {
+GOS_MPI_WEAK_ALIAS(Get_elements);
+int PMPI_Get_elements(const MPI_Status* status, MPI_Datatype datatype, int* count) {
   return GetElements("MPI_Get_elements", status, datatype, count);
 }
 
-int MPI_Get_elements_x(const MPI_Status* status, MPI_Datatype datatype, MPI_Count* count) {
+GOS_MPI_WEAK_ALIAS(Get_elements_x);
+int PMPI_Get_elements_x(const MPI_Status* status, MPI_Datatype datatype, MPI_Count* count) {
   return GetElements("MPI_Get_elements_x", status, datatype, count);
 }
 
 // What MPI_Get_count / MPI_Get_elements read back: count elements of datatype's size.
-int MPI_Status_set_elements_x(MPI_Status* status, MPI_Datatype datatype, MPI_Count count) {
+GOS_MPI_WEAK_ALIAS(Status_set_elements_x);
+int PMPI_Status_set_elements_x(MPI_Status* status, MPI_Datatype datatype, MPI_Count count) {
   static const char* const kFn = "MPI_Status_set_elements";
   TypePtr t = FindType(datatype, /*for_transfer=*/false);
   if (status == nullptr || count < 0) return Fail(MPI_COMM_WORLD, kFn, MPI_ERR_ARG);
@@ -442,11 +468,13 @@ int MPI_Status_set_elements_x(MPI_Status* status, MPI_Datatype datatype, MPI_Cou
   return MPI_SUCCESS;
 }
 
-int MPI_Status_set_elements(MPI_Status* status, MPI_Datatype datatype, int count) {
-  return MPI_Status_set_elements_x(status, datatype, count);
+GOS_MPI_WEAK_ALIAS(Status_set_elements);
+int PMPI_Status_set_elements(MPI_Status* status, MPI_Datatype datatype, int count) {
+  return PMPI_Status_set_elements_x(status, datatype, count);
 }
 
-int MPI_Type_set_name(MPI_Datatype datatype, const char* type_name) {
+GOS_MPI_WEAK_ALIAS(Type_set_name);
+int PMPI_Type_set_name(MPI_Datatype datatype, const char* type_name) {
   if (FindType(datatype, /*for_transfer=*/false) == nullptr) {
     return Fail(MPI_COMM_WORLD, "MPI_Type_set_name", MPI_ERR_TYPE);
   }
@@ -455,7 +483,8 @@ int MPI_Type_set_name(MPI_Datatype datatype, const char* type_name) {
   return MPI_SUCCESS;
 }
 
-int MPI_Type_get_name(MPI_Datatype datatype, char* type_name, int* resultlen) {
+GOS_MPI_WEAK_ALIAS(Type_get_name);
+int PMPI_Type_get_name(MPI_Datatype datatype, char* type_name, int* resultlen) {
   if (FindType(datatype, /*for_transfer=*/false) == nullptr) {
     return Fail(MPI_COMM_WORLD, "MPI_Type_get_name", MPI_ERR_TYPE);
   }
@@ -466,8 +495,9 @@ int MPI_Type_get_name(MPI_Datatype datatype, char* type_name, int* resultlen) {
   return MPI_SUCCESS;
 }
 
-int MPI_Pack(const void* inbuf, int incount, MPI_Datatype datatype, void* outbuf, int outsize,
-             int* position, MPI_Comm comm) {
+GOS_MPI_WEAK_ALIAS(Pack);
+int PMPI_Pack(const void* inbuf, int incount, MPI_Datatype datatype, void* outbuf, int outsize,
+              int* position, MPI_Comm comm) {
   TypePtr t;
   size_t bytes = 0;
   if (int e = PackedSpan("MPI_Pack", datatype, incount, outsize, position, comm, &t, &bytes)) {
@@ -478,8 +508,9 @@ int MPI_Pack(const void* inbuf, int incount, MPI_Datatype datatype, void* outbuf
   return MPI_SUCCESS;
 }
 
-int MPI_Unpack(const void* inbuf, int insize, int* position, void* outbuf, int outcount,
-               MPI_Datatype datatype, MPI_Comm comm) {
+GOS_MPI_WEAK_ALIAS(Unpack);
+int PMPI_Unpack(const void* inbuf, int insize, int* position, void* outbuf, int outcount,
+                MPI_Datatype datatype, MPI_Comm comm) {
   TypePtr t;
   size_t bytes = 0;
   if (int e = PackedSpan("MPI_Unpack", datatype, outcount, insize, position, comm, &t, &bytes)) {
@@ -491,7 +522,8 @@ int MPI_Unpack(const void* inbuf, int insize, int* position, void* outbuf, int o
   return MPI_SUCCESS;
 }
 
-int MPI_Pack_size(int incount, MPI_Datatype datatype, MPI_Comm comm, int* size) {
+GOS_MPI_WEAK_ALIAS(Pack_size);
+int PMPI_Pack_size(int incount, MPI_Datatype datatype, MPI_Comm comm, int* size) {
   static const char* const kFn = "MPI_Pack_size";
   TypePtr t = FindType(datatype, /*for_transfer=*/false);
   if (t == nullptr) return Fail(comm, kFn, MPI_ERR_TYPE);
@@ -502,34 +534,41 @@ int MPI_Pack_size(int incount, MPI_Datatype datatype, MPI_Comm comm, int* size) 
 }
 
 // The MPI-1 names of calls above (deprecated).
-int MPI_Address(void* location, MPI_Aint* address) { return MPI_Get_address(location, address); }
+GOS_MPI_WEAK_ALIAS(Address);
+int PMPI_Address(void* location, MPI_Aint* address) { return PMPI_Get_address(location, address); }
 
-int MPI_Type_struct(int count, int blocklengths[], MPI_Aint displacements[], MPI_Datatype types[],
-                    MPI_Datatype* newtype) {
-  return MPI_Type_create_struct(count, blocklengths, displacements, types, newtype);
-}
-
-int MPI_Type_hvector(int count, int blocklength, MPI_Aint stride, MPI_Datatype oldtype,
+GOS_MPI_WEAK_ALIAS(Type_struct);
+int PMPI_Type_struct(int count, int blocklengths[], MPI_Aint displacements[], MPI_Datatype types[],
                      MPI_Datatype* newtype) {
-  return MPI_Type_create_hvector(count, blocklength, stride, oldtype, newtype);
+  return PMPI_Type_create_struct(count, blocklengths, displacements, types, newtype);
 }
 
-int MPI_Type_hindexed(int count, int blocklengths[], MPI_Aint displacements[], MPI_Datatype oldtype,
+GOS_MPI_WEAK_ALIAS(Type_hvector);
+int PMPI_Type_hvector(int count, int blocklength, MPI_Aint stride, MPI_Datatype oldtype,
                       MPI_Datatype* newtype) {
-  return MPI_Type_create_hindexed(count, blocklengths, displacements, oldtype, newtype);
+  return PMPI_Type_create_hvector(count, blocklength, stride, oldtype, newtype);
 }
 
-int MPI_Type_extent(MPI_Datatype datatype, MPI_Aint* extent) {
+GOS_MPI_WEAK_ALIAS(Type_hindexed);
+int PMPI_Type_hindexed(int count, int blocklengths[], MPI_Aint displacements[],
+                       MPI_Datatype oldtype, MPI_Datatype* newtype) {
+  return PMPI_Type_create_hindexed(count, blocklengths, displacements, oldtype, newtype);
+}
+
+GOS_MPI_WEAK_ALIAS(Type_extent);
+int PMPI_Type_extent(MPI_Datatype datatype, MPI_Aint* extent) {
   MPI_Aint lb = 0;
   return TypeBounds("MPI_Type_extent", datatype, false, &lb, extent);
 }
 
-int MPI_Type_lb(MPI_Datatype datatype, MPI_Aint* displacement) {
+GOS_MPI_WEAK_ALIAS(Type_lb);
+int PMPI_Type_lb(MPI_Datatype datatype, MPI_Aint* displacement) {
   MPI_Aint extent = 0;
   return TypeBounds("MPI_Type_lb", datatype, false, displacement, &extent);
 }
 
-int MPI_Type_ub(MPI_Datatype datatype, MPI_Aint* displacement) {
+GOS_MPI_WEAK_ALIAS(Type_ub);
+int PMPI_Type_ub(MPI_Datatype datatype, MPI_Aint* displacement) {
   MPI_Aint lb = 0, extent = 0;
   if (int e = TypeBounds("MPI_Type_ub", datatype, false, &lb, &extent)) return e;
   if (displacement == nullptr) return Fail(MPI_COMM_WORLD, "MPI_Type_ub", MPI_ERR_ARG);

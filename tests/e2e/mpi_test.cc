@@ -334,6 +334,53 @@ TEST_F(MpiTest, MasterWorkerDoesEveryTaskOnce) {
   }
 }
 
+// ---- The profiling interface
+// ------------------------------------------------------------------
+
+// A PMPI tool (mpi/pmpi_counter.c) linked into mpi/programs/pmpi.c with gos-cc counts every MPI
+// call of the program, and only those: the calls gos makes inside MPI_Rsend, MPI_Waitany,
+// MPI_Exscan, MPI_Cart_create, MPI_Type_create_subarray, the window calls, ... go to PMPI_
+// names, so the tool's counts of MPI_Send, MPI_Testany, MPI_Allgather, MPI_Comm_split,
+// MPI_Type_free, MPI_Isend, ... are the program's own.
+TEST_F(MpiTest, PmpiToolCountsEveryCallOfTheProgram) {
+  // Per rank, every rank alike (pmpi.c's header comment lists them), in the tool's format; 0
+  // for the calls gos builds the program's on.
+  const std::string want_counts =
+      " Allgather=1 Allreduce=2 Alltoall=1 Barrier=1 Bcast=1 Cart_create=1 Comm_free=2"
+      " Comm_rank=1 Comm_set_errhandler=0 Comm_size=1 Comm_split=1 Exscan=1 Finalize=1"
+      " Get_count=0 Init=1 Irecv=3 Isend=2 Probe=0 Put=1 Recv=1 Reduce=1 Reduce_scatter=1"
+      " Reduce_scatter_block=0 Rsend=1 Send=1 Sendrecv=1 Sendrecv_replace=1 Testany=0"
+      " Type_commit=1 Type_create_hvector=0 Type_create_resized=0 Type_create_struct=0"
+      " Type_create_subarray=1 Type_free=1 Type_get_extent=0 Type_size=1 Wait=2 Waitall=1"
+      " Waitany=2 Win_create=1 Win_fence=2 Win_free=1 Wtime=1 calls=42";
+  static const std::regex kLine(R"(^pmpi_counter rank (\d+):((?: \w+=\d+)+)$)");
+  static const std::regex kCount(R"( (\w+)=(\d+))");
+  const auto parse = [](const std::string& counts) {
+    std::map<std::string, long> out;
+    for (std::sregex_iterator it(counts.begin(), counts.end(), kCount), end; it != end; ++it) {
+      out[(*it)[1]] = std::stol((*it)[2]);
+    }
+    return out;
+  };
+  const std::map<std::string, long> want = parse(want_counts);
+  for (const Layout& l : {Layout{2, 1}, Layout{3, 2}, Layout{4, 2}}) {
+    SCOPED_TRACE(std::to_string(l.ranks) + " ranks on " + std::to_string(l.nodes) + " nodes");
+    Result r = cluster().GosRun(l.ranks, l.nodes, Program("pmpi_counted"));
+    EXPECT_EQ(r.code, 0) << r.Describe();
+    EXPECT_NE(r.output.find("OK pmpi\n"), std::string::npos) << r.Describe();
+    EXPECT_EQ(r.output.find("FAIL"), std::string::npos) << r.Describe();
+    std::set<int> ranks;
+    for (const auto& line : Lines(r.output)) {
+      std::smatch m;
+      if (!std::regex_match(line, m, kLine)) continue;
+      const int rank = std::stoi(m[1]);
+      EXPECT_TRUE(ranks.insert(rank).second) << "two lines of rank " << rank;
+      EXPECT_EQ(parse(m[2]), want) << "rank " << rank << ": " << line;
+    }
+    EXPECT_EQ(ranks.size(), static_cast<size_t>(l.ranks)) << r.Describe();
+  }
+}
+
 // ---- Failures
 // -------------------------------------------------------------------------------
 

@@ -11,6 +11,9 @@
  * error class instead (MPI_ERR_TRUNCATE, MPI_ERR_RANK, ...).
  *
  * Threads: MPI_THREAD_FUNNELED at most; call MPI from one thread at a time.
+ *
+ * Profiling (PMPI): every function here is also PMPI_<name> (gos_pmpi.h, included at the end);
+ * MPI_<name> is a weak alias, so a tool linked before gos's library can replace it.
  */
 #ifndef GOS_MPI_H_
 #define GOS_MPI_H_
@@ -666,5 +669,8 @@ int MPI_Free_mem(void* base);
 #ifdef __cplusplus
 }
 #endif
+
+/* The profiling interface: every function above also as PMPI_<name>. */
+#include "gos_pmpi.h"
 
 #endif /* GOS_MPI_H_ */
