@@ -6,6 +6,8 @@ if(GOS_BUILD_TESTS)
   find_package(GTest REQUIRED)
 endif()
 find_package(OpenSSL REQUIRED)
+# toml++ (libtomlplusplus-dev): the config file, gos.conf (libgos/os/config.cc).
+find_package(tomlplusplus 3 REQUIRED)
 # RocksDB from Debian ships no CMake config or .pc file usable here: find it directly.
 find_path(ROCKSDB_INCLUDE_DIR rocksdb/db.h REQUIRED)
 find_library(ROCKSDB_LIBRARY rocksdb REQUIRED)

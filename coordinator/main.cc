@@ -7,6 +7,7 @@
 
 #include "coordinator.h"
 #include "gos/log.h"
+#include "gos/os/config.h"
 #include "gos/os/flags.h"
 #include "gos/round_trace.h"
 
@@ -18,8 +19,11 @@ The gos machine manager: node registry, gang matrix, strobe clock, failure detec
 Clients connect to DIR/coordinator.sock; nodeagents to --listen with the cluster key
 DIR/cluster.key (created on first start, mode 0600).
 
+Defaults come from /etc/gos/gos.conf or $GOS_CONFIG (docs/config.md); options override it.
+
 options:
-  --data-dir DIR          job/node tables (RocksDB), cluster key, socket   (required)
+  --data-dir DIR          job/node tables (RocksDB), cluster key, socket
+                          (required, unless gos.conf has state_dir or $GOS_STATE_DIR is set)
   --nodes K               nodeagents forming the cluster                     (required)
   --listen HOST:PORT      address for nodeagents            (default 127.0.0.1:0)
   --socket PATH           client socket             (default DIR/coordinator.sock)
@@ -46,7 +50,16 @@ void OnSignal(int) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  gos::coordinator::CoordinatorOptions o;
+  gos::os::Config cfg;
+  if (int rc = gos::os::LoadConfigForMain("gos-coordinator", &cfg); rc >= 0) return rc;
+  gos::coordinator::CoordinatorOptions o{.data_dir = cfg.state_dir,
+                                         .listen = cfg.listen,
+                                         .timeslice = cfg.timeslice,
+                                         .mpl = cfg.mpl,
+                                         .failure_timeout = cfg.failure_timeout,
+                                         .provider = cfg.provider,
+                                         .keep = cfg.checkpoint.keep,
+                                         .keep_logs = cfg.keep_logs};
   gos::os::Flags flags(argc, argv, kUsage);
   flags.String("--data-dir", &o.data_dir);
   flags.U32("--nodes", &o.nodes);
@@ -60,7 +73,7 @@ int main(int argc, char** argv) {
   flags.String("--provider", &o.provider);
   flags.U32("--fanout", &o.fanout);
   flags.Bool("--exit-when-idle", &o.exit_when_idle);
-  uint32_t level = 1;
+  uint32_t level = cfg.checkpoint.level;
   flags.U32("--keep", &o.keep);
   flags.U32("--ckpt-level", &level);
   flags.U32("--keep-logs", &o.keep_logs);
@@ -71,7 +84,9 @@ int main(int argc, char** argv) {
     return 2;
   }
   if (o.data_dir.empty() || o.nodes == 0) {
-    std::fprintf(stderr, "gos-coordinator: --data-dir and --nodes are required (see --help)\n");
+    std::fprintf(stderr,
+                 "gos-coordinator: --data-dir (or state_dir in gos.conf) and --nodes are required "
+                 "(see --help)\n");
     return 2;
   }
   auto c = gos::coordinator::Coordinator::Create(o);

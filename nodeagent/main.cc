@@ -1,9 +1,11 @@
 // gos-nodeagent: the per-node daemon. Parses flags into AgentOptions and runs.
 #include <signal.h>
+#include <unistd.h>
 
 #include <cstdio>
 
 #include "agent.h"
+#include "gos/os/config.h"
 #include "gos/os/flags.h"
 #include "gos/round_trace.h"
 
@@ -14,12 +16,15 @@ constexpr const char* kUsage = R"(usage: gos-nodeagent --coordinator ADDR|DIR [o
 The gos node daemon: joins the coordinator, runs strobes, launches, freezes and thaws the
 node's ranks, streams their output. Runs as root (PID namespaces, cgroups, setuid).
 
+Defaults come from /etc/gos/gos.conf or $GOS_CONFIG (docs/config.md); options override it.
+
 options:
   --coordinator ADDR|DIR  coordinator's nodeagent address host:port, or its data dir
                           (reads DIR/coordinator.addr and DIR/cluster.key)      (required)
   --key-file FILE         cluster key (mode 0600)         (default DIR/cluster.key)
   --name NAME             node name, unique in the cluster      (default host name)
-  --state-dir DIR         job dirs        (default /var/lib/gos/nodeagent/NAME)
+  --state-dir DIR         job dirs        (default /var/lib/gos/nodeagent/NAME; with
+                          state_dir in gos.conf or $GOS_STATE_DIR: that/nodeagent/NAME)
   --cgroup-root DIR       freezer cgroups     (default /sys/fs/cgroup/freezer/gos)
   --scratch-dir DIR       checkpoint dumps, restore images   (default state dir)
   --init-root DIR         rank inits' working dirs         (default /run/gos/init)
@@ -42,7 +47,10 @@ void OnSignal(int) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  gos::nodeagent::AgentOptions o;
+  gos::os::Config cfg;
+  if (int rc = gos::os::LoadConfigForMain("gos-nodeagent", &cfg); rc >= 0) return rc;
+  gos::nodeagent::AgentOptions o{
+      .coordinator = cfg.coordinator, .key_file = cfg.key_file, .scratch_dir = cfg.scratch_dir};
   gos::os::Flags flags(argc, argv, kUsage);
   flags.String("--coordinator", &o.coordinator);
   flags.String("--key-file", &o.key_file);
@@ -56,6 +64,10 @@ int main(int argc, char** argv) {
   flags.Duration("--connect-timeout", &o.connect_timeout);
   flags.Bool("--exit-with-coordinator", &o.exit_with_coordinator);
   if (int rc = flags.Parse(); rc >= 0) return rc;
+  char host[256] = {};
+  if (o.state_dir.empty() && !cfg.state_dir.empty() && gethostname(host, sizeof host - 1) == 0) {
+    o.state_dir = cfg.state_dir + "/nodeagent/" + (o.name.empty() ? host : o.name);
+  }
   if (o.coordinator.empty()) {
     std::fprintf(stderr, "gos-nodeagent: --coordinator is required (see --help)\n");
     return 2;

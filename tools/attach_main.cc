@@ -32,9 +32,10 @@ owner, followed by another client) - the message says why.
 )";
 
 int Main(int argc, char** argv) {
+  if (int rc = LoadToolConfig("gos-attach"); rc >= 0) return rc;
   FollowOptions fo;
   fo.tool = "gos-attach";
-  std::chrono::milliseconds reattach{5 * 60 * 1000};
+  std::chrono::milliseconds reattach = ToolConfig().reattach;
   os::Flags flags(argc, argv, kUsage);
   flags.Bool("-l|--label", &fo.label);
   flags.String("-o|--output", &fo.output);

@@ -69,6 +69,7 @@ int ListOffline(uint64_t job) {
 }
 
 int Main(int argc, char** argv) {
+  if (int rc = LoadToolConfig("gos-ckpt"); rc >= 0) return rc;
   bool list = false;
   std::chrono::milliseconds timeout = std::chrono::minutes(10);
   os::Flags flags(argc, argv, kUsage);

@@ -124,15 +124,36 @@ StatusOr<pid_t> StartNodeAgentAgain(const std::string& state, uint32_t node) {
   return pid;
 }
 
+namespace {
+os::Config* loaded_config = nullptr;
+}  // namespace
+
+int LoadToolConfig(const char* tool) {
+  static os::Config config;
+  if (int rc = os::LoadConfigForMain(tool, &config); rc >= 0) return rc;
+  loaded_config = &config;
+  return -1;
+}
+
+const os::Config& ToolConfig() {
+  if (loaded_config != nullptr) return *loaded_config;
+  static const os::Config from_environment = [] {
+    os::Config c;
+    os::ApplyEnvironment(&c);
+    return c;
+  }();
+  return from_environment;
+}
+
 std::string StateDir() {
-  std::string dir;
-  if (const char* s = getenv("GOS_STATE_DIR"); s && *s) {
-    dir = s;
-  } else if (const char* x = getenv("XDG_STATE_HOME"); x && *x) {
-    dir = std::string(x) + "/gos";
-  } else {
-    const char* home = getenv("HOME");
-    dir = std::string(home && *home ? home : "/root") + "/.local/state/gos";
+  std::string dir = ToolConfig().state_dir;
+  if (dir.empty()) {
+    if (const char* x = getenv("XDG_STATE_HOME"); x && *x) {
+      dir = std::string(x) + "/gos";
+    } else {
+      const char* home = getenv("HOME");
+      dir = std::string(home && *home ? home : "/root") + "/.local/state/gos";
+    }
   }
   // A new one as the coordinator makes its data dir: passable (to the client socket), not
   // listable. The coordinator tightens it at start; a user's tools only ever read it.
@@ -147,7 +168,7 @@ std::string BinDir() {
 }
 
 std::string FindCoordinator() {
-  if (const char* c = getenv("GOS_COORDINATOR"); c && *c) return c;
+  if (const std::string& c = ToolConfig().coordinator; !c.empty()) return c;
   std::string sock = StateDir() + "/coordinator.sock";
   auto fd = os::ConnectAddress(sock, SteadyClock::now());
   if (!fd.ok()) return "";
@@ -156,7 +177,7 @@ std::string FindCoordinator() {
 }
 
 std::string ClientKeyFile() {
-  if (const char* k = getenv("GOS_KEY_FILE"); k && *k) return k;
+  if (const std::string& k = ToolConfig().key_file; !k.empty()) return k;
   return StateDir() + "/cluster.key";
 }
 
@@ -255,14 +276,15 @@ StatusOr<std::unique_ptr<LocalCluster>> LocalCluster::Start(const LocalClusterOp
   // Several nodes use tcp;ofi_rxm, like hosts: under libfabric 1.17's shm a node killed while
   // it holds a lock of its shared queue leaves every sender to it, the coordinator included,
   // stuck for good, so one kill -9 could take the whole cluster down (README, "Provider").
-  const char* env_provider = std::getenv("GOS_FABRIC_PROVIDER");
-  const bool asked = !o.provider.empty() || (env_provider != nullptr && *env_provider != '\0');
-  c->provider_ = !asked && !o.netns && o.nodes == 1 ? "shm" : prim::ResolveProvider(o.provider);
+  // The daemons read gos.conf too: what must differ from it here is passed to them.
+  const std::string provider = o.provider.empty() ? ToolConfig().provider : o.provider;
+  c->provider_ =
+      provider.empty() && !o.netns && o.nodes == 1 ? "shm" : prim::ResolveProvider(provider);
   argv.insert(argv.end(), {"--provider", c->provider_});
   if (!o.listen.empty()) {
     argv.insert(argv.end(), {"--listen", o.listen});
-  } else if (o.netns) {
-    argv.insert(argv.end(), {"--listen", hosts.bridge_ip + ":0"});
+  } else {
+    argv.insert(argv.end(), {"--listen", o.netns ? hosts.bridge_ip + ":0" : "127.0.0.1:0"});
   }
   if (o.embedded) argv.push_back("--exit-when-idle");
   pid_t cpid = Spawn(argv, state + "/log/coordinator.log", o.detach);
@@ -277,10 +299,13 @@ StatusOr<std::unique_ptr<LocalCluster>> LocalCluster::Start(const LocalClusterOp
                                   name,
                                   "--state-dir",
                                   NodeStateDir(state, i),
+                                  "--key-file",
+                                  state + "/cluster.key",
                                   "--node",
                                   std::to_string(i),
                                   "--exit-with-coordinator"};
-    if (!o.scratch_dir.empty()) a.insert(a.end(), {"--scratch-dir", o.scratch_dir + "/" + name});
+    const std::string scratch = o.scratch_dir.empty() ? ToolConfig().scratch_dir : o.scratch_dir;
+    if (!scratch.empty()) a.insert(a.end(), {"--scratch-dir", scratch + "/" + name});
     if (o.netns) a = InNetns(hosts.names[i - 1], a);
     // For `gos-cluster rejoin`: the same command, should this nodeagent die.
     SaveNodeAgentCommand(state, i, a);

@@ -12,21 +12,31 @@
 #include <vector>
 
 #include "gos/os/channel.h"
+#include "gos/os/config.h"
 #include "gos/os/messages.h"
 #include "gos/status.h"
 
 namespace gos::tools {
 
-// $GOS_STATE_DIR, else $XDG_STATE_HOME/gos, else ~/.local/state/gos (created).
+// Loads the configuration this tool runs with (os::LoadProgramConfig: gos.conf, the
+// environment over it), first thing in Main: -1 to go on, else the exit code (2) after
+// printing "<tool>: FILE:LINE: KEY: why".
+int LoadToolConfig(const char* tool);
+// That configuration; before LoadToolConfig, the defaults with the environment over them.
+const os::Config& ToolConfig();
+
+// state_dir (gos.conf, $GOS_STATE_DIR), else $XDG_STATE_HOME/gos, else ~/.local/state/gos
+// (created).
 std::string StateDir();
 // Directory of the running executable (where the other gos binaries are).
 std::string BinDir();
 
-// The coordinator to use: $GOS_COORDINATOR if set, else the local cluster's socket if a
-// coordinator answers there, else "" (none running).
+// The coordinator to use: coordinator (gos.conf, $GOS_COORDINATOR) if set, else the local cluster's
+// socket if a coordinator answers there, else "" (none running).
 std::string FindCoordinator();
 
-// The cluster key a TCP client uses: $GOS_KEY_FILE, else <state dir>/cluster.key.
+// The cluster key a TCP client uses: key_file (gos.conf, $GOS_KEY_FILE), else
+// <state dir>/cluster.key.
 std::string ClientKeyFile();
 
 // Connects to a coordinator: its unix socket (the peer credentials say who we are), or
@@ -46,16 +56,17 @@ struct LocalClusterOptions {
   std::string mpl;              // "" = default
   std::string failure_timeout;  // "" = default
   std::string keep_logs;        // gos-coordinator --keep-logs; "" = default
-  // "" = $GOS_FABRIC_PROVIDER if set, else shm for one node, tcp;ofi_rxm for several (a node
-  // killed under shm can leave its peers stuck in libfabric; tools/client.cc)
+  // "" = provider (gos.conf, $GOS_FABRIC_PROVIDER) if set, else shm for one node, tcp;ofi_rxm
+  // for several (a node killed under shm can leave its peers stuck in libfabric; client.cc)
   std::string provider;
   bool embedded = true;  // exit when idle (gos-run) vs. persistent (gos-cluster)
   bool detach = false;   // new session, survives the caller (gos-cluster up)
   // Each nodeagent in a network namespace of its own (tools/netns.h), the coordinator on
   // their bridge; the namespaces are recorded in the state dir for RemoveNetnsHosts.
   bool netns = false;
-  std::string listen;       // coordinator's nodeagent address, "" = 127.0.0.1:0 (netns: the bridge)
-  std::string scratch_dir;  // nodeagents' --scratch-dir is <scratch_dir>/<name>; "" = default
+  std::string listen;  // coordinator's nodeagent address, "" = 127.0.0.1:0 (netns: the bridge)
+  // nodeagents' --scratch-dir is <scratch_dir>/<name>; "" = gos.conf's scratch_dir, else none
+  std::string scratch_dir;
 };
 
 // The reason a daemon ("gos-coordinator", "gos-nodeagent") gave when it exited on an error:

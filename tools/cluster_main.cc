@@ -125,6 +125,7 @@ int Rejoin(const std::string& running, const std::string& state, const std::stri
 }
 
 int Main(int argc, char** argv) {
+  if (int rc = LoadToolConfig("gos-cluster"); rc >= 0) return rc;
   uint32_t nodes = 4;
   std::string timeslice, mpl, failure_timeout, keep_logs, provider, scratch_dir;
   bool netns = false;

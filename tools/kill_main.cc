@@ -39,6 +39,7 @@ int SignalNumber(const std::string& s) {
 }
 
 int Main(int argc, char** argv) {
+  if (int rc = LoadToolConfig("gos-kill"); rc >= 0) return rc;
   std::string sig_name = "KILL";
   os::Flags flags(argc, argv, kUsage);
   flags.String("-s|--signal", &sig_name);

@@ -40,6 +40,7 @@ StatusOr<os::PsReply> FromTables() {
 }
 
 int Main(int argc, char** argv) {
+  if (int rc = LoadToolConfig("gos-ps"); rc >= 0) return rc;
   bool all = false, mesh = false, only_nodes = false, only_jobs = false;
   uint32_t width = 0;
   os::Flags flags(argc, argv, kUsage);

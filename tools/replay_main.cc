@@ -207,6 +207,7 @@ int ExportTrace(os::Channel* ch, uint64_t job, const std::string& file,
 }
 
 int Main(int argc, char** argv) {
+  if (int rc = LoadToolConfig("gos-replay"); rc >= 0) return rc;
   uint64_t stop_at = 0;
   uint32_t from_epoch = 0, nodes = 4;
   int32_t gdb_rank = -1;

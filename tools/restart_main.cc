@@ -67,12 +67,13 @@ StatusOr<uint32_t> JobNodes(uint64_t job) {
 }
 
 int Main(int argc, char** argv) {
+  if (int rc = LoadToolConfig("gos-restart"); rc >= 0) return rc;
   uint32_t epoch = 0;
   std::vector<std::string> exclude_args;
   std::string checkpoint_flag;
   bool checkpoint = false, no_checkpoint = false, label = false, from_store = false;
   uint32_t keep = 0;  // 0: the job's stored --keep
-  std::chrono::milliseconds reattach{5 * 60 * 1000};
+  std::chrono::milliseconds reattach = ToolConfig().reattach;
   os::Flags flags(argc, argv, kUsage);
   flags.Duration("--reattach", &reattach);
   flags.Bool("--from-store", &from_store);
@@ -100,7 +101,7 @@ int Main(int argc, char** argv) {
   if (no_checkpoint) req.checkpoint_ms = os::RestartRequest::kNoCheckpoint;
   if (!ParseNodeListArgs("gos-restart", "--exclude", exclude_args, &req.exclude)) return 2;
   if (checkpoint) {
-    std::chrono::microseconds us{60'000'000};
+    std::chrono::microseconds us = ToolConfig().checkpoint.interval;
     if (!checkpoint_flag.empty() && !os::ParseDuration(checkpoint_flag, &us, 1'000'000)) us = {};
     if (us.count() < 1000) {
       std::fprintf(stderr, "gos-restart: --checkpoint=%s is not a duration like 30s\n",

@@ -32,6 +32,7 @@ GOS_SIZE, GOS_JOB and GOS_NODE, your environment and working directory, and runs
 With no GOS_COORDINATOR set and no local cluster running (gos-cluster up), gos-run starts a
 private local cluster for the job (coordinator plus K nodeagents) and stops it afterwards;
 job records stay in the state dir ($GOS_STATE_DIR, $XDG_STATE_HOME/gos or ~/.local/state/gos).
+Defaults come from /etc/gos/gos.conf or $GOS_CONFIG (docs/config.md); options override it.
 
 options:
   -n, -np, --ntasks N     ranks                                          (default 1)
@@ -115,6 +116,7 @@ std::string Basename(const std::string& path) {
 }
 
 int Main(int argc, char** argv) {
+  if (int rc = LoadToolConfig("gos-run"); rc >= 0) return rc;
   auto start = SteadyClock::now();
   uint32_t ntasks = 1, nodes = 0, rpn = 0;  // rpn 0: balanced
   std::string timeslice, mpl, checkpoint_flag, restart_flag, cpu_bind = "cores";
@@ -122,7 +124,7 @@ int Main(int argc, char** argv) {
   uint32_t keep = 0;  // 0: the coordinator's
   bool restart_on_failure = false;
   std::chrono::milliseconds time_limit{0};
-  std::chrono::milliseconds reattach{5 * 60 * 1000};
+  std::chrono::milliseconds reattach = ToolConfig().reattach;
   bool label = false, timing = false, no_record = false, checkpoint = false;
   std::vector<std::string> stage, exclude_args, nodelist_args;
   os::Flags flags(argc, argv, kUsage, /*stop_at_positional=*/true);
@@ -152,7 +154,7 @@ int Main(int argc, char** argv) {
   }
   int64_t checkpoint_ms = 0;
   if (checkpoint) {
-    std::chrono::microseconds us{60'000'000};
+    std::chrono::microseconds us = ToolConfig().checkpoint.interval;
     if (!checkpoint_flag.empty() && !os::ParseDuration(checkpoint_flag, &us, 1'000'000)) us = {};
     if (us.count() < 1000) {
       std::fprintf(stderr, "gos-run: --checkpoint=%s is not a duration like 30s or 5m\n",

@@ -35,6 +35,7 @@ Exit code: 0 on success, 1 if the operation failed or verify found problems, 2 b
 )";
 
 int Main(int argc, char** argv) {
+  if (int rc = LoadToolConfig("gos-store"); rc >= 0) return rc;
   std::string db;
   uint32_t keep_logs = 0;  // 0: not given (no pruning)
   os::Flags flags(argc, argv, kUsage);
