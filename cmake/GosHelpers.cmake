@@ -84,6 +84,7 @@ function(gos_cc_test)
   include(GoogleTest)
   gtest_discover_tests(${G_NAME}
     PROPERTIES LABELS "${G_LABELS}" TIMEOUT ${G_TIMEOUT}
-               ENVIRONMENT "GOS_BIN_DIR=${PROJECT_BINARY_DIR}/bin;GOS_TEST_BIN_DIR=${PROJECT_BINARY_DIR}/tests"
+               # GOS_CONFIG=/dev/null: no test reads the machine's /etc/gos/gos.conf (docs/config.md).
+               ENVIRONMENT "GOS_BIN_DIR=${PROJECT_BINARY_DIR}/bin;GOS_TEST_BIN_DIR=${PROJECT_BINARY_DIR}/tests;GOS_CONFIG=/dev/null"
     DISCOVERY_TIMEOUT 30)
 endfunction()
