@@ -44,9 +44,11 @@ StatusOr<std::optional<Dumped>> DumpedChannel(storage::CheckpointStore* store,
   alignas(bcs::ChannelHeader) std::byte raw[sizeof(bcs::ChannelHeader)];
   std::memcpy(raw, head.data(), sizeof raw);
   const auto& h = *reinterpret_cast<const bcs::ChannelHeader*>(raw);
-  if (h.magic != bcs::kChannelMagic || h.version != bcs::kChannelVersion || h.job != m.job ||
-      h.rank != r.rank || h.size != m.ntasks) {
-    return DataLossError(what + " is not a version " + std::to_string(bcs::kChannelVersion) +
+  if (h.magic != bcs::kChannelMagic || h.version < bcs::kChannelMinVersion ||
+      h.version > bcs::kChannelVersion || h.job != m.job || h.rank != r.rank ||
+      h.size != m.ntasks) {
+    return DataLossError(what + " is not a version " + std::to_string(bcs::kChannelMinVersion) +
+                         " to " + std::to_string(bcs::kChannelVersion) +
                          " channel of that job and rank");
   }
   return std::optional<Dumped>(Dumped{h.rec_head.load(std::memory_order_relaxed)});

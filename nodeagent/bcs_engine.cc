@@ -201,10 +201,14 @@ Status CheckRestoredChannel(const std::string& bytes, const BcsJob& spec, uint32
   alignas(bcs::ChannelHeader) std::byte raw[sizeof(bcs::ChannelHeader)];
   std::memcpy(raw, bytes.data(), sizeof raw);
   const auto* h = reinterpret_cast<const bcs::ChannelHeader*>(raw);
-  if (h->magic != bcs::kChannelMagic || h->version != bcs::kChannelVersion ||
-      h->bytes != bcs::kChannelBytes) {
-    return InvalidArgumentError(what + "not a version " + std::to_string(bcs::kChannelVersion) +
-                                " channel");
+  if (h->magic != bcs::kChannelMagic || h->bytes != bcs::kChannelBytes) {
+    return InvalidArgumentError(what + "not a BCS channel");
+  }
+  if (h->version < bcs::kChannelMinVersion || h->version > bcs::kChannelVersion) {
+    return InvalidArgumentError(what + "channel version " + std::to_string(h->version) +
+                                ", this nodeagent serves versions " +
+                                std::to_string(bcs::kChannelMinVersion) + " to " +
+                                std::to_string(bcs::kChannelVersion));
   }
   const uint64_t channel_job = spec.channel_job != 0 ? spec.channel_job : spec.job;
   if (h->job != channel_job || h->rank != rank || h->size != spec.rank_node.size()) {
@@ -341,6 +345,7 @@ StatusOr<std::map<uint32_t, std::string>> BcsEngine::AddJob(const BcsJob& spec,
       std::memcpy(base, restore->channels.at(rank).data(), bcs::kChannelBytes);
       r->h = static_cast<bcs::ChannelHeader*>(base);
       r->consumed = r->h->desc_tail.load();
+      r->wake_on_any_room = r->h->version < 3;
     } else {
       r->h = new (base) bcs::ChannelHeader{};
       r->h->magic = bcs::kChannelMagic;
@@ -677,9 +682,10 @@ bool BcsEngine::Exchange(uint64_t strobe, Job& j, std::vector<Posted>* all) {
       ++r->consumed;
       ++entries;
     }
-    // Ring slots are free again: a rank waiting for room wakes up.
-    if (h->desc_tail.exchange(r->consumed, std::memory_order_acq_rel) != r->consumed) {
-      Bump(&h->wake);
+    // Ring slots are free again: a rank waiting for room wakes up (only such a rank: a blocked
+    // rank otherwise woke here once per round for nothing). seq_cst: spec 5, Doorbells.
+    if (h->desc_tail.exchange(r->consumed, std::memory_order_seq_cst) != r->consumed) {
+      r->RoomFreed();
     }
   }
   if (j.nodes.size() < 2) return true;

@@ -43,6 +43,17 @@ struct BcsEngine::Rank {
   pid_t pid = 0;  // the rank itself, resolved lazily (strobe thread)
   std::atomic<bool> exited{false};
   uint64_t consumed = 0;  // descriptors drained (== desc_tail)
+  // A version 2 channel (restored from a checkpoint) has no `room_wait`: its rank is woken
+  // after every freeing of ring room, as version 2 did (spec 5).
+  bool wake_on_any_room = false;
+
+  // After freeing descriptor slots or record bytes (the tail stored seq_cst): bumps `wake` if
+  // the rank waits for room. The seq_cst load pairs with the rank's (spec 5, Doorbells).
+  void RoomFreed() const {
+    if (wake_on_any_room || h->room_wait.load(std::memory_order_seq_cst) != 0) {
+      internal::Bump(&h->wake);
+    }
+  }
   // Record: decision-log bytes drained from the record ring and blocked time per step, not
   // yet taken (under Job::rec_mu).
   std::string decisions;

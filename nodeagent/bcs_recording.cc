@@ -15,8 +15,6 @@
 namespace gos::nodeagent {
 namespace {
 
-using internal::Bump;
-
 // zstd level of the replay log's segments: they are small and few, so compress them well.
 constexpr int kLogLevel = 9;
 
@@ -167,8 +165,8 @@ void BcsEngine::DrainDecisions(Job& j) {
       r->decisions.append(reinterpret_cast<const char*>(ring + at), n);
       tail += n;
     }
-    h->rec_tail.store(tail, std::memory_order_release);
-    Bump(&h->wake);  // a rank waiting for room
+    h->rec_tail.store(tail, std::memory_order_seq_cst);  // spec 5, Doorbells
+    r->RoomFreed();                                      // a rank waiting for room
   }
 }
 

@@ -186,8 +186,9 @@ void Post(const Descriptor& d) {
   State& s = S();
   ChannelHeader* h = s.h;
   const uint64_t head = h->desc_head.load(std::memory_order_relaxed);
-  auto room = [&] { return head - h->desc_tail.load(std::memory_order_acquire) < kDescSlots; };
-  if (!room()) BlockUntil(room);
+  // seq_cst: BlockForRoom's ordering against the agent's.
+  auto room = [&] { return head - h->desc_tail.load(std::memory_order_seq_cst) < kDescSlots; };
+  if (!room()) BlockForRoom(room, /*flush=*/true);
   DescRing(s.base)[head % kDescSlots] = d;
   h->desc_head.store(head + 1, std::memory_order_release);
   TraceHop(round_trace::Hop::kRankPost, 1);

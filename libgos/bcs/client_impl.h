@@ -215,6 +215,23 @@ void BlockUntil(Pred done, bool flush = true) {
   AddBlocked(t0);
 }
 
+// BlockUntil(room, flush) for room in the descriptor or record ring: the one wait for which
+// the agent bumps `wake` when it frees room, and only while `room_wait` says so (spec 5). No
+// lost wake-up, Dekker-style: `room_wait` is stored seq_cst here, before BlockUntil reads `w`
+// and checks room() a last time, and room() must load the ring's tail seq_cst; the agent
+// stores the tail seq_cst, then loads `room_wait` seq_cst. One side sees the other's store:
+// either room() sees the freed room, or the agent sees `room_wait` and bumps `wake` after
+// `w` was read, so the futex wait returns at once. A count, not a flag: a wait for record
+// room nests inside a wait for descriptor room (BlockUntil's flush).
+template <typename Pred>
+void BlockForRoom(Pred room, bool flush) {
+  ChannelHeader* h = S().h;
+  const uint32_t was = h->room_wait.load(std::memory_order_relaxed);
+  h->room_wait.store(was + 1, std::memory_order_seq_cst);
+  BlockUntil(room, flush);
+  h->room_wait.store(was, std::memory_order_relaxed);
+}
+
 }  // namespace gos::bcs::internal
 
 #endif  // GOS_LIBGOS_BCS_CLIENT_IMPL_H_

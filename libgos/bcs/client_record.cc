@@ -73,8 +73,8 @@ bool WriteRec(const unsigned char* p, size_t n, bool may_block) {
   State& s = S();
   ChannelHeader* h = s.h;
   const uint64_t head = h->rec_head.load(std::memory_order_relaxed);
-  auto room = [&] {
-    const uint64_t used = head - h->rec_tail.load(std::memory_order_acquire);
+  auto room = [&] {  // seq_cst: BlockForRoom's ordering against the agent's
+    const uint64_t used = head - h->rec_tail.load(std::memory_order_seq_cst);
     return used <= kRecBytes - n;
   };
   if (head - h->rec_tail.load(std::memory_order_acquire) > kRecBytes) {
@@ -82,7 +82,7 @@ bool WriteRec(const unsigned char* p, size_t n, bool may_block) {
   }
   if (!room()) {
     if (!may_block) return false;
-    BlockUntil(room, /*flush=*/false);
+    BlockForRoom(room, /*flush=*/false);
   }
   unsigned char* ring = RecRing(s.base);
   for (size_t i = 0; i < n; ++i) ring[(head + i) % kRecBytes] = p[i];

@@ -240,6 +240,35 @@ TEST_F(BcsClientTest, DescriptorRingWrapsAroundAndBlocksWhenFull) {
   EXPECT_EQ(agent.h()->compl_tail.load(), kSends);
 }
 
+// Spec 5, version 3: the agent wakes a rank for freed descriptor slots only while the rank
+// says it waits for room (room_wait). A wake-up lost in the race between the rank's last room
+// check and its sleep would cost the blocking wait's 1 s timeout: the agent here drains a few
+// slots at a time, so the rank waits for room thousands of times, each of which must end
+// well before that timeout. No completion is published meanwhile (it would wake the rank too).
+TEST_F(BcsClientTest, WaitForDescriptorRoomIsWokenOnlyThenAndNeverSleepsOutTheTimeout) {
+  ScriptedAgent agent(0, 2);
+  agent.set_drain_limit(3);
+  ASSERT_EQ(gos_init(), GOS_OK);
+  agent.Start([](ScriptedAgent&, const Descriptor&) {});
+  constexpr uint32_t kSends = kDescSlots + 3 * 1500;
+  std::vector<gos_request_t> reqs(kSends, GOS_REQUEST_NULL);
+  auto slowest = std::chrono::steady_clock::duration::zero();
+  for (uint32_t i = 0; i < kSends; ++i) {
+    const auto t0 = std::chrono::steady_clock::now();
+    ASSERT_EQ(gos_isend(&i, sizeof i, 1, 0, gos_comm_world(), 0, &reqs[i]), GOS_OK);
+    slowest = std::max(slowest, std::chrono::steady_clock::now() - t0);
+  }
+  EXPECT_LT(slowest, 500ms) << "a wait for descriptor room slept out its timeout";
+  EXPECT_EQ(agent.h()->room_wait.load(), 0u);
+  ASSERT_TRUE(Eventually([&] { return agent.seen_count() == kSends; }, false));
+  // Most drains found the rank waiting for room; those that did not woke nobody.
+  EXPECT_GT(agent.room_wakes(), 1000u);
+  EXPECT_GE(agent.room_frees(), agent.room_wakes());
+  for (const Seen& x : agent.seen()) agent.Complete(Done(x.d));
+  for (auto& r : reqs) ASSERT_EQ(gos_wait(&r, nullptr), GOS_OK);
+  ASSERT_EQ(gos_finalize(), GOS_OK);
+}
+
 TEST_F(BcsClientTest, BlockingWaitSleepsOnWakeAsBlockedAndSelfSendRecv) {
   ScriptedAgent agent(0, 1);
   std::mutex mu;

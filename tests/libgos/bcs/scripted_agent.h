@@ -4,7 +4,9 @@
 // serves the rings from a thread: it consumes descriptors, records them, hands each to the
 // test's script, and publishes the completions the script queues (keeping them back while
 // the completion ring is full). Agent and rank share one process, so the script can move
-// data with memcpy where the real agent would use process_vm_writev.
+// data with memcpy where the real agent would use process_vm_writev. It wakes the rank as the
+// nodeagent does (spec 5, version 3): after publishing completions, and after freeing
+// descriptor slots only while the rank says it waits for room (`room_wait`).
 #ifndef GOS_TESTS_LIBGOS_BCS_SCRIPTED_AGENT_H_
 #define GOS_TESTS_LIBGOS_BCS_SCRIPTED_AGENT_H_
 
@@ -98,6 +100,11 @@ class ScriptedAgent {
   const std::string& path() const { return path_; }
   void set_paused(bool p) { paused_ = p; }
   bool paused() const { return paused_; }
+  // At most n descriptors drained per pass (0: all).
+  void set_drain_limit(size_t n) { drain_limit_ = n; }
+  // Passes that freed descriptor slots, and those of them that found `room_wait` set.
+  uint64_t room_frees() const { return room_frees_; }
+  uint64_t room_wakes() const { return room_wakes_; }
 
  private:
   void Loop() {
@@ -105,8 +112,10 @@ class ScriptedAgent {
       const uint32_t bell = h_->bell.load(std::memory_order_acquire);
       bool changed = false;
       if (!paused_) {
-        const uint64_t head = h_->desc_head.load(std::memory_order_acquire);
+        uint64_t head = h_->desc_head.load(std::memory_order_acquire);
         uint64_t tail = h_->desc_tail.load(std::memory_order_relaxed);
+        if (drain_limit_ != 0 && head - tail > drain_limit_) head = tail + drain_limit_;
+        const uint64_t drained_from = tail;
         for (; tail != head; ++tail) {
           Seen s{DescRing(base_)[tail % kDescSlots], {}};
           if (s.d.op == static_cast<uint32_t>(Op::kSend) && s.d.len <= 4096 && s.d.len > 0) {
@@ -118,9 +127,16 @@ class ScriptedAgent {
             seen_.push_back(s);
           }
           if (on_desc_) on_desc_(*this, s.d);
-          changed = true;
         }
-        h_->desc_tail.store(tail, std::memory_order_release);
+        // The nodeagent's order (BcsEngine::Exchange): the tail, then room_wait, both seq_cst.
+        h_->desc_tail.store(tail, std::memory_order_seq_cst);
+        if (tail != drained_from) {
+          ++room_frees_;
+          if (h_->room_wait.load(std::memory_order_seq_cst) != 0) {
+            ++room_wakes_;
+            changed = true;
+          }
+        }
       }
       if (on_idle_) on_idle_(*this);
       {
@@ -151,6 +167,8 @@ class ScriptedAgent {
   std::thread thread_;
   std::atomic<bool> stop_{false};
   std::atomic<bool> paused_{false};
+  std::atomic<size_t> drain_limit_{0};
+  std::atomic<uint64_t> room_frees_{0}, room_wakes_{0};
   OnDesc on_desc_;
   OnIdle on_idle_;
   std::mutex mu_;

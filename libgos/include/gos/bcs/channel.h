@@ -8,7 +8,7 @@
 // created by the nodeagent before the rank starts, mapped MAP_SHARED by both sides. It is a
 // file rather than a socket or eventfd so that CRIU can dump and restore the rank with it.
 //
-// Layout (version 2):
+// Layout (version 3):
 //   [0, 4096)                          ChannelHeader
 //   [kDescOffset, +kDescSlots * 64)    descriptor ring, rank -> agent (single producer/consumer)
 //   [kComplOffset, +kComplSlots * 32)  completion ring, agent -> rank (single producer/consumer)
@@ -18,8 +18,10 @@
 // Doorbells are futex words in the header (shared futexes, not FUTEX_PRIVATE):
 //   bell  - the rank increments it and FUTEX_WAKEs after posting descriptors or changing
 //           `state`; the agent's bell thread waits on it (futex_waitv over its ranks).
-//   wake  - the agent increments it and FUTEX_WAKEs after publishing completions or freeing
-//           descriptor slots; a rank in a blocking call waits on it.
+//   wake  - the agent increments it and FUTEX_WAKEs after publishing completions, and after
+//           freeing descriptor slots or record bytes only while `room_wait` is nonzero (the
+//           rank waits for room; the ordering that loses no wake-up: spec 5, Doorbells); a
+//           rank in a blocking call waits on it.
 // Ring indices are free-running 64-bit counters; slot = index % slots. A producer writes the
 // entry, then stores the head with release order; a consumer loads the head with acquire.
 #ifndef GOS_BCS_CHANNEL_H_
@@ -32,7 +34,10 @@
 namespace gos::bcs {
 
 inline constexpr uint32_t kChannelMagic = 0x31736267;  // "gbs1" little-endian
-inline constexpr uint32_t kChannelVersion = 2;
+inline constexpr uint32_t kChannelVersion = 3;
+// The oldest version an agent still serves (a channel restored from a checkpoint): version 2
+// lacks `room_wait`, and the agent then wakes the rank after every freeing of ring room.
+inline constexpr uint32_t kChannelMinVersion = 2;
 inline constexpr uint32_t kDescSlots = 1024;
 inline constexpr uint32_t kComplSlots = 1024;
 inline constexpr uint32_t kRecBytes = 65536;  // record ring, a power of two
@@ -129,7 +134,9 @@ struct ChannelHeader {
   std::atomic<uint32_t> bell;
   std::atomic<uint32_t> state;  // RankState
   std::atomic<int32_t> abort_code;
-  uint32_t pad1;
+  // Nonzero while the rank waits for room in the descriptor or record ring (a nesting count;
+  // version 3, padding before). Stored and read sequentially consistent (spec 5, Doorbells).
+  std::atomic<uint32_t> room_wait;
   std::atomic<uint64_t> compl_tail;  // completions consumed
   std::atomic<uint64_t> rec_head;    // bytes produced into the record ring
   std::atomic<uint64_t> blocked_ns;  // total time spent inside blocking calls (for timelines)
