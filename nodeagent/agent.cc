@@ -424,10 +424,6 @@ void NodeAgentImpl::StrobeLoop() {
       }
       continue;
     }
-    if (!*got && launching) {
-      launching = ContinueLaunches(kLaunchSlice);
-      continue;
-    }
     if (!node_->node_info(0).alive) {
       GOS_LOG(kWarn, "nodeagent") << o_.name << ": the coordinator is down: "
                                   << node_->node_info(0).down_reason;
@@ -435,7 +431,10 @@ void NodeAgentImpl::StrobeLoop() {
       NotifyEventFd(wake_fd_);
       return;
     }
-    if (!*got) continue;
+    if (!*got) {
+      if (launching) launching = ContinueLaunches(kLaunchSlice);
+      continue;
+    }
     // The new strobe is in slot (last + 1) % 2; read both and take the newest.
     std::span<std::byte> mem = node_->global_memory();
     std::optional<os::Strobe> best;
