@@ -9,12 +9,14 @@
 #include <signal.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
+#include <sys/mman.h>
 #include <sys/prctl.h>
 #include <sys/signalfd.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <optional>
 #include <thread>
@@ -42,6 +44,10 @@ std::string HostName() {
   gethostname(buf, sizeof buf - 1);
   return buf;
 }
+
+// How long the strobe thread starts ranks of a launch before it looks for a strobe again:
+// a strobe is confirmed at most about this (and one fork) later than without the launch.
+constexpr std::chrono::microseconds kLaunchSlice{2000};
 
 std::string ReadFirstLine(const std::string& path) {
   FILE* f = std::fopen(path.c_str(), "r");
@@ -209,6 +215,15 @@ Status NodeAgentImpl::Connect() {
   // The join returns once every node has joined; meanwhile the IO loop must not run, which
   // is fine: nothing is launched before the group forms.
   GOS_ASSIGN_OR_RETURN(node_, prim::Node::Join(no));
+  // A rank's fork need not copy the page tables of the global memory (tens of MiB, all
+  // touched): copying them, and the child's exec tearing the copy down again, took most of
+  // the strobe thread's time when hundreds of ranks started (docs/benchmarks.md, launch).
+  if (std::span<std::byte> mem = node_->global_memory(); !mem.empty()) {
+    if (::madvise(mem.data(), mem.size(), MADV_DONTFORK) != 0) {
+      GOS_LOG(kWarn, "nodeagent") << "madvise(MADV_DONTFORK) of the global memory: "
+                                  << std::strerror(errno);
+    }
+  }
   outbox_ = std::make_unique<os::BatchOutbox>(node_.get(), os::kCheckpointRoute, key_);
   // In place of a node that was down, the coordinator sends strobes here only from now on.
   ch_->Send(Frame::kAgentJoined, {}).IgnoreError();  // a broken channel is seen by Run
@@ -317,6 +332,10 @@ void NodeAgentImpl::Disconnect() {
     for (auto& [id, j] : jobs_) ids.push_back(id);
   }
   for (uint64_t id : ids) ForgetJob(id);
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    launching_.clear();
+  }
   if (ch_) {
     Unwatch(ch_->fd());
     ch_.reset();
@@ -393,8 +412,12 @@ void NodeAgentImpl::StrobeLoop() {
   // Its sleeps are short waits (for a cgroup to freeze): the default 50 us of timer slack
   // would double them.
   ::prctl(PR_SET_TIMERSLACK, 1000UL);
+  // Ranks of a launch start a slice at a time: between strobes while no strobe has come, and
+  // one slice at each strobe, before it is confirmed (docs/specs/strobe.md, "Paced launches").
+  bool launching = false;
   while (!stop_ && !lost_) {
-    auto got = node_->WaitEvent(os::kEventStrobe, std::chrono::milliseconds(200));
+    auto got = node_->WaitEvent(os::kEventStrobe, launching ? std::chrono::milliseconds(0)
+                                                            : std::chrono::milliseconds(200));
     if (!got.ok()) {
       if (got.status().code() != StatusCode::kCancelled) {
         GOS_LOG(kWarn, "nodeagent") << got.status().ToString();
@@ -408,7 +431,10 @@ void NodeAgentImpl::StrobeLoop() {
       NotifyEventFd(wake_fd_);
       return;
     }
-    if (!*got) continue;
+    if (!*got) {
+      if (launching) launching = ContinueLaunches(kLaunchSlice);
+      continue;
+    }
     // The new strobe is in slot (last + 1) % 2; read both and take the newest.
     std::span<std::byte> mem = node_->global_memory();
     std::optional<os::Strobe> best;
@@ -424,6 +450,7 @@ void NodeAgentImpl::StrobeLoop() {
     if (!best) continue;
     round_trace::Note(round_trace::Hop::kAgentStrobe, best->strobe, 0, node_id_);
     ApplyStrobe(*best);
+    launching = ContinueLaunches(kLaunchSlice);
     round_trace::Note(round_trace::Hop::kAgentApplied, best->strobe, 0, node_id_);
     StartCheckpoints();
     if (bcs_) bcs_->OnStrobe(best->strobe, best->row, best->early);
@@ -445,7 +472,9 @@ void NodeAgentImpl::StrobeLoop() {
 bool NodeAgentImpl::OnlyComputeRunning(const os::Strobe& s) const {
   if (!s.commands.empty() || jobs_.empty()) return false;
   for (const auto& [id, j] : jobs_) {
-    if (j.bcs || j.hold || j.ckpt_epoch != 0 || j.record || j.replay || j.reported) return false;
+    if (j.bcs || j.hold || j.ckpt_epoch != 0 || j.record || j.replay || j.reported || j.launching) {
+      return false;
+    }
   }
   return true;
 }
@@ -467,10 +496,12 @@ void NodeAgentImpl::ApplyStrobe(const os::Strobe& s) {
         if (jt == jobs_.end()) break;
         if (c.signal == SIGKILL) {
           KillJob(jt->second);
+          MaybeReport(jt->second);  // no rank of it may have started yet
         } else {
           for (const Rank& r : jt->second.ranks) {
             if (!r.exited) ::kill(r.pid, c.signal);
           }
+          if (auto& p = jt->second.launching) p->signals.push_back(c.signal);
         }
         break;
       }

@@ -107,6 +107,19 @@ struct LocalJob {
   bool replay = false;
   bool stopped = false;  // kStop: frozen for inspection until killed
   std::chrono::steady_clock::time_point record_shipped;
+  // A LAUNCH whose ranks are still being started, a few at a time between and at strobes
+  // (ContinueLaunches; docs/specs/strobe.md, "Paced launches"). Null once every local rank
+  // started (or failed to): then started[slot] is set, and the job may report its end.
+  struct Launching {
+    os::LaunchCommand cmd;
+    std::vector<uint32_t> mine;                // this node's ranks of the job, in order
+    size_t next = 0;                           // mine[next] is the next to start
+    std::map<uint32_t, std::string> channels;  // BCS channel paths by rank
+    std::string failure;                       // set: the rest cannot start, why
+    std::vector<int> signals;                  // SIGNALs applied meanwhile, for the rest
+    SteadyClock::time_point since;
+  };
+  std::unique_ptr<Launching> launching;
 };
 
 // A rank that runs: the caller's ends of its pipes. Only rank 0 reads stdin.
@@ -140,6 +153,11 @@ class NodeAgentImpl final : public NodeAgent {
   bool OnlyComputeRunning(const os::Strobe& s) const;
   // origin: the strobe that first carried the LAUNCH (the incarnation's mark).
   void Launch(const os::LaunchCommand& l, uint64_t origin, uint32_t current_row);
+  // Starts ranks of launches under way until `slice` has passed (at least one rank); true if
+  // some are left (takes mu_).
+  bool ContinueLaunches(std::chrono::microseconds slice);
+  // Starts j's next rank to start; once none is left, sets started[slot] (under mu_).
+  void StartNextRank(LocalJob& j);
   void KillJob(LocalJob& j);
   void ForgetJob(uint64_t id);
   void OnChannel();
@@ -278,6 +296,9 @@ class NodeAgentImpl final : public NodeAgent {
   std::unique_ptr<FreezerCgroup> freezer_key_;  // see Init
   uint64_t last_stage_seq_ = 0;
   uint32_t current_row_ = 0;
+  // Jobs with ranks still to start (LocalJob::launching), in the order of their LAUNCHes
+  // (under mu_).
+  std::deque<uint64_t> launching_;
 
   // Checkpoint workers and other background work (StartWorker); those that finished are
   // joined when the next one starts, the rest at teardown.

@@ -183,7 +183,7 @@ void NodeAgentImpl::CheckRankFailure(LocalJob& j, const Rank& r) {
 // flushed (OUTPUT_DONE), the exit record goes to the coordinator's exit table, and the done
 // variable is set for the coordinator's termination query.
 void NodeAgentImpl::MaybeReport(LocalJob& j) {
-  if (j.reported || !node_) return;
+  if (j.reported || !node_ || j.launching) return;
   for (const Rank& r : j.ranks) {
     if (!r.exited || r.out_fd >= 0 || r.err_fd >= 0) return;
   }
@@ -311,12 +311,36 @@ void NodeAgentImpl::Launch(const os::LaunchCommand& l, uint64_t origin, uint32_t
       failure = paths.status().ToString();
     }
   }
-  for (uint32_t i = 0; i < mine.size(); ++i) {
-    const uint32_t rank = mine[i];
-    if (failure.empty()) {
+  // The ranks start a few at a time (ContinueLaunches), between strobes and at each, so that
+  // no strobe waits behind hundreds of forks (docs/specs/strobe.md, "Paced launches").
+  auto pending = std::make_unique<LocalJob::Launching>();
+  pending->cmd = l;
+  pending->mine = std::move(mine);
+  pending->channels = std::move(channels);
+  pending->failure = std::move(failure);
+  pending->since = SteadyClock::now();
+  j.launching = std::move(pending);
+  launching_.push_back(l.job);
+  // Input that came before the launch strobe waits here for rank 0 (OnChannel adds the rest).
+  if (auto early = early_stdin_.find(l.job); early != early_stdin_.end()) {
+    j.stdin_pending = std::move(early->second.first);
+    j.stdin_eof = early->second.second;
+    early_stdin_.erase(early);
+  }
+}
+
+void NodeAgentImpl::StartNextRank(LocalJob& j) {
+  LocalJob::Launching& p = *j.launching;
+  const os::LaunchCommand& l = p.cmd;
+  if (p.next < p.mine.size()) {
+    const uint32_t i = static_cast<uint32_t>(p.next++);
+    const uint32_t rank = p.mine[i];
+    std::optional<Rank> started;
+    if (p.failure.empty() && j.killed) p.failure = "the job was killed before it started";
+    if (p.failure.empty()) {
       RankSpec spec;
       if (!(l.flags & os::kLaunchNoBind)) {
-        spec.cpus = RankCpus(cpus_, i, static_cast<uint32_t>(mine.size()));
+        spec.cpus = RankCpus(cpus_, i, static_cast<uint32_t>(p.mine.size()));
       }
       spec.program = j.dir + "/" + l.program;
       spec.argv = l.argv;
@@ -325,7 +349,7 @@ void NodeAgentImpl::Launch(const os::LaunchCommand& l, uint64_t origin, uint32_t
       spec.env.push_back("GOS_SIZE=" + std::to_string(l.ntasks));
       spec.env.push_back("GOS_JOB=" + std::to_string(l.job));
       spec.env.push_back("GOS_NODE=" + std::to_string(node_id_));
-      if (auto ct = channels.find(rank); ct != channels.end()) {
+      if (auto ct = p.channels.find(rank); ct != p.channels.end()) {
         spec.env.push_back("GOS_CHANNEL=" + ct->second);
       }
       spec.cwd = l.cwd;
@@ -334,31 +358,76 @@ void NodeAgentImpl::Launch(const os::LaunchCommand& l, uint64_t origin, uint32_t
       spec.cgroup_procs = j.cgroup->procs_file();
       spec.init_path = o_.init_path;
       spec.init_dir = InitDir(l.job, rank);
-      auto p = LaunchRank(spec);
-      if (p.ok()) {
-        if (j.bcs) bcs_->SetRankInit(l.job, rank, p->pid);
-        j.ranks.push_back(StartedRank(rank, *p));
-        continue;
+      auto rp = LaunchRank(spec);
+      if (rp.ok()) {
+        if (j.bcs) bcs_->SetRankInit(l.job, rank, rp->pid);
+        // Signals the job got while this rank was still to start: init forwards them (they
+        // stay pending until it can).
+        for (int sig : p.signals) ::kill(rp->pid, sig);
+        started = StartedRank(rank, *rp);
+      } else {
+        p.failure = rp.status().ToString();
       }
-      failure = p.status().ToString();
     }
-    // Could not start: report it as exit 127 with the reason on the rank's stderr.
-    j.ranks.push_back(
-        NotStarted(ch_, l.job, rank, "cannot start rank " + std::to_string(rank) + ": " + failure));
+    if (started) {
+      j.ranks.push_back(std::move(*started));
+    } else if (j.killed) {
+      Rank r;  // never started: counts as killed, like its started peers
+      r.rank = rank;
+      r.exited = true;
+      r.wait_status = SIGKILL;
+      j.ranks.push_back(r);
+    } else {
+      // Could not start: report it as exit 127 with the reason on the rank's stderr.
+      j.ranks.push_back(NotStarted(ch_, l.job, rank,
+                                   "cannot start rank " + std::to_string(rank) + ": " + p.failure));
+    }
+    WatchOutputs(j);
+    if (rank == 0) FlushStdin(j);
   }
-  WatchOutputs(j);
-  if (auto early = early_stdin_.find(l.job); early != early_stdin_.end()) {
-    j.stdin_pending = std::move(early->second.first);
-    j.stdin_eof = early->second.second;
-    early_stdin_.erase(early);
-    FlushStdin(j);
-  }
-  node_->Store(os::VarStarted(l.slot), static_cast<int64_t>(l.job));
+  if (p.next < p.mine.size()) return;
+  GOS_LOG(kDebug, "nodeagent")
+      << "job " << j.id << ": started " << p.mine.size() << " ranks in "
+      << std::chrono::duration_cast<std::chrono::milliseconds>(SteadyClock::now() - p.since).count()
+      << " ms";
+  const uint32_t slot = l.slot;
+  j.launching.reset();
+  std::erase(launching_, j.id);
+  node_->Store(os::VarStarted(slot), static_cast<int64_t>(j.id));
   MaybeReport(j);
+}
+
+bool NodeAgentImpl::ContinueLaunches(std::chrono::microseconds slice) {
+  std::lock_guard<std::mutex> lock(mu_);
+  const auto until = SteadyClock::now() + slice;
+  do {
+    if (launching_.empty()) return false;
+    auto jt = jobs_.find(launching_.front());
+    if (jt == jobs_.end() || !jt->second.launching) {
+      launching_.pop_front();
+      continue;
+    }
+    StartNextRank(jt->second);
+  } while (SteadyClock::now() < until);
+  return !launching_.empty();
 }
 
 void NodeAgentImpl::KillJob(LocalJob& j) {
   j.killed = true;
+  if (j.launching) {
+    // The ranks still to start never will: they count as killed.
+    for (size_t i = j.launching->next; i < j.launching->mine.size(); ++i) {
+      Rank r;
+      r.rank = j.launching->mine[i];
+      r.exited = true;
+      r.wait_status = SIGKILL;
+      j.ranks.push_back(r);
+    }
+    const uint32_t slot = j.launching->cmd.slot;
+    j.launching.reset();
+    std::erase(launching_, j.id);
+    if (node_) node_->Store(os::VarStarted(slot), static_cast<int64_t>(j.id));
+  }
   if (j.ckpt_cancel) {
     // Waits for a report the worker is sending; it sends nothing after this. Its criu goes
     // too: a dump whose tree is killed can hang, holding the ranks traced (unreapable).

@@ -12,6 +12,7 @@
 
 #include <array>
 #include <cstdint>
+#include <vector>
 
 #include "cpu_bind.h"
 #include "gos/fd.h"
@@ -77,10 +78,11 @@ class ChildMessage {
   _exit(127);
 }
 
-// Runs in the cloned child: PID 1 of the new PID namespace. All signals are blocked (the
-// parent blocked them around the clone) and stay blocked across execve, so a signal sent
-// before init is ready stays pending for init to forward instead of being dropped (PID 1
-// ignores signals it has no handler for).
+// Runs in the cloned child: PID 1 of the new PID namespace, on a stack of its own in the
+// caller's memory (CLONE_VM | CLONE_VFORK: the caller's thread waits until the execve). All
+// signals are blocked (the parent blocked them around the clone) and stay blocked across
+// execve, so a signal sent before init is ready stays pending for init to forward instead of
+// being dropped (PID 1 ignores signals it has no handler for).
 [[noreturn]] void RunChild(const ChildPlan& p) {
   // The caller's handlers must not run here, and ignored signals would stay ignored across
   // execve: reset every disposition.
@@ -109,18 +111,9 @@ class ChildMessage {
     for (unsigned fd = 6; fd < 65536; ++fd) ::close(static_cast<int>(fd));
   }
 
-  if (p.go_fd >= 0) {
-    // Wait until LaunchRank has moved this process into the cgroup, so that init and all it
-    // forks are inside. If the cgroup is FROZEN, this process freezes right here, and goes
-    // on at Thaw. No byte (EOF): the join failed and LaunchRank wrote why to our stderr.
-    char c = 0;
-    ssize_t n;
-    do {
-      n = ::read(4, &c, 1);
-    } while (n < 0 && errno == EINTR);
-    if (n != 1) _exit(127);
-    ::close(4);
-  }
+  // fd 4, when there is a cgroup to join, is for gos-rank-init (--go-fd 4): it waits there
+  // until LaunchRank has moved it into the cgroup (this process shares the caller's memory
+  // until its execve, and the caller waits for that: no waiting here).
 
   if (p.bind && ::sched_setaffinity(0, sizeof p.cpus, &p.cpus) != 0) {
     // A hint, not a condition: the rank runs unbound, and says so.
@@ -140,6 +133,10 @@ class ChildMessage {
   ::execve(p.init_path, p.init_argv, no_env);
   ChildFail("execute", p.init_path, errno);
 }
+
+int ChildMain(void* plan) { RunChild(*static_cast<const ChildPlan*>(plan)); }
+
+constexpr size_t kChildStackBytes = 64u << 10;
 
 struct Pipe {
   Fd read, write;
@@ -196,7 +193,9 @@ StatusOr<RankProcess> LaunchRank(const RankSpec& spec) {
   if (spec.uid != ::geteuid() || spec.gid != ::getegid()) {
     args.insert(args.end(), {"--user", user});
   }
-  args.insert(args.end(), {"--cwd", cwd, "--env-fd", "5", "--", spec.program});
+  args.insert(args.end(), {"--cwd", cwd, "--env-fd", "5"});
+  if (!spec.cgroup_procs.empty()) args.insert(args.end(), {"--go-fd", "4"});
+  args.insert(args.end(), {"--", spec.program});
   if (spec.argv.empty()) {
     args.push_back(spec.program);
   } else {
@@ -252,17 +251,23 @@ StatusOr<RankProcess> LaunchRank(const RankSpec& spec) {
   ::pthread_sigmask(SIG_SETMASK, &all, &old);
   // fork semantics (child continues on a copy of this stack), child is PID 1 of a new
   // PID namespace. No CLONE_NEWNS: CRIU must be able to dump the tree.
-  long pid = ::syscall(SYS_clone, CLONE_NEWPID | SIGCHLD, 0, 0, 0, 0);
-  if (pid == 0) RunChild(plan);
+  // The child shares this memory until its execve (CLONE_VM) and this thread waits for that
+  // (CLONE_VFORK), as posix_spawn does: a fork's copy of the nodeagent's page tables (the
+  // fabric's buffers, ~70 MiB on a 4-node local cluster) and the child's teardown of it at
+  // execve cost ~10 ms of CPU a rank, most of a 1000-rank launch (docs/benchmarks.md).
+  std::vector<char> child_stack(kChildStackBytes);
+  auto* stack_top = reinterpret_cast<void*>(
+      (reinterpret_cast<uintptr_t>(child_stack.data()) + child_stack.size()) & ~uintptr_t{63});
+  int pid = ::clone(ChildMain, stack_top, CLONE_VM | CLONE_VFORK | CLONE_NEWPID | SIGCHLD, &plan);
   int clone_errno = errno;
   ::pthread_sigmask(SIG_SETMASK, &old, nullptr);
   if (pid < 0) return ErrnoError(clone_errno, "clone(CLONE_NEWPID)");
 
   if (join_cgroup) {
-    // The caller moves the child (rather than the child joining itself) so that LaunchRank
-    // returns with the child inside, and never waits on it: the cgroup may be FROZEN, and a
-    // child that joined a frozen cgroup would freeze before it could say so. A Freeze()
-    // right after LaunchRank returns covers the new rank.
+    // The caller moves the child (gos-rank-init by now, waiting on --go-fd) rather than the
+    // child joining itself, so that LaunchRank returns with the child inside, and never waits
+    // on it: the cgroup may be FROZEN, and a child that joined a frozen cgroup would freeze
+    // before it could say so. A Freeze() right after LaunchRank returns covers the new rank.
     // go.read stays open here until the byte is written: a child that already died must
     // not turn the write into a SIGPIPE for the caller.
     Status joined = WriteProcs(spec.cgroup_procs, static_cast<pid_t>(pid));

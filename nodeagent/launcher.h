@@ -2,7 +2,8 @@
 // (gos-rank-init), optionally inside a freezer cgroup, which starts the rank as its only
 // direct child, forwards signals to it, reaps orphans and reports the rank's wait status.
 //
-//   nodeagent --clone(CLONE_NEWPID)--> gos-rank-init (pid 1 inside) --fork/exec--> rank (pid 2)
+//   nodeagent --clone(CLONE_NEWPID | CLONE_VM | CLONE_VFORK)--> gos-rank-init (pid 1 inside)
+//             --fork/exec--> rank (pid 2)
 //
 // When gos-rank-init exits, the kernel kills whatever is left in the namespace, so a rank
 // leaves no process behind. No private mount namespace is made, so CRIU can dump the tree.
@@ -43,9 +44,9 @@ struct RankSpec {
   // (CRIU dumps mount a /proc in it for a moment). The caller creates and later removes it.
   // Default: empty = "/" (then dumps of two such ranks must not overlap).
   std::string init_dir;
-  // cgroup.procs file (FreezerCgroup::procs_file()). LaunchRank moves the child into it
-  // before the child may exec init, so init, the rank and everything it spawns live in that
-  // cgroup, and it is already in when LaunchRank returns. The cgroup may be FROZEN: the rank
+  // cgroup.procs file (FreezerCgroup::procs_file()). LaunchRank moves init into it, and init
+  // waits for that (--go-fd) before it does anything, so init, the rank and everything it
+  // spawns live in that cgroup, and it is already in when LaunchRank returns. The cgroup may be FROZEN: the rank
   // then starts at Thaw. Default: "" = none.
   std::string cgroup_procs;
   // CPUs the rank (init, the rank and all they start) is bound to before init execs
@@ -73,8 +74,10 @@ struct RankProcess {
 
 // Starts a rank. The caller owns and must close all four fds of the result, and must reap
 // result.pid (waitpid) - e.g. from its SIGCHLD handling. Safe to call from any thread of a
-// multi-threaded process: the child runs only async-signal-safe code until it execs init.
-// Never waits for the child to make progress (so it cannot hang on a FROZEN cgroup).
+// multi-threaded process: the child shares the caller's memory (not a copy of it: a fork of
+// a big process costs ~10 ms) and runs only async-signal-safe code until it execs init; the
+// calling thread waits for that execve. Never waits for the child to make progress after it
+// (so it cannot hang on a FROZEN cgroup).
 //
 // Returns an error only if the rank could not be started at all (bad spec, pipe or clone
 // failure). Failures after the clone (cgroup join, user switch, chdir, exec of init or of the

@@ -1,7 +1,10 @@
 // gos-rank-init: PID 1 of a rank's PID namespace (started by LaunchRank).
 //
-//   gos-rank-init [--user UID:GID] [--cwd DIR] [--env-fd FD] -- PROGRAM ARGV0 [ARGS...]
+//   gos-rank-init [--user UID:GID] [--cwd DIR] [--env-fd FD] [--go-fd FD] -- PROGRAM ARGV0
+//   [ARGS...]
 //
+// With --go-fd, first waits for one byte on FD (LaunchRank moved it into the job's cgroup);
+// EOF instead (the move failed, LaunchRank wrote why to stderr) makes it exit 127.
 // Forks the rank - which switches to UID:GID (supplementary groups: just GID), changes to
 // DIR and execs PROGRAM with ARGV0 ARGS... and the environment read from FD (NUL-terminated
 // "K=V" entries; without --env-fd, none) - while init itself keeps its user, working
@@ -75,7 +78,8 @@ bool ReadEnvironment(int fd, std::string* block) {
 
 int Usage() {
   fprintf(stderr,
-          "usage: gos-rank-init [--user UID:GID] [--cwd DIR] [--env-fd FD] -- PROGRAM ARGV0 "
+          "usage: gos-rank-init [--user UID:GID] [--cwd DIR] [--env-fd FD] [--go-fd FD] -- PROGRAM "
+          "ARGV0 "
           "[ARGS...]\n");
   return 127;
 }
@@ -88,6 +92,7 @@ int main(int argc, char** argv) {
   gid_t gid = 0;
   const char* cwd = nullptr;
   int env_fd = -1;
+  int go_fd = -1;
   int i = 1;
   for (; i + 1 < argc && strcmp(argv[i], "--") != 0; i += 2) {
     if (strcmp(argv[i], "--user") == 0) {
@@ -100,6 +105,8 @@ int main(int argc, char** argv) {
       cwd = argv[i + 1];
     } else if (strcmp(argv[i], "--env-fd") == 0) {
       env_fd = atoi(argv[i + 1]);
+    } else if (strcmp(argv[i], "--go-fd") == 0) {
+      go_fd = atoi(argv[i + 1]);
     } else {
       return Usage();
     }
@@ -108,6 +115,17 @@ int main(int argc, char** argv) {
   const char* program = argv[i + 1];
   char* default_argv[] = {argv[i + 1], nullptr};
   char** rank_argv = argc > i + 2 ? argv + i + 2 : default_argv;
+
+  if (go_fd >= 0) {
+    // Inside the job's cgroup from here on (frozen here if it is FROZEN, until its Thaw).
+    char c = 0;
+    ssize_t n;
+    do {
+      n = read(go_fd, &c, 1);
+    } while (n < 0 && errno == EINTR);
+    if (n != 1) _exit(127);
+    close(go_fd);
+  }
 
   std::string env_block;
   if (env_fd >= 0 && !ReadEnvironment(env_fd, &env_block)) {

@@ -255,6 +255,18 @@ TEST_F(MpiTest, PiIsAccurate) {
   }
 }
 
+// Issue 31: 256 ranks on 4 nodes (64 a node) start without a node taken for dead, and
+// compute their answer (~1.5 s here).
+TEST_F(MpiTest, PiOf256RanksOnFourNodes) {
+  Result r = cluster().GosRun(256, 4, Example("pi"), {"1000000"});
+  EXPECT_EQ(r.code, 0) << r.Describe();
+  std::smatch m;
+  static const std::regex kLine(
+      R"(pi: 256 ranks, 1000000 intervals: pi = ([0-9.]+), error = ([0-9.e+-]+), time)");
+  ASSERT_TRUE(std::regex_search(r.output, m, kLine)) << r.Describe();
+  EXPECT_LT(std::fabs(std::stod(m[1]) - M_PI), 1e-6) << r.Describe();
+}
+
 // The Jacobi iteration of examples/jacobi.c, serially, with the same
 // arithmetic: the "iterations=.. residual=" and " checksum=.. " parts of its
 // output line.

@@ -914,6 +914,60 @@ TEST_F(OsTest, KilledNodeagentFailsItsJobAndSparesOthers) {
       << Describe(ClusterProcesses());
 }
 
+// Issue 31: a node busy starting hundreds of ranks is not taken for dead (they start a slice
+// at a time between strobes, and a fork does not copy the agent's memory), while a stopped
+// agent still is, within the failure timeout (the default, 2 s) and a strobe.
+TEST_F(OsTest, BigLaunchesAreNotTakenForDeathButAStoppedAgentIs) {
+  auto up = Run({Bin("gos-cluster"), "up", "-N", "4"}, {}, 60s);
+  ASSERT_EQ(up->ExitCode(), 0) << up->Describe() << Logs();
+  ASSERT_TRUE(WaitForNodes(socket(), 4, 10s));
+  for (const char* n : {"1000", "2000"}) {
+    auto run = Run({Bin("gos-run"), "-n", n, "/bin/true"}, {}, 120s);
+    EXPECT_EQ(run->ExitCode(), 0) << run->Describe() << Logs();
+    EXPECT_EQ(run->Err(), "") << run->Describe();
+    EXPECT_LT(run->Seconds(), 60.0) << run->Describe();
+    std::printf("gos-run -n %s /bin/true on 4 nodes: %.2f s\n", n, run->Seconds());
+  }
+  auto ps = Ps(socket());
+  ASSERT_TRUE(ps.ok()) << ps.status().ToString();
+  for (const auto& node : ps->nodes) EXPECT_TRUE(node.up) << DescribePs(ps);
+
+  auto job = Start({Bin("gos-run"), "-N", "4", "-n", "4", "-l", RankHelper(), "sleep", "30000"});
+  for (const char* r : {"0: ready", "1: ready", "2: ready", "3: ready"}) {
+    ASSERT_TRUE(job->WaitForOutput(r, 30s)) << job->Describe() << Logs();
+  }
+  const pid_t n2 = AgentPid("n2");
+  ASSERT_GT(n2, 0) << Describe(ClusterProcesses());
+  killed_agents_.insert(n2);
+  auto stopped = SteadyClock::now();
+  ASSERT_EQ(::kill(n2, SIGSTOP), 0);
+  ASSERT_TRUE(job->Wait(10s)) << "job still running 10 s after node 2's agent stopped\n"
+                              << job->Describe() << Logs();
+  const double detected = SecondsSince(stopped);
+  EXPECT_EQ(job->ExitCode(), 255) << job->Describe();
+  EXPECT_NE(job->Err().find("node 2"), std::string::npos) << job->Describe();
+  // Whichever sees it first: the primitives' heartbeat or the strobe's confirmation.
+  EXPECT_NE(job->Err().find("is down: "), std::string::npos) << job->Describe();
+  EXPECT_FALSE(job->Err().find("(failure timeout 2000 ms)") == std::string::npos &&
+               job->Err().find("within the failure timeout (2000 ms)") == std::string::npos)
+      << job->Describe();
+  // The failure timeout, one strobe, and the time the job's end takes to reach gos-run.
+  EXPECT_LT(detected, 2.0 + 0.5) << job->Describe();
+  std::printf("job failed %.2f s after SIGSTOP of node 2's agent\n", detected);
+  ps = Ps(socket());
+  ASSERT_TRUE(ps.ok()) << ps.status().ToString();
+  ASSERT_EQ(ps->nodes.size(), 4u) << DescribePs(ps);
+  EXPECT_FALSE(ps->nodes[1].up) << DescribePs(ps);
+
+  ASSERT_EQ(::kill(n2, SIGKILL), 0);
+  ::kill(n2, SIGCONT);
+  auto down = Run({Bin("gos-cluster"), "down"}, {}, 30s);
+  EXPECT_EQ(down->ExitCode(), 0) << down->Describe();
+  EXPECT_TRUE(WaitUntil([&] { return ClusterProcesses().empty(); }, 15s))
+      << "gos-cluster down left:\n"
+      << Describe(ClusterProcesses());
+}
+
 // ---- 6. Coordinator killed and restarted -------------------------------------------------------
 
 TEST_F(OsTest, CoordinatorRestartRecoversJobAndNodeTables) {

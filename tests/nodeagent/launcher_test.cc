@@ -339,13 +339,17 @@ TEST_F(LauncherTest, LaunchIntoFrozenCgroupReturnsAndRunsOnThaw) {
   ASSERT_TRUE(cg->Freeze().ok());
   RankSpec spec = Shell("echo running");
   spec.cgroup_procs = cg->procs_file();
-  auto launch = std::async(std::launch::async, [&] { return LaunchRank(spec); });
-  if (launch.wait_for(5s) != std::future_status::ready) {
-    ASSERT_TRUE(cg->Thaw().ok());  // unblock it, then fail
-    launch.wait();
-    FAIL() << "LaunchRank blocked on a frozen cgroup";
-  }
-  auto p = launch.get();
+  // On this thread: a rank's init dies with the thread that started it (PR_SET_PDEATHSIG).
+  // A watchdog thaws the cgroup if LaunchRank blocks on it.
+  std::promise<void> returned;
+  auto watchdog = std::async(std::launch::async, [&, done = returned.get_future()] {
+    if (done.wait_for(5s) == std::future_status::ready) return true;
+    cg->Thaw().IgnoreError();  // unblock it, then fail
+    return false;
+  });
+  auto p = LaunchRank(spec);
+  returned.set_value();
+  ASSERT_TRUE(watchdog.get()) << "LaunchRank blocked on a frozen cgroup";
   ASSERT_TRUE(p.ok()) << p.status().ToString();
   Rank r(*p);
   EXPECT_EQ(cg->Pids(), std::vector<pid_t>{r.pid()});
