@@ -46,8 +46,8 @@ struct RankSpec {
   std::string init_dir;
   // cgroup.procs file (FreezerCgroup::procs_file()). LaunchRank moves init into it, and init
   // waits for that (--go-fd) before it does anything, so init, the rank and everything it
-  // spawns live in that cgroup, and it is already in when LaunchRank returns. The cgroup may be FROZEN: the rank
-  // then starts at Thaw. Default: "" = none.
+  // spawns live in that cgroup, and it is already in when LaunchRank returns. The cgroup may be
+  // FROZEN: the rank then starts at Thaw. Default: "" = none.
   std::string cgroup_procs;
   // CPUs the rank (init, the rank and all they start) is bound to before init execs
   // (cpu_bind.h). Default: empty = not bound (the caller's affinity).
