@@ -21,6 +21,7 @@
 #include "bcs_engine_impl.h"
 #include "freezer.h"
 #include "gos/bcs/channel.h"
+#include "gos/files.h"
 #include "gos/log.h"
 #include "gos/os/layout.h"
 #include "gos/round_trace.h"
@@ -363,7 +364,7 @@ StatusOr<std::map<uint32_t, std::string>> BcsEngine::AddJob(const BcsJob& spec,
       const std::string& bytes = dt != spec.replay->decisions.end() ? dt->second : empty;
       const std::string rpath = r->path + ".replay";
       ::unlink(rpath.c_str());
-      Status st = WriteWholeFile(rpath, bytes, 0400);
+      Status st = WriteFileWithMode(rpath, bytes, 0400);
       if (st.ok() && ::chown(rpath.c_str(), spec.uid, spec.gid) != 0) {
         st = ErrnoError(errno, "chown " + rpath);
       }

@@ -246,7 +246,7 @@ void NodeAgentImpl::CheckpointWorker(uint64_t job, uint64_t epoch, uint64_t base
     const std::string& rank_dir = exe_dirs.count(rank) ? exe_dirs[rank] : job_dir;
     std::string meta =
         "job_dir=" + rank_dir + "\nprogram=" + program + "\nrank=" + std::to_string(rank) + "\n";
-    st = WriteWholeFile(dir + "/gos-rank", meta, 0600);
+    st = WriteFileWithMode(dir + "/gos-rank", meta, 0600);
     if (st.ok() && !program.empty()) {
       // The executable is not in CRIU's images: it goes with them (deduplicated by content).
       if (::link((rank_dir + "/" + program).c_str(), (dir + "/job/" + program).c_str()) != 0) {
@@ -258,8 +258,8 @@ void NodeAgentImpl::CheckpointWorker(uint64_t job, uint64_t epoch, uint64_t base
       }
     }
     if (st.ok() && channels.count(rank)) {
-      st = WriteWholeFile(dir + "/gos-channel", channels[rank], 0600);
-      if (st.ok()) st = WriteWholeFile(dir + "/gos-matcher", matcher, 0600);
+      st = WriteFileWithMode(dir + "/gos-channel", channels[rank], 0600);
+      if (st.ok()) st = WriteFileWithMode(dir + "/gos-matcher", matcher, 0600);
     }
     if (!st.ok()) break;
   }

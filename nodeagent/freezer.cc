@@ -235,26 +235,4 @@ StatusOr<std::string> ReadWholeFile(const std::string& path) {
   return out;
 }
 
-Status WriteWholeFile(const std::string& path, const std::string& bytes, mode_t mode) {
-  int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, mode);
-  if (fd < 0) return ErrnoError(errno, "create " + path);
-  // Exactly `mode`: the umask may have taken bits from a new file, an old one kept its own.
-  if (::fchmod(fd, mode) != 0) {
-    int err = errno;
-    ::close(fd);
-    return ErrnoError(err, "chmod " + path);
-  }
-  for (size_t off = 0; off < bytes.size();) {
-    ssize_t n = ::write(fd, bytes.data() + off, bytes.size() - off);
-    if (n <= 0) {
-      int err = errno;
-      ::close(fd);
-      return ErrnoError(err, "write " + path);
-    }
-    off += static_cast<size_t>(n);
-  }
-  ::close(fd);
-  return OkStatus();
-}
-
 }  // namespace gos::nodeagent

@@ -69,8 +69,6 @@ class FreezerCgroup {
 
 // The whole contents of a (small) file: cgroup control files, checkpoint metadata.
 StatusOr<std::string> ReadWholeFile(const std::string& path);
-// Creates or truncates path (with mode when created) and writes bytes to it.
-Status WriteWholeFile(const std::string& path, const std::string& bytes, mode_t mode);
 
 }  // namespace gos::nodeagent
 
