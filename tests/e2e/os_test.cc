@@ -46,6 +46,7 @@ namespace gos::os {
 namespace {
 
 using namespace std::chrono_literals;
+using gos::testing::DescribeProcesses;
 using gos::testing::DescribeWaitStatus;
 using gos::testing::NetnsHosts;
 using gos::testing::Subprocess;
@@ -181,12 +182,6 @@ std::map<pid_t, std::string> FindProcesses(const std::vector<std::string>& needl
   }
   ::closedir(d);
   return out;
-}
-
-std::string Describe(const std::map<pid_t, std::string>& procs) {
-  std::string s;
-  for (const auto& [pid, what] : procs) s += "  " + std::to_string(pid) + ": " + what + "\n";
-  return s;
 }
 
 // A command with stdout and stderr captured apart: the Subprocess runs a shell that redirects
@@ -451,7 +446,7 @@ class OsTest : public ::testing::Test {
   pid_t SignalAgentUntilDown(const std::string& name, uint32_t node, int sig) {
     const pid_t pid = AgentPid(name);
     if (pid <= 0) {
-      ADD_FAILURE() << "no nodeagent " << name << ":\n" << Describe(ClusterProcesses());
+      ADD_FAILURE() << "no nodeagent " << name << ":\n" << DescribeProcesses(ClusterProcesses());
       return -1;
     }
     killed_agents_.insert(pid);  // it may not remove its cgroup dir
@@ -504,7 +499,7 @@ void OsTest::TearDown() {
   WaitUntil([&] { return (left = ClusterProcesses()).empty(); }, 10s, 20ms);
   EXPECT_TRUE(left.empty()) << "processes of this test's cluster still running 10 s after the "
                                "test:\n"
-                            << Describe(left);
+                            << DescribeProcesses(left);
   for (const auto& [pid, what] : left) ::kill(pid, SIGKILL);
   WaitUntil([&] { return ClusterProcesses().empty(); }, 5s);
 
@@ -648,7 +643,7 @@ TEST_F(OsTest, MissingOrNonExecutableProgramIsRefusedBeforeLaunch) {
     // No coordinator was started.
     EXPECT_FALSE(Exists(fresh + "/log/coordinator.log"));
     EXPECT_FALSE(Exists(fresh + "/coordinator.sock"));
-    EXPECT_TRUE(ClusterProcesses(fresh).empty()) << Describe(ClusterProcesses(fresh));
+    EXPECT_TRUE(ClusterProcesses(fresh).empty()) << DescribeProcesses(ClusterProcesses(fresh));
   }
 }
 
@@ -691,7 +686,7 @@ TEST_F(OsTest, UnworkableOptionsAreRefusedNamingTheReason) {
     EXPECT_EQ(run->ExitCode(), c.code) << run->Describe();
     EXPECT_NE(run->Err().find(c.why), std::string::npos) << run->Describe();
     EXPECT_EQ(run->Out(), "") << run->Describe();
-    EXPECT_TRUE(ClusterProcesses(fresh).empty()) << Describe(ClusterProcesses(fresh));
+    EXPECT_TRUE(ClusterProcesses(fresh).empty()) << DescribeProcesses(ClusterProcesses(fresh));
   }
 }
 
@@ -706,7 +701,7 @@ TEST_F(OsTest, TwoJobsOnSameNodesAreGangScheduledOneThawedAtATime) {
   std::vector<std::string> agent_prefixes;
   for (const char* name : {"n1", "n2"}) {
     pid_t pid = AgentPid(name);
-    ASSERT_GT(pid, 0) << "no nodeagent " << name << ":\n" << Describe(ClusterProcesses());
+    ASSERT_GT(pid, 0) << "no nodeagent " << name << ":\n" << DescribeProcesses(ClusterProcesses());
     agent_prefixes.push_back(std::string(kFreezerGos) + "/" + name + "." + std::to_string(pid));
   }
 
@@ -790,7 +785,7 @@ TEST_F(OsTest, TwoJobsOnSameNodesAreGangScheduledOneThawedAtATime) {
   EXPECT_EQ(down->ExitCode(), 0) << down->Describe();
   EXPECT_TRUE(WaitUntil([&] { return ClusterProcesses().empty(); }, 15s))
       << "gos-cluster down left:\n"
-      << Describe(ClusterProcesses());
+      << DescribeProcesses(ClusterProcesses());
 }
 
 // ---- 5. A nodeagent killed during a job ---------------------------------------------------------
@@ -815,11 +810,11 @@ TEST_F(OsTest, KilledNodeagentFailsItsJobAndSparesOthers) {
   ASSERT_EQ(ps->jobs[1].nodes, (std::vector<uint32_t>{3})) << DescribePs(ps);
 
   pid_t n1 = AgentPid("n1"), n2 = AgentPid("n2");
-  ASSERT_GT(n1, 0) << Describe(ClusterProcesses());
-  ASSERT_GT(n2, 0) << Describe(ClusterProcesses());
+  ASSERT_GT(n1, 0) << DescribeProcesses(ClusterProcesses());
+  ASSERT_GT(n2, 0) << DescribeProcesses(ClusterProcesses());
   const std::string job_dir = "/jobs/" + std::to_string(job_a) + "/";
   ASSERT_GE(ClusterProcesses(job_dir).size(), 2u)  // its ranks (and their inits), 2 nodes
-      << Describe(ClusterProcesses(job_dir));
+      << DescribeProcesses(ClusterProcesses(job_dir));
   const std::string a_on_n2 = AgentCgroup(n2) + "/j" + std::to_string(job_a);
   ASSERT_TRUE(IsDir(a_on_n2)) << a_on_n2;
 
@@ -839,7 +834,7 @@ TEST_F(OsTest, KilledNodeagentFailsItsJobAndSparesOthers) {
   std::map<pid_t, std::string> left;
   EXPECT_TRUE(WaitUntil([&] { return (left = ClusterProcesses(job_dir)).empty(); }, 5s))
       << "processes of failed job " << job_a << " still running:\n"
-      << Describe(left);
+      << DescribeProcesses(left);
 
   // Job B, on node 3, is not affected.
   ASSERT_TRUE(b->Wait(30s)) << b->Describe() << Logs();
@@ -876,7 +871,7 @@ TEST_F(OsTest, KilledNodeagentFailsItsJobAndSparesOthers) {
   ASSERT_EQ(rejoin->ExitCode(), 0) << rejoin->Describe() << Logs();
   EXPECT_NE(rejoin->Out().find("node 1 is up again"), std::string::npos) << rejoin->Describe();
   const pid_t n1_again = AgentPid("n1");
-  ASSERT_GT(n1_again, 0) << Describe(ClusterProcesses());
+  ASSERT_GT(n1_again, 0) << DescribeProcesses(ClusterProcesses());
   EXPECT_NE(n1_again, n1);
   ps = Ps(socket());
   ASSERT_TRUE(ps.ok()) << ps.status().ToString();
@@ -911,7 +906,7 @@ TEST_F(OsTest, KilledNodeagentFailsItsJobAndSparesOthers) {
   EXPECT_EQ(down->ExitCode(), 0) << down->Describe();
   EXPECT_TRUE(WaitUntil([&] { return ClusterProcesses().empty(); }, 15s))
       << "gos-cluster down left:\n"
-      << Describe(ClusterProcesses());
+      << DescribeProcesses(ClusterProcesses());
 }
 
 // Issue 31: a node busy starting hundreds of ranks is not taken for dead (they start a slice
@@ -937,7 +932,7 @@ TEST_F(OsTest, BigLaunchesAreNotTakenForDeathButAStoppedAgentIs) {
     ASSERT_TRUE(job->WaitForOutput(r, 30s)) << job->Describe() << Logs();
   }
   const pid_t n2 = AgentPid("n2");
-  ASSERT_GT(n2, 0) << Describe(ClusterProcesses());
+  ASSERT_GT(n2, 0) << DescribeProcesses(ClusterProcesses());
   killed_agents_.insert(n2);
   auto stopped = SteadyClock::now();
   ASSERT_EQ(::kill(n2, SIGSTOP), 0);
@@ -965,7 +960,7 @@ TEST_F(OsTest, BigLaunchesAreNotTakenForDeathButAStoppedAgentIs) {
   EXPECT_EQ(down->ExitCode(), 0) << down->Describe();
   EXPECT_TRUE(WaitUntil([&] { return ClusterProcesses().empty(); }, 15s))
       << "gos-cluster down left:\n"
-      << Describe(ClusterProcesses());
+      << DescribeProcesses(ClusterProcesses());
 }
 
 // ---- 6. Coordinator killed and restarted -------------------------------------------------------
@@ -1009,7 +1004,7 @@ TEST_F(OsTest, CoordinatorRestartRecoversJobAndNodeTables) {
   std::map<pid_t, std::string> left;
   EXPECT_TRUE(WaitUntil([&] { return (left = ClusterProcesses(job_dir)).empty(); }, 10s))
       << "ranks of job " << running_id << " outlived the coordinator:\n"
-      << Describe(left);
+      << DescribeProcesses(left);
 
   coordinator = start_coordinator();
   // The tables come back before the nodes do: gos-ps lists the jobs with their final states.
@@ -1199,7 +1194,7 @@ TEST_F(OsTest, ClusterUpNetnsPutsEachNodeInItsOwnNamespace) {
   EXPECT_NE(::access(cleanup.record.c_str(), F_OK), 0) << "the record outlived the cluster";
   EXPECT_TRUE(WaitUntil([&] { return ClusterProcesses().empty(); }, 15s))
       << "gos-cluster down left:\n"
-      << Describe(ClusterProcesses());
+      << DescribeProcesses(ClusterProcesses());
 }
 
 // ---- 8. Only a job's owner or root may kill it -------------------------------------------------
