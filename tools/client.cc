@@ -386,6 +386,50 @@ void LocalCluster::Kill() {
   if (killed) prim::SweepDeadShmRegions("/dev/shm");  // what a killed shm node left there
 }
 
+std::vector<pid_t> LocalClusterDaemons(const std::string& state) {
+  std::vector<pid_t> pids;
+  std::error_code ec;
+  for (const auto& e : std::filesystem::directory_iterator("/proc", ec)) {
+    const std::string name = e.path().filename();
+    if (name.empty() || name.find_first_not_of("0123456789") != std::string::npos) continue;
+    std::ifstream in(e.path() / "cmdline", std::ios::binary);
+    std::vector<std::string> args;
+    for (std::string a; std::getline(in, a, '\0');) args.push_back(a);
+    if (args.empty()) continue;
+    const std::string exe = std::filesystem::path(args[0]).filename();
+    if (exe != "gos-coordinator" && exe != "gos-nodeagent") continue;
+    for (size_t i = 1; i < args.size(); ++i) {
+      if (args[i] == state || args[i].rfind(state + "/", 0) == 0) {
+        pids.push_back(std::stoi(name));
+        break;
+      }
+    }
+  }
+  return pids;
+}
+
+std::vector<pid_t> WaitOrStopDaemons(std::vector<pid_t> pids, std::chrono::milliseconds timeout) {
+  auto alive = [&pids] {
+    pids.erase(std::remove_if(pids.begin(), pids.end(),
+                              [](pid_t p) { return ::kill(p, 0) != 0 && errno == ESRCH; }),
+               pids.end());
+    return !pids.empty();
+  };
+  auto wait = [&](std::chrono::milliseconds t) {
+    const auto deadline = SteadyClock::now() + t;
+    while (alive() && SteadyClock::now() < deadline) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+  };
+  wait(timeout);
+  const std::vector<pid_t> signalled = pids;
+  for (pid_t p : pids) ::kill(p, SIGTERM);
+  wait(std::chrono::seconds(5));
+  for (pid_t p : pids) ::kill(p, SIGKILL);
+  wait(std::chrono::seconds(5));
+  return signalled;
+}
+
 void RemoveClusterFiles(const std::string& state) {
   auto key = os::LoadClusterKey(state + "/cluster.key");
   if (key.ok()) os::RemoveClusterFiles(*key);  // else no cluster ever formed there

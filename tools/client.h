@@ -102,6 +102,14 @@ class LocalCluster {
 // killed could not remove those of its ranks.
 void RemoveClusterFiles(const std::string& state);
 
+// The daemons (gos-coordinator, gos-nodeagent) of the local cluster in `state` running on this
+// machine, found by their command lines, which name `state`.
+std::vector<pid_t> LocalClusterDaemons(const std::string& state);
+
+// Waits up to `timeout` for `pids` (not children) to exit; SIGTERM to those left, SIGKILL 5 s
+// later. Returns the pids that had to be signalled.
+std::vector<pid_t> WaitOrStopDaemons(std::vector<pid_t> pids, std::chrono::milliseconds timeout);
+
 // The log of node `node`'s nodeagent of the local cluster in `state`.
 std::string NodeAgentLog(const std::string& state, uint32_t node);
 

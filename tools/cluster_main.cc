@@ -190,6 +190,9 @@ int Main(int argc, char** argv) {
       std::fprintf(stderr, "gos-cluster: no cluster is running\n");
       return 1;
     }
+    // Its daemons, to wait for: a namespace removed under a nodeagent that has not yet read
+    // the coordinator's goodbye would leave that agent waiting on a dead link.
+    const std::vector<pid_t> daemons = LocalClusterDaemons(state);
     auto ch = ConnectCoordinator(running);
     Status s = ch.ok() ? (*ch)->Send(os::Frame::kShutdown, {}) : ch.status();
     auto f = s.ok() ? (*ch)->Receive(std::chrono::steady_clock::now() + std::chrono::seconds(10))
@@ -202,6 +205,9 @@ int Main(int argc, char** argv) {
     }
     // Wait until the socket stops answering, then remove the namespaces (--netns).
     for (int i = 0; i < 500 && !FindCoordinator().empty(); ++i) usleep(10000);
+    for (pid_t p : WaitOrStopDaemons(daemons, std::chrono::seconds(10))) {
+      std::fprintf(stderr, "gos-cluster: daemon pid %d did not exit within 10 s; stopped it\n", p);
+    }
     RemoveNetnsHosts(state);
     RemoveClusterFiles(state);
     // What nodes killed with SIGKILL during the cluster's life left in /dev/shm.
