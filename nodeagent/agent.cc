@@ -449,11 +449,17 @@ void NodeAgentImpl::StrobeLoop() {
     }
     if (!best) continue;
     round_trace::Note(round_trace::Hop::kAgentStrobe, best->strobe, 0, node_id_);
-    ApplyStrobe(*best);
-    launching = ContinueLaunches(kLaunchSlice);
-    round_trace::Note(round_trace::Hop::kAgentApplied, best->strobe, 0, node_id_);
-    StartCheckpoints();
-    if (bcs_) bcs_->OnStrobe(best->strobe, best->row, best->early);
+    {
+      // No job round between the strobe's commands, the checkpoints' quiescence tests and
+      // holds, and the strobe's own rounds (docs/specs/bcs-exchange.md, "Job rounds").
+      std::unique_lock<std::mutex> rounds;
+      if (bcs_) rounds = bcs_->PauseRounds();
+      ApplyStrobe(*best);
+      launching = ContinueLaunches(kLaunchSlice);
+      round_trace::Note(round_trace::Hop::kAgentApplied, best->strobe, 0, node_id_);
+      StartCheckpoints();
+      if (bcs_) bcs_->OnStrobe(best->strobe, best->row, best->early);
+    }
     {
       std::lock_guard<std::mutex> lock(mu_);
       for (auto& [id, j] : jobs_) {

@@ -466,17 +466,31 @@ void BcsEngine::Publish(Job& j) {
     if (n > 0) h->compl_head.store(head + n, std::memory_order_release);
   }
   // Noted before the wake-ups: a woken rank may run (and note) before this thread goes on.
-  round_trace::Note(round_trace::Hop::kAgentPublished, s_->strobe.load(), j.spec.job, o_.node);
+  round_trace::Note(round_trace::Hop::kAgentPublished, s_->round_id, j.spec.job, o_.node);
   for (auto& r : j.ranks) {
-    r->h->strobe.store(s_->strobe.load(), std::memory_order_relaxed);
+    r->h->strobe.store(s_->round_id, std::memory_order_relaxed);
     Bump(&r->h->wake);
   }
+}
+
+// Completions of a slice's work become visible as soon as the slice's transfers are done
+// (DESIGN.md: exchange, transfers, then visibility, then the confirmation), so a blocking call
+// costs one round, not two. GOS_BCS_PUBLISH=strobe (in the nodeagent's environment) keeps them
+// until the next strobe instead, as in the BCS papers, for comparison (docs/benchmarks.md);
+// it also turns job rounds off.
+static bool PublishAtSliceEnd() {
+  static const bool at_end = [] {
+    const char* v = getenv("GOS_BCS_PUBLISH");
+    return v == nullptr || std::strcmp(v, "strobe") != 0;
+  }();
+  return at_end;
 }
 
 void BcsEngine::OnStrobe(uint64_t strobe, uint32_t row, bool early) {
   s_->strobe = strobe;
   s_->row = row;
   s_->early = early;
+  s_->round_id = strobe;
   std::vector<std::shared_ptr<Job>> jobs;
   bool any_job = false;
   {
@@ -497,41 +511,9 @@ void BcsEngine::OnStrobe(uint64_t strobe, uint32_t row, bool early) {
     for (auto& [rank, list] : j->pending) any |= !list.empty();
     if (any) Publish(*j);
   }
-  // Completions of this slice's work become visible as soon as the slice's transfers are
-  // done (DESIGN.md: exchange, transfers, then visibility, then the confirmation), so a
-  // blocking call costs one strobe round, not two. GOS_BCS_PUBLISH=strobe (in the
-  // nodeagent's environment) keeps them until the next strobe instead, as in the BCS papers,
-  // for comparison (docs/benchmarks.md).
-  static const bool publish_at_slice_end = [] {
-    const char* v = getenv("GOS_BCS_PUBLISH");
-    return v == nullptr || std::strcmp(v, "strobe") != 0;
-  }();
   for (auto& j : jobs) {
     if (j->spec.row != row || j->broken) continue;
-    Slice(strobe, *j);
-    if (j->broken && !j->broken_reported) {
-      j->broken_reported = true;
-      // A node that died fails the job at the coordinator, naming it. A live peer that failed
-      // us leaves the job unable to communicate: without this it would hang.
-      // Only for the job's current incarnation: one removed meanwhile (the job failed) may
-      // have been replaced by its restart under the same id.
-      bool current = false;
-      {
-        std::lock_guard<std::mutex> lock(s_->mu);
-        auto it = s_->jobs.find(j->spec.job);
-        current = it != s_->jobs.end() && it->second == j;
-      }
-      if (PeersAlive(*j) && current && o_.on_broken) {
-        o_.on_broken(j->spec.job, j->error.empty()
-                                      ? "the BCS exchange of strobe " + std::to_string(strobe) +
-                                            " with the job's other nodes failed"
-                                      : j->error);
-      }
-    }
-    if (publish_at_slice_end) Publish(*j);
-    bool any = !j->scheduler.idle();
-    for (auto& [rank, list] : j->pending) any |= !list.empty();
-    j->work = any;
+    Round(strobe, *j);
   }
   // Reports of "all blocked" made during the slice carry the previous strobe, which the
   // coordinator ignores; from now on they count.
@@ -539,6 +521,59 @@ void BcsEngine::OnStrobe(uint64_t strobe, uint32_t row, bool early) {
   // With no communicating job on the node the bell thread has nothing to look at again (a
   // job added later rings it): waking it would be a context switch per strobe for nothing.
   if (any_job) Ring();
+}
+
+std::unique_lock<std::mutex> BcsEngine::PauseRounds() {
+  return std::unique_lock<std::mutex>(s_->round_mu);
+}
+
+void BcsEngine::Round(uint64_t strobe, Job& j) {
+  Slice(strobe, j);
+  if (j.broken && !j.broken_reported) {
+    j.broken_reported = true;
+    // A node that died fails the job at the coordinator, naming it. A live peer that failed
+    // us leaves the job unable to communicate: without this it would hang.
+    // Only for the job's current incarnation: one removed meanwhile (the job failed) may
+    // have been replaced by its restart under the same id.
+    bool current = false;
+    {
+      std::lock_guard<std::mutex> lock(s_->mu);
+      auto it = s_->jobs.find(j.spec.job);
+      current = it != s_->jobs.end() && it->second.get() == &j;
+    }
+    if (PeersAlive(j) && current && o_.on_broken) {
+      o_.on_broken(j.spec.job, j.error.empty()
+                                   ? "the BCS exchange of strobe " + std::to_string(strobe) +
+                                         " with the job's other nodes failed"
+                                   : j.error);
+    }
+  }
+  if (PublishAtSliceEnd()) Publish(j);
+  bool any = !j.scheduler.idle();
+  for (auto& [rank, list] : j.pending) any |= !list.empty();
+  j.work = any;
+}
+
+bool BcsEngine::JobRound(Job& j) {
+  std::unique_lock<std::mutex> lock(s_->round_mu, std::try_to_lock);
+  // A strobe is being applied: it runs this job's round itself.
+  if (!lock.owns_lock()) return false;
+  if (j.held || j.broken || j.spec.row != s_->row.load() || j.stopped) return false;
+  auto progress = [&j] {
+    uint64_t n = 0;
+    for (auto& r : j.ranks) n += r->consumed + r->h->compl_head.load(std::memory_order_relaxed);
+    return n;
+  };
+  const uint64_t before = progress();
+  const bool moving = !j.scheduler.idle();
+  if (j.spec.record) DrainDecisions(j);
+  const bool early = s_->early;
+  s_->early = true;  // recorded as early: it came before the quantum was over
+  s_->round_id = internal::kJobRound + ++j.job_rounds;
+  // It belongs to the slice of the strobe applied last (spec 6).
+  Round(s_->strobe.load(), j);
+  s_->early = early;
+  return moving || progress() != before;
 }
 
 std::shared_ptr<BcsEngine::Job> BcsEngine::FindJob(uint64_t job) {
@@ -611,13 +646,13 @@ StatusOr<bool> BcsEngine::WaitSent(const Job& j, SteadyClock::time_point deadlin
 
 void BcsEngine::Slice(uint64_t strobe, Job& j) {
   j.last_strobe = strobe;
-  round_trace::Note(round_trace::Hop::kAgentExchange, strobe, j.spec.job, o_.node);
+  round_trace::Note(round_trace::Hop::kAgentExchange, s_->round_id, j.spec.job, o_.node);
   std::vector<Posted> all;
   if (!Exchange(strobe, j, &all)) {
     j.broken = true;
     return;
   }
-  round_trace::Note(round_trace::Hop::kAgentExchanged, strobe, j.spec.job, o_.node);
+  round_trace::Note(round_trace::Hop::kAgentExchanged, s_->round_id, j.spec.job, o_.node);
   if (j.plan) {
     ReplaySteps(j, all);
   } else {
@@ -628,9 +663,9 @@ void BcsEngine::Slice(uint64_t strobe, Job& j) {
     }
     j.scheduler.Add(std::move(step.transfers));
   }
-  round_trace::Note(round_trace::Hop::kAgentMatched, strobe, j.spec.job, o_.node);
+  round_trace::Note(round_trace::Hop::kAgentMatched, s_->round_id, j.spec.job, o_.node);
   if (!MoveData(strobe, j)) j.broken = true;
-  round_trace::Note(round_trace::Hop::kAgentMoved, strobe, j.spec.job, o_.node);
+  round_trace::Note(round_trace::Hop::kAgentMoved, s_->round_id, j.spec.job, o_.node);
 }
 
 // Drains the local ranks' descriptors and trades blocks with the job's other nodes. On return
@@ -981,6 +1016,12 @@ void BcsEngine::BellLoop() {
                          h->desc_tail.load(std::memory_order_relaxed)) {
           work = true;
         }
+      }
+      // A job of this node alone needs no strobe for its round (spec 6, "Job rounds"): run
+      // it now, and look again at once while rounds make progress. Otherwise (a strobe is
+      // being applied, or nothing moved) fall back to the report.
+      if (blocked && work && j->nodes.size() == 1 && PublishAtSliceEnd() && JobRound(*j)) {
+        continue;
       }
       os::BlockedRecord rec;
       rec.strobe = s_->applied.load();

@@ -13,10 +13,13 @@
 // boundary) and the agent confirms the strobe.
 //
 // A bell thread waits on the ranks' doorbells (futex_waitv); when every local rank of the
-// running row is blocked in communication it tells the coordinator (XFER into its blocked
-// table), which strobes early once every node of the row is blocked and one has work.
+// running row is blocked in communication it runs a job round at once if the job lives on
+// this node only (spec 6, "Job rounds": the same drain, match, move and publish, without a
+// strobe), else tells the coordinator (XFER into its blocked table), which strobes early once
+// every node of the row is blocked and one has work.
 //
-// Threading: OnStrobe runs on the strobe thread only; the other methods are thread-safe.
+// Threading: OnStrobe runs on the strobe thread only, which holds PauseRounds() while it
+// applies a strobe; the other methods are thread-safe.
 #ifndef GOS_NODEAGENT_BCS_ENGINE_H_
 #define GOS_NODEAGENT_BCS_ENGINE_H_
 
@@ -27,6 +30,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -124,8 +128,11 @@ class BcsEngine {
   // Unmaps and removes the job's channels.
   void RemoveJob(uint64_t job);
 
-  // Strobe thread: see the file comment.
+  // Strobe thread: see the file comment. The caller holds PauseRounds() (the agent holds it
+  // from the strobe's commands to here, so that checkpoint starts see no job round either).
   void OnStrobe(uint64_t strobe, uint32_t row, bool early = false);
+  // No job round runs while the returned lock is held (spec 6, "Job rounds").
+  [[nodiscard]] std::unique_lock<std::mutex> PauseRounds();
 
   // ---- Checkpoint support: strobe thread only, between OnStrobe calls. -----------------
   // True when no transfer of the job is queued (its Scheduler is idle). The scheduler is the
@@ -161,6 +168,12 @@ class BcsEngine {
   bool PeersAlive(const Job& j) const;
   // TEST-EVENT on kEventBcsSent until deadline, passing over errors that are not j's.
   StatusOr<bool> WaitSent(const Job& j, std::chrono::steady_clock::time_point deadline);
+  // One round of j (Slice, then the broken report, the publish and j.work), under the
+  // rounds lock.
+  void Round(uint64_t strobe, Job& j);
+  // Bell thread: a job round of j if no strobe is being applied; true if it drained,
+  // published or moved something.
+  bool JobRound(Job& j);
   void Slice(uint64_t strobe, Job& j);
   bool Exchange(uint64_t strobe, Job& j, std::vector<Posted>* all);
   void Record(uint64_t strobe, Job& j, std::vector<Posted>& all);

@@ -29,6 +29,9 @@ namespace internal {
 
 class CopyThread;  // bcs_engine.cc
 
+// A job round's id: 2^63 + the job's round count on this node (spec 6, version 2).
+inline constexpr uint64_t kJobRound = uint64_t{1} << 63;
+
 // Increments a futex word and wakes its waiters.
 void Bump(std::atomic<uint32_t>* word);
 
@@ -81,6 +84,7 @@ struct BcsEngine::Job {
   bool broken_reported = false;   // on_broken was called
   std::string error;              // why it broke
   uint64_t last_strobe = 0;
+  uint64_t job_rounds = 0;  // job rounds taken on this node (spec 6), under State::round_mu
 
   // Record (spec.record): the job stream is written by the job's first node only.
   std::mutex rec_mu;
@@ -110,10 +114,16 @@ struct BcsEngine::State {
   std::atomic<uint64_t> strobe{0};   // being applied
   std::atomic<uint64_t> applied{0};  // slice work done (what blocked reports carry)
   std::atomic<uint32_t> row{0};
-  bool early = false;  // the current strobe came early (strobe thread only)
+  bool early = false;  // the current round is early (under round_mu)
+  // Held by whoever runs rounds: the strobe thread while it applies a strobe, the bell thread
+  // for a job round (spec 6, "Job rounds").
+  std::mutex round_mu;
+  // The round being run (under round_mu): its strobe, or kJobRound + n for a job round; the
+  // rank side sees it in ChannelHeader::strobe and the round trace.
+  uint64_t round_id = 0;
   std::thread bell;
-  std::vector<std::byte> bounce;
-  // Made at the first split copy (strobe thread only).
+  std::vector<std::byte> bounce;  // under round_mu
+  // Made at the first split copy (under round_mu).
   std::unique_ptr<internal::CopyThread> copier;
 };
 

@@ -29,7 +29,7 @@
 namespace gos::round_trace {
 
 inline constexpr uint32_t kMagic = 0x54524f47;  // "GORT"
-inline constexpr uint16_t kVersion = 1;
+inline constexpr uint16_t kVersion = 2;         // 2: job rounds (round = 2^63 + n)
 inline constexpr size_t kDefaultRecords = size_t{1} << 20;
 inline constexpr uint32_t kUnknownNode = 0xffffffff;
 
