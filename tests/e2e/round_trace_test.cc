@@ -218,5 +218,105 @@ TEST_F(RoundTraceE2eTest, EveryHopOfARoundInCausalOrder) {
   EXPECT_GT(woke, 0) << "no whole round had a rank sleep and wake";
 }
 
+// A job on one node takes its rounds without strobes (docs/specs/bcs-exchange.md, "Job
+// rounds"): with a 50 ms quantum, 200 iterations of Jacobi would need 200 early strobes;
+// instead the nodeagent's bell thread runs a job round (id 2^63 + n) as soon as the ranks are
+// all blocked, each in causal order from the last rank's block to every rank's resume.
+TEST_F(RoundTraceE2eTest, AOneNodeJobTakesJobRoundsWithoutStrobes) {
+  gos::testing::TempDir trace("gos-round-trace-e2e", 0755);
+  ::setenv("GOS_ROUND_TRACE", trace.path().c_str(), 1);
+  std::optional<gos::testing::LocalCluster> cluster;
+  cluster.emplace("gos-round-trace-e2e");
+  auto up = cluster->Up({"-N", "1", "--timeslice", "50ms"});
+  ASSERT_EQ(up.code, 0) << up.Describe();
+  auto run = gos::testing::Run({gos::testing::GosBin("gos-run"), "-n", "4", "-N", "1",
+                                gos::testing::GosExample("jacobi"), "64", "200"},
+                               cluster->Env(), 120s);
+  EXPECT_EQ(run.code, 0) << run.Describe();
+  cluster->Down();
+  cluster.reset();
+  ::unsetenv("GOS_ROUND_TRACE");
+  ASSERT_EQ(run.code, 0);
+  EXPECT_NE(run.output.find("iterations=200"), std::string::npos) << run.Describe();
+
+  uint64_t job = 0;
+  std::vector<File> files;
+  for (const auto& e : std::filesystem::directory_iterator(trace.path())) {
+    File f;
+    ASSERT_TRUE(ReadFile(e.path().string(), &f)) << e.path();
+    EXPECT_EQ(f.header.version, kVersion);
+    if (f.header.role == static_cast<uint32_t>(Role::kRank)) job = f.header.job;
+    files.push_back(std::move(f));
+  }
+  ASSERT_NE(job, 0u);
+  const uint64_t kJobRound = uint64_t{1} << 63;
+  std::map<uint64_t, std::vector<Event>> rounds;
+  uint64_t first = ~uint64_t{0}, last = 0;
+  std::set<uint64_t> strobes_sent;
+  for (const File& f : files) {
+    for (const Record& r : f.records) {
+      if (r.job == job && r.rank >= 0) {
+        first = std::min(first, r.t_ns);
+        last = std::max(last, r.t_ns);
+      }
+      if (r.job != 0 && r.job != job) continue;
+      if (r.hop == static_cast<uint16_t>(Hop::kCoordSend)) strobes_sent.insert(r.t_ns);
+      if (r.round >= kJobRound) {
+        rounds[r.round].push_back({r.t_ns, static_cast<Hop>(r.hop), r.node, r.rank});
+      }
+    }
+  }
+  int whole = 0;
+  std::string last_problem;
+  for (const auto& [round, events] : rounds) {
+    auto at = [&](Hop h, int32_t rank, bool latest) {
+      std::optional<uint64_t> got;
+      for (const Event& e : events) {
+        if (e.hop != h || (rank >= 0 && e.rank != rank)) continue;
+        if (!got || (latest ? e.t > *got : e.t < *got)) got = e.t;
+      }
+      return got;
+    };
+    std::string problem;
+    uint64_t t = 0;
+    for (Hop h : {Hop::kAgentExchange, Hop::kAgentExchanged, Hop::kAgentMatched, Hop::kAgentMoved,
+                  Hop::kAgentPublished}) {
+      auto got = at(h, -1, false);
+      if (!got || *got < t) {
+        problem = "job round " + std::to_string(round - kJobRound) + ": " + Name(h) +
+                  (got ? " out of order" : " missing");
+        break;
+      }
+      t = *got;
+    }
+    const uint64_t exchange = at(Hop::kAgentExchange, -1, false).value_or(0);
+    int ranks = 0;
+    for (int32_t r = 0; r < 4 && problem.empty(); ++r) {
+      auto block = at(Hop::kRankBlock, r, true);
+      auto visible = at(Hop::kRankVisible, r, false);
+      auto resume = at(Hop::kRankResume, r, false);
+      if (!block || !visible || !resume) continue;  // this rank sat the round out
+      if (*block > exchange || *visible < t || *resume < *visible) {
+        problem = "job round " + std::to_string(round - kJobRound) + ": rank " + std::to_string(r) +
+                  " out of order";
+      }
+      ++ranks;
+    }
+    if (problem.empty() && ranks == 4) {
+      ++whole;
+    } else if (!problem.empty()) {
+      last_problem = problem;
+    }
+  }
+  // 200 iterations: nearly every one a job round with all four ranks, while the coordinator
+  // sent about one strobe per 50 ms quantum.
+  EXPECT_GE(whole, 150) << "whole job rounds: " << whole << " of " << rounds.size() << "; e.g. "
+                        << last_problem;
+  const auto during = std::count_if(strobes_sent.begin(), strobes_sent.end(),
+                                    [&](uint64_t t) { return t >= first && t <= last; });
+  EXPECT_LE(during, 1 + static_cast<long>((last - first) / 40'000'000))
+      << "strobes sent while the ranks ran: " << during << " in " << (last - first) / 1000 << " us";
+}
+
 }  // namespace
 }  // namespace gos::round_trace
