@@ -2,6 +2,7 @@
 
 #include <fcntl.h>
 #include <linux/futex.h>
+#include <sched.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
@@ -66,6 +67,9 @@ constexpr size_t kMaxEntries = (os::kBcsDescSlotBytes - sizeof(BlockHeader)) / s
 constexpr size_t kCopyChunk = 256u << 10;
 constexpr size_t kSplitCopy = 512u << 10;
 constexpr size_t kBounceBytes = 2 * kCopyChunk;
+// How long the bell thread polls on an idle CPU for the row's last running rank to block
+// before it sleeps (BellLoop; docs/benchmarks.md).
+constexpr auto kBellSpin = std::chrono::microseconds(50);
 
 #ifndef SYS_futex_waitv
 #define SYS_futex_waitv 449
@@ -828,6 +832,70 @@ bool BcsEngine::WaitBlocks(uint64_t strobe, Job& j, uint32_t event,
   }
 }
 
+std::vector<const Move*> BcsEngine::BatchLocalCopies(Job& j, const SlicePlan& plan) {
+  const uint32_t self = o_.node;
+  std::vector<const Move*> batch;
+  uint64_t total = 0;
+  for (const Move& m : plan.moves) {
+    if (m.src_node != self || m.dst_node != self || m.len == 0 || m.len >= kSplitCopy) continue;
+    if (total + m.len > s_->bounce.size()) break;  // the rest go one by one
+    batch.push_back(&m);
+    total += m.len;
+  }
+  if (batch.size() < 2) return {};
+  // Per process: its pieces, as (bounce offset, address in the process, length).
+  std::map<pid_t, std::vector<iovec>> from_local, from_remote, to_local, to_remote;
+  std::map<pid_t, uint32_t> rank_of;
+  auto pid_of = [&](uint32_t rank) -> pid_t {
+    auto it = j.by_rank.find(rank);
+    pid_t pid = it == j.by_rank.end() ? 0 : RankPid(*it->second);
+    if (pid > 0) rank_of[pid] = rank;
+    return pid;
+  };
+  std::byte* bounce = s_->bounce.data();
+  uint64_t off = 0;
+  for (const Move* m : batch) {
+    const Transfer* t = j.scheduler.Find(m->transfer);
+    if (t == nullptr) continue;
+    std::byte* here = bounce + off;
+    off += m->len;
+    if (pid_t src = pid_of(t->src_rank); src > 0) {
+      from_local[src].push_back({here, m->len});
+      from_remote[src].push_back({reinterpret_cast<void*>(t->src_addr + m->offset), m->len});
+    }
+    for (const Transfer::Dest& d : t->dests) {
+      if (j.spec.rank_node[d.rank] != self) continue;
+      if (pid_t dst = pid_of(d.rank); dst > 0) {
+        to_local[dst].push_back({here, m->len});
+        to_remote[dst].push_back({reinterpret_cast<void*>(d.addr + m->offset), m->len});
+      }
+    }
+  }
+  // At most IOV_MAX (1024) vectors a call.
+  auto each = [&](std::map<pid_t, std::vector<iovec>>& local,
+                  std::map<pid_t, std::vector<iovec>>& remote, bool read) {
+    for (auto& [pid, l] : local) {
+      std::vector<iovec>& r = remote[pid];
+      for (size_t i = 0; i < l.size(); i += 1024) {
+        const size_t n = std::min<size_t>(1024, l.size() - i);
+        size_t want = 0;
+        for (size_t k = i; k < i + n; ++k) want += l[k].iov_len;
+        const ssize_t got = read ? ::process_vm_readv(pid, &l[i], n, &r[i], n, 0)
+                                 : ::process_vm_writev(pid, &l[i], n, &r[i], n, 0);
+        if (got != static_cast<ssize_t>(want)) {
+          GOS_LOG(kWarn, "bcs") << "job " << j.spec.job << ": cannot "
+                                << (read ? "read " : "write ") << want << " bytes "
+                                << (read ? "from" : "to") << " rank " << rank_of[pid] << ": "
+                                << std::strerror(errno);
+        }
+      }
+    }
+  };
+  each(from_local, from_remote, true);
+  each(to_local, to_remote, false);
+  return batch;
+}
+
 bool BcsEngine::MoveData(uint64_t strobe, Job& j) {
   if (j.scheduler.idle()) return true;
   SlicePlan plan = j.scheduler.Plan();
@@ -863,9 +931,15 @@ bool BcsEngine::MoveData(uint64_t strobe, Job& j) {
     }
   };
 
-  // 1. Local senders: copy to local receivers, or into the outbox for other nodes.
+  // 1. Local senders: copy to local receivers, or into the outbox for other nodes. Small
+  // copies between this node's ranks go through the bounce buffer together, one
+  // process_vm_readv per sender and one process_vm_writev per receiver for all of them (a
+  // fine-grained code moves a few KiB between every pair of neighbours each round: one pair
+  // of system calls per message took most of a one-node round's move).
+  std::vector<const Move*> batched = BatchLocalCopies(j, plan);
   for (const Move& m : plan.moves) {
     if (m.src_node != self) continue;
+    if (std::find(batched.begin(), batched.end(), &m) != batched.end()) continue;
     const Transfer* t = j.scheduler.Find(m.transfer);
     if (t == nullptr) continue;
     if (m.dst_node == self) {
@@ -949,6 +1023,13 @@ bool BcsEngine::MoveData(uint64_t strobe, Job& j) {
 void BcsEngine::BellLoop() {
   SetThreadName("agent-bell");
   os::BlockedRecord last{};
+  // While fewer of the row's local ranks run than there are CPUs, a CPU is idle: polling on
+  // it for the last rank to block saves that block the wake-up of this thread (most of it an
+  // idle CPU coming back), for no CPU a rank could use. At most kBellSpin per wait.
+  cpu_set_t cpus;
+  CPU_ZERO(&cpus);
+  const int ncpu = sched_getaffinity(0, sizeof cpus, &cpus) == 0 ? CPU_COUNT(&cpus) : 1;
+  SteadyClock::time_point spin_until{};
   while (!s_->stop) {
     uint32_t ctl = s_->ctl.load(std::memory_order_acquire);
     std::shared_ptr<Job> j;
@@ -994,6 +1075,7 @@ void BcsEngine::BellLoop() {
     w.uaddr = reinterpret_cast<uintptr_t>(&s_->ctl);
     w.flags = FUTEX_32;
     waiters.push_back(w);
+    int running = 0;
     if (j) {
       bool blocked = !j->ranks.empty();
       bool work = j->work.load();
@@ -1011,7 +1093,10 @@ void BcsEngine::BellLoop() {
         bool waiting =
             state == bcs::kStateBlocked && h->compl_tail.load(std::memory_order_acquire) ==
                                                h->compl_head.load(std::memory_order_relaxed);
-        if (!gone && !waiting) blocked = false;
+        if (!gone && !waiting) {
+          blocked = false;
+          ++running;
+        }
         if (!gone && h->desc_head.load(std::memory_order_acquire) !=
                          h->desc_tail.load(std::memory_order_relaxed)) {
           work = true;
@@ -1021,6 +1106,7 @@ void BcsEngine::BellLoop() {
       // it now, and look again at once while rounds make progress. Otherwise (a strobe is
       // being applied, or nothing moved) fall back to the report.
       if (blocked && work && j->nodes.size() == 1 && PublishAtSliceEnd() && JobRound(*j)) {
+        spin_until = {};
         continue;
       }
       os::BlockedRecord rec;
@@ -1037,6 +1123,15 @@ void BcsEngine::BellLoop() {
         last = rec;
       }
     }
+    if (running > 0 && running < ncpu) {
+      const auto now = SteadyClock::now();
+      if (spin_until == SteadyClock::time_point{}) spin_until = now + kBellSpin;
+      if (now < spin_until) {
+        std::this_thread::yield();
+        continue;
+      }
+    }
+    spin_until = {};
     timespec deadline{};
     clock_gettime(CLOCK_MONOTONIC, &deadline);
     deadline.tv_nsec += 200 * 1000 * 1000;
