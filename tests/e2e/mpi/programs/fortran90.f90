@@ -6,10 +6,13 @@
 ! MPI_WAITANY / MPI_WAITSOME and MPI_WAITALL's status array, the collectives (gather(v),
 ! scatter(v), allgather(v), alltoall(v), bcast, reduce, scan, reduce_scatter), DOUBLE COMPLEX
 ! sums, MINLOC / MAXLOC on MPI_2DOUBLE_PRECISION and MPI_2REAL, info keys and values
-! (blank-padded), MPI_COMM_GET_ATTR, error classes under MPI_ERRORS_RETURN, type names.
+! (blank-padded), MPI_COMM_GET_ATTR, error classes under MPI_ERRORS_RETURN, type names, and
+! (more_checks) split communicators and groups, MPI_TESTANY / MPI_TESTSOME indices, a
+! nonblocking allreduce, packing, an indexed type, alltoallv, scatterv, exscan, the library
+! version string, an error handler written in Fortran.
 module checks
   implicit none
-  integer :: nfail = 0, me = -1
+  integer :: nfail = 0, me = -1, handled = 0, last_code = 0
 contains
   subroutine check(cond, what, value)
     logical, intent(in) :: cond
@@ -30,6 +33,16 @@ subroutine dmul(invec, inoutvec, len, datatype)
     inoutvec(i) = invec(i) * inoutvec(i)
   end do
 end subroutine dmul
+
+! An error handler written in Fortran: counts the errors it sees.
+subroutine count_errors(comm, code)
+  use checks
+  implicit none
+  integer :: comm, code
+  handled = handled + 1
+  last_code = code
+  if (comm == -12345) handled = -1000  ! never: keeps `comm` used
+end subroutine count_errors
 
 program f90test
   use mpi
@@ -245,8 +258,127 @@ program f90test
   d = MPI_Wtime()
   call check(MPI_Wtick() > 0d0 .and. MPI_Wtime() >= d, 'wtime', 0)
 
+  call more_checks(rank, n)
+
   call MPI_Allreduce(nfail, i, 1, MPI_INTEGER, MPI_SUM, MPI_COMM_WORLD, ierr)
   if (rank == 0 .and. i == 0) print '(A)', 'OK fortran90'
   call MPI_Finalize(ierr)
   if (nfail /= 0) call exit(1)
 end program f90test
+
+! Split communicators and groups, MPI_TESTANY / MPI_TESTSOME indices, a nonblocking
+! allreduce, packing, an indexed type, MPI_ALLTOALLV / MPI_SCATTERV / MPI_EXSCAN, the library
+! version string, a Fortran error handler.
+subroutine more_checks(rank, n)
+  use mpi
+  use checks
+  implicit none
+  integer, intent(in) :: rank, n
+  integer :: ierr, half, hrank, hsize, wgroup, hgroup, ranks(1), out(1), req, reqs(2), idx
+  integer :: outcount, indices(2), sum, packed(16), pos, a(6), b(6), itype, eh, i, rlen
+  integer :: scounts(64), sdispls(64), rcounts(64), rdispls(64), sbuf(64), rbuf(64)
+  logical :: flag
+  double precision :: t0
+  character(len=MPI_MAX_LIBRARY_VERSION_STRING) :: version
+  external :: count_errors
+
+  ! Odd and even ranks, ordered by descending world rank (the key).
+  call MPI_Comm_split(MPI_COMM_WORLD, mod(rank, 2), -rank, half, ierr)
+  call MPI_Comm_rank(half, hrank, ierr)
+  call MPI_Comm_size(half, hsize, ierr)
+  call check(hsize == (n + 1 - mod(rank, 2)) / 2, 'split size', hsize)
+  call check(hrank == hsize - 1 - rank / 2, 'split rank ordered by key', hrank)
+  call MPI_Comm_group(MPI_COMM_WORLD, wgroup, ierr)
+  call MPI_Comm_group(half, hgroup, ierr)
+  ranks(1) = 0
+  call MPI_Group_translate_ranks(hgroup, 1, ranks, wgroup, out, ierr)
+  ! The half's rank 0 (the lowest key) is the highest world rank of this parity.
+  i = n - 1
+  if (mod(i, 2) /= mod(rank, 2)) i = n - 2
+  call check(out(1) == i, 'translate_ranks', out(1))
+  call MPI_Group_free(hgroup, ierr)
+  call MPI_Group_free(wgroup, ierr)
+  call check(wgroup == MPI_GROUP_NULL, 'group_free', wgroup)
+  call MPI_Comm_free(half, ierr)
+
+  ! MPI_TESTANY and MPI_TESTSOME until done: 1-based indices.
+  call MPI_Irecv(a, 1, MPI_INTEGER, rank, 8, MPI_COMM_WORLD, reqs(1), ierr)
+  call MPI_Irecv(a(2), 1, MPI_INTEGER, rank, 9, MPI_COMM_WORLD, reqs(2), ierr)
+  call MPI_Send(81, 1, MPI_INTEGER, rank, 9, MPI_COMM_WORLD, ierr)
+  flag = .false.
+  t0 = MPI_Wtime()
+  do while (.not. flag .and. MPI_Wtime() - t0 < 60d0)
+    call MPI_Testany(2, reqs, idx, flag, MPI_STATUS_IGNORE, ierr)
+  end do
+  call check(flag .and. idx == 2 .and. a(2) == 81, 'testany index 2', idx)
+  call MPI_Send(80, 1, MPI_INTEGER, rank, 8, MPI_COMM_WORLD, ierr)
+  outcount = 0
+  do while (outcount == 0 .and. MPI_Wtime() - t0 < 60d0)
+    call MPI_Testsome(2, reqs, outcount, indices, MPI_STATUSES_IGNORE, ierr)
+  end do
+  call check(outcount == 1 .and. indices(1) == 1 .and. a(1) == 80, 'testsome index 1', indices(1))
+  call MPI_Testsome(2, reqs, outcount, indices, MPI_STATUSES_IGNORE, ierr)
+  call check(outcount == MPI_UNDEFINED, 'testsome with no active request', outcount)
+
+  ! A nonblocking allreduce.
+  call MPI_Iallreduce(rank + 1, sum, 1, MPI_INTEGER, MPI_SUM, MPI_COMM_WORLD, req, ierr)
+  call MPI_Wait(req, MPI_STATUS_IGNORE, ierr)
+  call check(sum == n * (n + 1) / 2, 'iallreduce', sum)
+
+  ! Pack two integers and a block of an indexed type, unpack them elsewhere.
+  a = (/ 1, 2, 3, 4, 5, 6 /)
+  call MPI_Type_indexed(2, (/ 1, 2 /), (/ 0, 3 /), MPI_INTEGER, itype, ierr)
+  call MPI_Type_commit(itype, ierr)
+  pos = 0
+  call MPI_Pack(a, 2, MPI_INTEGER, packed, 64, pos, MPI_COMM_WORLD, ierr)
+  call MPI_Pack(a, 1, itype, packed, 64, pos, MPI_COMM_WORLD, ierr)
+  call check(pos == 20, 'pack position', pos)
+  b = 0
+  pos = 0
+  call MPI_Unpack(packed, 64, pos, b, 5, MPI_INTEGER, MPI_COMM_WORLD, ierr)
+  call check(all(b == (/ 1, 2, 1, 4, 5, 0 /)), 'unpack', b(3))
+  call MPI_Type_free(itype, ierr)
+
+  ! Rank r sends j + 1 integers r to rank j; scatterv from rank 0; exscan.
+  if (n <= 8) then
+    do i = 1, n
+      scounts(i) = i
+      sdispls(i) = (i - 1) * i / 2
+      rcounts(i) = rank + 1
+      rdispls(i) = (i - 1) * (rank + 1)
+    end do
+    sbuf = rank
+    rbuf = -1
+    call MPI_Alltoallv(sbuf, scounts, sdispls, MPI_INTEGER, rbuf, rcounts, rdispls, &
+                       MPI_INTEGER, MPI_COMM_WORLD, ierr)
+    do i = 1, n
+      call check(rbuf((i - 1) * (rank + 1) + 1) == i - 1 .and. rbuf(i * (rank + 1)) == i - 1, &
+                 'alltoallv', rbuf(i * (rank + 1)))
+    end do
+    do i = 1, 64
+      sbuf(i) = i
+    end do
+    call MPI_Scatterv(sbuf, scounts, sdispls, MPI_INTEGER, rbuf, rank + 1, MPI_INTEGER, 0, &
+                      MPI_COMM_WORLD, ierr)
+    call check(rbuf(1) == rank * (rank + 1) / 2 + 1 .and. rbuf(rank + 1) == (rank + 1) * (rank + 2) / 2, &
+               'scatterv', rbuf(1))
+  end if
+  sum = -1
+  call MPI_Exscan(rank + 1, sum, 1, MPI_INTEGER, MPI_SUM, MPI_COMM_WORLD, ierr)
+  if (rank > 0) call check(sum == rank * (rank + 1) / 2, 'exscan', sum)
+
+  ! The library version, blank-padded.
+  call MPI_Get_library_version(version, rlen, ierr)
+  call check(rlen > 0 .and. rlen < len(version), 'library version length', rlen)
+  call check(version(rlen + 1:) == ' ' .and. index(version, char(0)) == 0, &
+             'library version blank-padded', rlen)
+
+  ! A Fortran error handler on a duplicate of MPI_COMM_WORLD.
+  call MPI_Comm_dup(MPI_COMM_WORLD, half, ierr)
+  call MPI_Comm_create_errhandler(count_errors, eh, ierr)
+  call MPI_Comm_set_errhandler(half, eh, ierr)
+  call MPI_Send(a, 1, MPI_INTEGER, n + 3, 0, half, ierr)
+  call check(handled == 1 .and. last_code == ierr .and. ierr /= MPI_SUCCESS, 'Fortran handler', handled)
+  call MPI_Errhandler_free(eh, ierr)
+  call MPI_Comm_free(half, ierr)
+end subroutine more_checks
