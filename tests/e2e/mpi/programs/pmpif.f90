@@ -2,8 +2,9 @@
 ! Every rank makes, in all: MPI_INIT 1, MPI_COMM_RANK 1, MPI_COMM_SIZE 1, MPI_SEND 1,
 ! MPI_RECV 1, MPI_ISEND 2, MPI_IRECV 2, MPI_WAIT 1, MPI_WAITALL 1, MPI_SENDRECV 1,
 ! MPI_ALLREDUCE 2, MPI_BCAST 1, MPI_BARRIER 1, MPI_TYPE_VECTOR 1, MPI_TYPE_COMMIT 1,
-! MPI_TYPE_FREE 1, MPI_WTIME 1, MPI_FINALIZE 1 (and MPI_PROBE, MPI_GET_COUNT 0: the tool
-! counts them too, to show that MPI's own use of them is not seen). Prints "OK pmpif".
+! MPI_TYPE_FREE 1, MPI_REQUEST_FREE 1, MPI_WTIME 1, MPI_FINALIZE 1: 22 calls (and MPI_PROBE
+! and MPI_GET_COUNT 0: the tool counts them too, to show that MPI's own use of them is not
+! seen). Prints "OK pmpif".
 program pmpif
   use mpi
   implicit none
