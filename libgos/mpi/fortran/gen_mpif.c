@@ -39,8 +39,8 @@ int main(int argc, char** argv) {
   printf("! libgos/mpi/fortran/gen_mpif.c at build time: do not edit.\n");
   C(MPI_VERSION)
   C(MPI_SUBVERSION)
-      /* Status, kinds. */
-      Constant("MPI_STATUS_SIZE", MPI_F_STATUS_SIZE);
+  /* Status, kinds. */
+  Constant("MPI_STATUS_SIZE", MPI_F_STATUS_SIZE);
   Constant("MPI_SOURCE", MPI_F_SOURCE + 1);
   Constant("MPI_TAG", MPI_F_TAG + 1);
   Constant("MPI_ERROR", MPI_F_ERROR + 1);
@@ -50,11 +50,12 @@ int main(int argc, char** argv) {
   Constant("MPI_INTEGER_KIND", (long long)sizeof(MPI_Fint));
   /* Errors. */
   C(MPI_SUCCESS)
-  C(MPI_ERR_BUFFER) C(MPI_ERR_COUNT) C(MPI_ERR_TYPE) C(MPI_ERR_TAG) C(MPI_ERR_COMM) C(MPI_ERR_RANK)
-      C(MPI_ERR_ROOT) C(MPI_ERR_GROUP) C(MPI_ERR_OP) C(MPI_ERR_ARG) C(MPI_ERR_UNKNOWN)
-          C(MPI_ERR_TRUNCATE) C(MPI_ERR_OTHER) C(MPI_ERR_INTERN) C(MPI_ERR_IN_STATUS)
-              C(MPI_ERR_PENDING) C(MPI_ERR_REQUEST) C(MPI_ERR_TOPOLOGY) C(MPI_ERR_DIMS)
-                  C(MPI_ERR_NO_MEM) C(MPI_ERR_KEYVAL) C(MPI_ERR_WIN) C(MPI_ERR_SIZE) C(MPI_ERR_DISP)
+  C(MPI_ERR_BUFFER)
+  C(MPI_ERR_COUNT) C(MPI_ERR_TYPE) C(MPI_ERR_TAG) C(MPI_ERR_COMM) C(MPI_ERR_RANK) C(MPI_ERR_ROOT)
+      C(MPI_ERR_GROUP) C(MPI_ERR_OP) C(MPI_ERR_ARG) C(MPI_ERR_UNKNOWN) C(MPI_ERR_TRUNCATE)
+          C(MPI_ERR_OTHER) C(MPI_ERR_INTERN) C(MPI_ERR_IN_STATUS) C(MPI_ERR_PENDING)
+              C(MPI_ERR_REQUEST) C(MPI_ERR_TOPOLOGY) C(MPI_ERR_DIMS) C(MPI_ERR_NO_MEM)
+                  C(MPI_ERR_KEYVAL) C(MPI_ERR_WIN) C(MPI_ERR_SIZE) C(MPI_ERR_DISP)
                       C(MPI_ERR_RMA_RANGE) C(MPI_ERR_LASTCODE)
       /* Limits, thread levels, special values. */
       C(MPI_MAX_PROCESSOR_NAME) C(MPI_MAX_ERROR_STRING) C(MPI_MAX_LIBRARY_VERSION_STRING)
