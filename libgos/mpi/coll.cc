@@ -24,9 +24,13 @@ using gos::mpi::internal::Comm;
 using gos::mpi::internal::ExchangeImpl;
 using gos::mpi::internal::Fail;
 using gos::mpi::internal::FindType;
+using gos::mpi::internal::FortranOpValid;
 using gos::mpi::internal::FromGos;
 using gos::mpi::internal::Gathered;
+using gos::mpi::internal::GosTypeOf;
+using gos::mpi::internal::IsFortranType;
 using gos::mpi::internal::kFirstUserOp;
+using gos::mpi::internal::LibraryOp;
 using gos::mpi::internal::PackedBlocks;
 using gos::mpi::internal::PackInPlace;
 using gos::mpi::internal::PrepareGathered;
@@ -188,12 +192,16 @@ int ExchangeBlocks(const char* fn, Comm* c, MPI_Comm comm,
 
 int ReduceArgs(MPI_Datatype dt, MPI_Op op, int count) {
   if (count < 0) return MPI_ERR_COUNT;
-  if (dt < MPI_CHAR || dt > MPI_LONG_DOUBLE_INT) {
-    // Reductions take basic types only (a derived type is a valid handle but unsupported).
-    return MPI_ERR_TYPE;
+  const int g = GosTypeOf(dt);
+  if (g < 0) {
+    // Reductions take basic and Fortran types only (a derived type is a valid handle but
+    // unsupported); the Fortran types without a gos twin only with LibraryOp's ops.
+    if (!IsFortranType(dt)) return MPI_ERR_TYPE;
+    return LibraryOp(op, dt) != nullptr ? MPI_SUCCESS : MPI_ERR_OP;
   }
   if (op < MPI_SUM || op > MPI_MAXLOC) return MPI_ERR_OP;
-  if (!gos::mpi::OpValid(op - 1, dt - 1)) return MPI_ERR_OP;
+  if (!gos::mpi::OpValid(op - 1, g)) return MPI_ERR_OP;
+  if (IsFortranType(dt) && !FortranOpValid(op, dt)) return MPI_ERR_OP;
   return MPI_SUCCESS;
 }
 
@@ -203,6 +211,13 @@ MPI_User_function* FindUserOp(MPI_Op op) {
     return nullptr;
   }
   return s.user_ops[static_cast<size_t>(op - kFirstUserOp)];
+}
+
+// The function a reduction combines with when gos.h cannot do it: the program's own op, or
+// the library's for a predefined op on a Fortran complex or pair type; nullptr otherwise.
+MPI_User_function* CombineFn(MPI_Op op, MPI_Datatype dt) {
+  if (MPI_User_function* user = FindUserOp(op)) return user;
+  return LibraryOp(op, dt);
 }
 
 // Checks a reduction's arguments: a predefined op on a basic type, or a user op on any
@@ -220,17 +235,17 @@ int CheckReduction(const char* fn, MPI_Comm comm, int count, MPI_Datatype dt, MP
 // user function, or gos's own for a predefined op. Arguments checked (CheckReduction).
 int ApplyOp(const char* fn, MPI_Comm comm, const void* in, void* inout, int count, MPI_Datatype dt,
             MPI_Op op) {
-  if (MPI_User_function* user = FindUserOp(op)) {
+  if (MPI_User_function* user = CombineFn(op, dt)) {
     int len = count;
     MPI_Datatype type = dt;
     // MPI's user function takes its input as non-const, and must not write there.
     user(const_cast<void*>(in), inout, &len, &type);
     return MPI_SUCCESS;
   }
-  GOS_MPI_CHECK(
-      comm, fn,
-      FromGos(gos_reduce_local(in, inout, static_cast<size_t>(count),
-                               static_cast<gos_type_t>(dt - 1), static_cast<gos_op_t>(op - 1))));
+  GOS_MPI_CHECK(comm, fn,
+                FromGos(gos_reduce_local(in, inout, static_cast<size_t>(count),
+                                         static_cast<gos_type_t>(GosTypeOf(dt)),
+                                         static_cast<gos_op_t>(op - 1))));
   return MPI_SUCCESS;
 }
 
@@ -562,7 +577,7 @@ GOS_MPI_WEAK_ALIAS(Reduce);
 int PMPI_Reduce(const void* sendbuf, void* recvbuf, int count, MPI_Datatype datatype, MPI_Op op,
                 int root, MPI_Comm comm) {
   static const char* const kFn = "MPI_Reduce";
-  if (FindUserOp(op) != nullptr) {
+  if (CombineFn(op, datatype) != nullptr) {
     if (root < 0) return Fail(comm, kFn, MPI_ERR_ROOT);
     return GatheredReduce(kFn, sendbuf, recvbuf, count, datatype, op, comm, Span::kAll, root);
   }
@@ -576,13 +591,13 @@ int PMPI_Reduce(const void* sendbuf, void* recvbuf, int count, MPI_Datatype data
   std::vector<char> scratch;
   void* out = recvbuf;
   if (!is_root) {
-    scratch.resize(static_cast<size_t>(count) * gos::mpi::BasicTypeSize(datatype - 1));
+    scratch.resize(static_cast<size_t>(count) * gos::mpi::BasicTypeSize(GosTypeOf(datatype)));
     out = scratch.data();
   }
-  GOS_MPI_CHECK(
-      comm, kFn,
-      FromGos(gos_reduce(in, out, static_cast<size_t>(count), static_cast<gos_type_t>(datatype - 1),
-                         static_cast<gos_op_t>(op - 1), root, &c->g)));
+  GOS_MPI_CHECK(comm, kFn,
+                FromGos(gos_reduce(in, out, static_cast<size_t>(count),
+                                   static_cast<gos_type_t>(GosTypeOf(datatype)),
+                                   static_cast<gos_op_t>(op - 1), root, &c->g)));
   return MPI_SUCCESS;
 }
 
@@ -628,7 +643,7 @@ GOS_MPI_WEAK_ALIAS(Allreduce);
 int PMPI_Allreduce(const void* sendbuf, void* recvbuf, int count, MPI_Datatype datatype, MPI_Op op,
                    MPI_Comm comm) {
   static const char* const kFn = "MPI_Allreduce";
-  if (FindUserOp(op) != nullptr) {
+  if (CombineFn(op, datatype) != nullptr) {
     return GatheredReduce(kFn, sendbuf, recvbuf, count, datatype, op, comm, Span::kAll, -1);
   }
   GOS_MPI_COMM(c, comm, kFn);
@@ -636,7 +651,7 @@ int PMPI_Allreduce(const void* sendbuf, void* recvbuf, int count, MPI_Datatype d
   const void* in = sendbuf == MPI_IN_PLACE ? recvbuf : sendbuf;
   GOS_MPI_CHECK(comm, kFn,
                 FromGos(gos_allreduce(in, recvbuf, static_cast<size_t>(count),
-                                      static_cast<gos_type_t>(datatype - 1),
+                                      static_cast<gos_type_t>(GosTypeOf(datatype)),
                                       static_cast<gos_op_t>(op - 1), &c->g)));
   return MPI_SUCCESS;
 }

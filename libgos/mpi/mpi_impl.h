@@ -236,6 +236,29 @@ void SetName(std::map<int, std::string>& names, int handle, const char* name);
 void GetName(const std::map<int, std::string>& names, int handle, const char* predefined, char* out,
              int* resultlen);
 
+// ---- ftype.cc: Fortran's datatypes
+
+// The gos_type_t a basic or Fortran datatype is reduced as (MPI_INTEGER: GOS_INT), or -1
+// (derived types, and the Fortran complex and pair types, which LibraryOp reduces).
+int GosTypeOf(MPI_Datatype dt);
+
+// MPI_CHARACTER ... GOS_MPI_LAST_FORTRAN_TYPE.
+bool IsFortranType(MPI_Datatype dt);
+
+// A Fortran type's name ("MPI_INTEGER"), or nullptr.
+const char* FortranTypeName(MPI_Datatype dt);
+
+// A Fortran type's layout (its twin's basic node, or two values of the part type), or nullptr.
+TypePtr FortranTypeLayout(MPI_Datatype dt);
+
+// The extra rule for a predefined op on a Fortran type beyond its twin's (MPI_LOGICAL takes
+// only the logical ops, MPI_CHARACTER none).
+bool FortranOpValid(MPI_Op op, MPI_Datatype dt);
+
+// The library's own function for predefined op on a Fortran type without a twin (SUM and
+// PROD on the complex types, MINLOC and MAXLOC on the pairs), or nullptr.
+MPI_User_function* LibraryOp(MPI_Op op, MPI_Datatype dt);
+
 // ---- request.cc: the request table and its completion
 
 // A fresh request, in use; returns its handle (slot index + 1).

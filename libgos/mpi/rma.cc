@@ -201,6 +201,15 @@ int Record(const char* fn, Kind kind, const void* origin, int origin_count,
   if (kind == kAccumulate && op != MPI_REPLACE && (op < MPI_SUM || op > MPI_MAXLOC)) {
     return FailCall(w->comm, fn, MPI_ERR_OP);  // only predefined ops, as MPI says
   }
+  // The target applies the op to the basic values the types are made of: a complex number's
+  // product is not that of its parts (a derived type of complex numbers is not caught here).
+  const auto complex = [](MPI_Datatype t) {
+    return t == MPI_COMPLEX || t == MPI_DOUBLE_COMPLEX || t == MPI_COMPLEX8 || t == MPI_COMPLEX16;
+  };
+  if (kind == kAccumulate && op == MPI_PROD &&
+      (complex(origin_datatype) || complex(target_datatype))) {
+    return FailCall(w->comm, fn, MPI_ERR_OP);
+  }
   const MPI_Aint offset = target_disp * w->units[static_cast<size_t>(target)];
   const MPI_Aint limit = w->sizes[static_cast<size_t>(target)];
   std::vector<FlatRun> runs = gos::mpi::Flatten(static_cast<size_t>(target_count), *tt);

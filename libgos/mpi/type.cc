@@ -66,9 +66,10 @@ constexpr const char* kBasicTypeNames[] = {"MPI_CHAR",
                                            "MPI_LONG_DOUBLE_INT"};
 static_assert(std::size(kBasicTypeNames) == GOS_TYPE_COUNT);
 
-// A basic type's name, or nullptr for a derived type.
+// A basic or Fortran type's name, or nullptr for a derived type.
 const char* BasicTypeName(MPI_Datatype dt) {
-  return dt >= MPI_CHAR && dt <= MPI_LONG_DOUBLE_INT ? kBasicTypeNames[dt - 1] : nullptr;
+  if (dt >= MPI_CHAR && dt <= MPI_LONG_DOUBLE_INT) return kBasicTypeNames[dt - 1];
+  return gos::mpi::internal::FortranTypeName(dt);
 }
 
 // What an int result of a large-count query holds: the value, or MPI_UNDEFINED when it does
@@ -174,6 +175,7 @@ namespace gos::mpi::internal {
 
 TypePtr FindType(MPI_Datatype dt, bool for_transfer) {
   if (dt >= MPI_CHAR && dt <= MPI_LONG_DOUBLE_INT) return gos::mpi::BasicType(dt - 1);
+  if (IsFortranType(dt)) return FortranTypeLayout(dt);
   State& s = S();
   if (dt < kFirstDerivedType) return nullptr;
   size_t i = static_cast<size_t>(dt - kFirstDerivedType);

@@ -393,6 +393,91 @@ TEST_F(MpiTest, PmpiToolCountsEveryCallOfTheProgram) {
   }
 }
 
+// ---- Fortran
+// ------------------------------------------------------------------------------
+
+// The Fortran programs and the stencil are built when gfortran is (libgos/mpi/fortran).
+#ifdef GOS_TEST_FORTRAN
+constexpr bool kFortran = true;
+#else
+constexpr bool kFortran = false;
+#endif
+#define GOS_NEEDS_FORTRAN() \
+  if (!kFortran) GTEST_SKIP() << "built without gfortran: no Fortran bindings"
+
+// mpi/programs/fortran77.f (include 'mpif.h') and fortran90.f90 (use mpi) check their own
+// answers: sentinels, status arrays, LOGICALs, strings, Fortran datatypes and reductions, a
+// user op written in Fortran (their header comments list it all).
+TEST_F(MpiTest, FortranProgramsPass) {
+  GOS_NEEDS_FORTRAN();
+  for (const std::string name : {"fortran77", "fortran90"}) {
+    for (const Layout& l : {Layout{1, 1}, Layout{4, 1}, Layout{4, 2}}) {
+      SCOPED_TRACE(name + " at " + std::to_string(l.ranks) + " ranks on " +
+                   std::to_string(l.nodes) + " nodes");
+      Result r = cluster().GosRun(l.ranks, l.nodes, Program(name));
+      EXPECT_EQ(r.code, 0) << r.Describe() << (r.code < 0 ? cluster().Logs() : "");
+      EXPECT_NE(r.output.find("OK " + name + "\n"), std::string::npos) << r.Describe();
+      EXPECT_EQ(r.output.find("FAIL"), std::string::npos) << r.Describe();
+    }
+  }
+}
+
+// A PMPI tool for Fortran (mpi/pmpif_counter.c: C functions named mpi_send_ ..., calling
+// pmpi_send_ ...) linked into mpi/programs/pmpif.f90 with gos-fort counts every call of the
+// program, and only those (MPI_PROBE and MPI_GET_COUNT, which the program does not make, 0).
+TEST_F(MpiTest, PmpiToolCountsEveryCallOfTheFortranProgram) {
+  GOS_NEEDS_FORTRAN();
+  const std::string want =
+      " Allreduce=2 Barrier=1 Bcast=1 Comm_rank=1 Comm_size=1 Finalize=1 Get_count=0 Init=1"
+      " Irecv=2 Isend=2 Probe=0 Recv=1 Request_free=1 Send=1 Sendrecv=1 Type_commit=1"
+      " Type_free=1 Type_vector=1 Wait=1 Waitall=1 Wtime=1 calls=22";
+  static const std::regex kLine(R"(^pmpif_counter rank (\d+):((?: \w+=\d+)+)$)");
+  for (const Layout& l : {Layout{1, 1}, Layout{4, 1}, Layout{4, 2}}) {
+    SCOPED_TRACE(std::to_string(l.ranks) + " ranks on " + std::to_string(l.nodes) + " nodes");
+    Result r = cluster().GosRun(l.ranks, l.nodes, Program("pmpif_counted"));
+    EXPECT_EQ(r.code, 0) << r.Describe();
+    EXPECT_NE(r.output.find("OK pmpif\n"), std::string::npos) << r.Describe();
+    EXPECT_EQ(r.output.find("FAIL"), std::string::npos) << r.Describe();
+    std::set<int> ranks;
+    for (const auto& line : Lines(r.output)) {
+      std::smatch m;
+      if (!std::regex_match(line, m, kLine)) continue;
+      EXPECT_TRUE(ranks.insert(std::stoi(m[1])).second) << line;
+      EXPECT_EQ(m[2].str(), want) << line;
+    }
+    EXPECT_EQ(ranks.size(), static_cast<size_t>(l.ranks)) << r.Describe();
+  }
+}
+
+// The checksum line of examples/stencil.f90 ("" if none), or its serial one.
+std::string StencilChecksum(const std::string& out, bool serial = false) {
+  static const std::regex kParallel(R"((?:^|\n)checksum=\s*(\S+) maxdelta=)");
+  static const std::regex kSerial(R"((?:^|\n)serial checksum=\s*(\S+))");
+  std::smatch m;
+  return std::regex_search(out, m, serial ? kSerial : kParallel) ? m[1].str() : "";
+}
+
+// examples/stencil.f90 (MPI_SENDRECV of a derived type, MPI_ALLREDUCE, MPI_GATHERV) gives the
+// same grid checksum, to the last bit, at 1 rank and at 4 on one and two nodes, and it is the
+// checksum of the serial iteration the program also runs on rank 0 (`serial`).
+TEST_F(MpiTest, FortranStencilMatchesItsSerialComputation) {
+  GOS_NEEDS_FORTRAN();
+  const std::vector<std::string> args = {"96", "64", "300", "100", "serial"};
+  Result one = cluster().GosRun(1, 1, Example("stencil"), args);
+  ASSERT_EQ(one.code, 0) << one.Describe();
+  const std::string serial = StencilChecksum(one.output, true);
+  ASSERT_NE(serial, "") << one.Describe();
+  EXPECT_EQ(StencilChecksum(one.output), serial) << one.Describe();
+  for (const Layout& l : {Layout{4, 1}, Layout{4, 2}}) {
+    SCOPED_TRACE(std::to_string(l.ranks) + " ranks on " + std::to_string(l.nodes) + " nodes");
+    Result r = cluster().GosRun(l.ranks, l.nodes, Example("stencil"), args);
+    EXPECT_EQ(r.code, 0) << r.Describe();
+    EXPECT_NE(r.output.find("300 steps, 4 ranks"), std::string::npos) << r.Describe();
+    EXPECT_EQ(StencilChecksum(r.output), serial) << r.Describe();
+    EXPECT_EQ(StencilChecksum(r.output, true), serial) << r.Describe();
+  }
+}
+
 // ---- Failures
 // -------------------------------------------------------------------------------
 

@@ -368,6 +368,53 @@ TEST_F(ReplayTest, ReplayFromAMidRunCheckpointGivesTheRemainingOutput) {
   EXPECT_NE(rest.find("sum"), std::string::npos) << rest;
 }
 
+// The checksum of examples/stencil.f90's output ("" if none), or its serial one.
+std::string StencilChecksum(const std::string& out, bool serial = false) {
+  static const std::regex kParallel(R"((?:^|\n)checksum=\s*(\S+) maxdelta=)");
+  static const std::regex kSerial(R"((?:^|\n)serial checksum=\s*(\S+))");
+  std::smatch m;
+  return std::regex_search(out, m, serial ? kSerial : kParallel) ? m[1].str() : "";
+}
+
+// A Fortran job checkpoints and replays like a C one: the stencil (examples/stencil.f90, use
+// mpi) run with checkpoints gives its serial iteration's checksum; gos-replay reruns it to the
+// same checksum without diverging, and so does a replay from one of its checkpoints.
+TEST_F(ReplayTest, FortranStencilCheckpointsAndReplays) {
+#ifndef GOS_TEST_FORTRAN
+  GTEST_SKIP() << "built without gfortran: no Fortran bindings";
+#endif
+  RunResult run = Gos("gos-run",
+                      {"-n", "4", "--checkpoint=1s", "--keep", "8", GosExample("stencil"), "96",
+                       "64", "600", "100", "serial"},
+                      180s);
+  ASSERT_EQ(run.code, 0) << run.Describe() << Logs();
+  const std::string checksum = StencilChecksum(run.output);
+  ASSERT_NE(checksum, "") << run.Describe();
+  EXPECT_EQ(StencilChecksum(run.output, true), checksum) << run.Describe();
+  const std::string job = std::to_string(LastJob());
+  RunResult list = Gos("gos-ckpt", {"--list", job});
+  ASSERT_EQ(list.code, 0) << list.Describe();
+  std::vector<uint64_t> epochs;
+  std::istringstream in(list.output);
+  for (std::string line; std::getline(in, line);) {
+    std::istringstream l(line);
+    uint64_t e = 0;
+    if (l >> e) epochs.push_back(e);
+  }
+  ASSERT_GE(epochs.size(), 1u) << list.output << run.output;
+
+  RunResult replay = Gos("gos-replay", {job}, 180s);
+  EXPECT_EQ(replay.code, 0) << replay.Describe() << Logs();
+  EXPECT_EQ(StencilChecksum(replay.output), checksum) << replay.Describe();
+  EXPECT_EQ(replay.output.find("diverge"), std::string::npos) << replay.Describe();
+
+  const std::string epoch = std::to_string(epochs[epochs.size() / 2]);
+  RunResult from = Gos("gos-replay", {"--from-epoch", epoch, job}, 180s);
+  EXPECT_EQ(from.code, 0) << from.Describe() << Logs();
+  EXPECT_NE(from.output.find("restored from epoch " + epoch), std::string::npos) << from.output;
+  EXPECT_EQ(StencilChecksum(from.output), checksum) << from.Describe();
+}
+
 // gos-run's stdin goes into the recording: a replay's rank 0 reads the same input, whatever
 // gos-replay's own stdin is.
 TEST_F(ReplayTest, RecordedInputIsReplayed) {

@@ -7,7 +7,8 @@
  * is linked before gos's static libgos_mpi.a (gos-cc puts its own libraries after the
  * program's files): the tool's strong definition then replaces the weak one without a
  * duplicate symbol. Calls the library makes internally use PMPI_ names, so a tool sees only
- * the program's own calls. C only: there are no Fortran bindings. See docs/mpi.md. */
+ * the program's own calls. The Fortran bindings (libgos_mpif.a) have their own pmpi_<name>_
+ * and weak mpi_<name>_ symbols, and call these PMPI_ names. See docs/mpi.md. */
 #ifndef GOS_PMPI_H_
 #define GOS_PMPI_H_
 
@@ -351,6 +352,8 @@ MPI_Fint PMPI_Info_c2f(MPI_Info info);
 MPI_Info PMPI_Info_f2c(MPI_Fint info);
 MPI_Fint PMPI_Errhandler_c2f(MPI_Errhandler errhandler);
 MPI_Errhandler PMPI_Errhandler_f2c(MPI_Fint errhandler);
+int PMPI_Status_c2f(const MPI_Status* c_status, MPI_Fint* f_status);
+int PMPI_Status_f2c(const MPI_Fint* f_status, MPI_Status* c_status);
 int PMPI_Alloc_mem(MPI_Aint size, MPI_Info info, void* baseptr);
 int PMPI_Free_mem(void* base);
 

@@ -184,6 +184,33 @@ typedef struct MPI_Status {
 #define MPI_SHORT_INT ((MPI_Datatype)30)
 #define MPI_LONG_DOUBLE_INT ((MPI_Datatype)31)
 
+/* Fortran's datatypes (the Fortran bindings' MPI_INTEGER ..., usable from C too), with
+ * gfortran's sizes: LOGICAL and INTEGER are 4 bytes (LOGICAL .TRUE. is 1), REAL 4, DOUBLE
+ * PRECISION 8, COMPLEX two REALs, DOUBLE COMPLEX two DOUBLE PRECISIONs; the pair types for
+ * MINLOC and MAXLOC hold the index in the value's type. Reductions: as the C type of the same
+ * representation (MPI_LOGICAL: LAND, LOR, LXOR only); MPI_SUM and MPI_PROD on the complex
+ * types and MINLOC/MAXLOC on the pairs are done by the library, combining in rank order. */
+#define MPI_CHARACTER ((MPI_Datatype)32)
+#define MPI_LOGICAL ((MPI_Datatype)33)
+#define MPI_INTEGER ((MPI_Datatype)34)
+#define MPI_REAL ((MPI_Datatype)35)
+#define MPI_DOUBLE_PRECISION ((MPI_Datatype)36)
+#define MPI_COMPLEX ((MPI_Datatype)37)
+#define MPI_DOUBLE_COMPLEX ((MPI_Datatype)38)
+#define MPI_2INTEGER ((MPI_Datatype)39)
+#define MPI_2REAL ((MPI_Datatype)40)
+#define MPI_2DOUBLE_PRECISION ((MPI_Datatype)41)
+#define MPI_INTEGER1 ((MPI_Datatype)42)
+#define MPI_INTEGER2 ((MPI_Datatype)43)
+#define MPI_INTEGER4 ((MPI_Datatype)44)
+#define MPI_INTEGER8 ((MPI_Datatype)45)
+#define MPI_REAL4 ((MPI_Datatype)46)
+#define MPI_REAL8 ((MPI_Datatype)47)
+#define MPI_COMPLEX8 ((MPI_Datatype)48)
+#define MPI_COMPLEX16 ((MPI_Datatype)49)
+/* The last of them (derived types start at 64). */
+#define GOS_MPI_LAST_FORTRAN_TYPE MPI_COMPLEX16
+
 /* Predefined reduction operations: handle = gos_op_t + 1. */
 #define MPI_OP_NULL ((MPI_Op)0)
 #define MPI_SUM ((MPI_Op)1)
@@ -646,8 +673,8 @@ int MPI_Get(void* origin_addr, int origin_count, MPI_Datatype origin_datatype, i
 int MPI_Accumulate(const void* origin_addr, int origin_count, MPI_Datatype origin_datatype,
                    int target_rank, MPI_Aint target_disp, int target_count,
                    MPI_Datatype target_datatype, MPI_Op op, MPI_Win win);
-/* Handle conversion to and from Fortran (there are no Fortran bindings, but C libraries with
- * Fortran wrappers convert handles): the identity, since both are the same int. */
+/* Handle conversion to and from Fortran (the bindings of mpif.h and the mpi module, and C
+ * libraries with Fortran wrappers): the identity, since both are the same int. */
 MPI_Fint MPI_Comm_c2f(MPI_Comm comm);
 MPI_Comm MPI_Comm_f2c(MPI_Fint comm);
 MPI_Fint MPI_Type_c2f(MPI_Datatype datatype);
@@ -662,6 +689,15 @@ MPI_Fint MPI_Info_c2f(MPI_Info info);
 MPI_Info MPI_Info_f2c(MPI_Fint info);
 MPI_Fint MPI_Errhandler_c2f(MPI_Errhandler errhandler);
 MPI_Errhandler MPI_Errhandler_f2c(MPI_Fint errhandler);
+/* A status as Fortran holds it: MPI_F_STATUS_SIZE integers, MPI_SOURCE, MPI_TAG and
+ * MPI_ERROR at indices MPI_F_SOURCE, MPI_F_TAG and MPI_F_ERROR (Fortran's MPI_SOURCE = 1,
+ * ...), then the received bytes (two integers, low half first) and the cancelled flag. */
+#define MPI_F_STATUS_SIZE 6
+#define MPI_F_SOURCE 0
+#define MPI_F_TAG 1
+#define MPI_F_ERROR 2
+int MPI_Status_c2f(const MPI_Status* c_status, MPI_Fint* f_status);
+int MPI_Status_f2c(const MPI_Fint* f_status, MPI_Status* c_status);
 /* Memory for the program (plain malloc; a size of 0 gives a pointer to free all the same). */
 int MPI_Alloc_mem(MPI_Aint size, MPI_Info info, void* baseptr);
 int MPI_Free_mem(void* base);

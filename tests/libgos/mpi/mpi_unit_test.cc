@@ -1141,6 +1141,71 @@ TEST(MpiLoopback, AttributeCallbacksOnDupFreeDeleteAndReplace) {
   EXPECT_EQ(codes, (std::vector<int>{0}));
 }
 
+// Fortran's datatypes in the C library (ftype.cc): sizes and names; reductions as the C twin
+// (MPI_INTEGER), by the library (complex sums and products, MINLOC / MAXLOC on the pairs, the
+// lowest index on a tie), refused where MPI refuses them (SUM on MPI_LOGICAL); and the
+// Fortran status conversion, byte counts beyond 32 bits included.
+TEST(MpiLoopback, FortranDatatypesReduceAndStatusesConvert) {
+  auto codes = RunRanks(3, [](int) {
+    MPI_Init(nullptr, nullptr);
+    int rank = -1;
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    int size = 0;
+    MPI_Type_size(MPI_DOUBLE_COMPLEX, &size);
+    RANK_CHECK(size == 16);
+    MPI_Type_size(MPI_2INTEGER, &size);
+    RANK_CHECK(size == 8);
+    MPI_Type_size(MPI_LOGICAL, &size);
+    RANK_CHECK(size == 4);
+    char name[MPI_MAX_OBJECT_NAME];
+    int len = 0;
+    MPI_Type_get_name(MPI_2DOUBLE_PRECISION, name, &len);
+    RANK_CHECK(std::string(name) == "MPI_2DOUBLE_PRECISION" && len == 21);
+
+    int i = rank + 1;
+    MPI_Allreduce(MPI_IN_PLACE, &i, 1, MPI_INTEGER, MPI_PROD, MPI_COMM_WORLD);
+    RANK_CHECK(i == 6);
+    float z[2] = {1.0f * static_cast<float>(rank), 1.0f};  // rank + i
+    float sum[2] = {0, 0};
+    MPI_Allreduce(z, sum, 1, MPI_COMPLEX, MPI_SUM, MPI_COMM_WORLD);
+    RANK_CHECK(sum[0] == 3.0f && sum[1] == 3.0f);
+    double w[2] = {static_cast<double>(rank + 1), 1.0};  // (1+i)(2+i)(3+i) = 0 + 10i
+    MPI_Allreduce(MPI_IN_PLACE, w, 1, MPI_DOUBLE_COMPLEX, MPI_PROD, MPI_COMM_WORLD);
+    RANK_CHECK(w[0] == 0.0 && w[1] == 10.0);
+    float pair[2] = {rank == 0 ? 5.0f : 7.0f, static_cast<float>(rank)};  // ranks 1, 2 tie
+    MPI_Allreduce(MPI_IN_PLACE, pair, 1, MPI_2REAL, MPI_MAXLOC, MPI_COMM_WORLD);
+    RANK_CHECK(pair[0] == 7.0f && pair[1] == 1.0f);
+    double dpair[2] = {static_cast<double>(3 - rank), static_cast<double>(rank)};
+    MPI_Reduce(rank == 0 ? MPI_IN_PLACE : dpair, rank == 0 ? dpair : nullptr, 1,
+               MPI_2DOUBLE_PRECISION, MPI_MINLOC, 0, MPI_COMM_WORLD);
+    if (rank == 0) RANK_CHECK(dpair[0] == 1.0 && dpair[1] == 2.0);
+    int truth = rank != 1;
+    MPI_Allreduce(MPI_IN_PLACE, &truth, 1, MPI_LOGICAL, MPI_LOR, MPI_COMM_WORLD);
+    RANK_CHECK(truth == 1);
+    MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
+    RANK_CHECK(MPI_Allreduce(MPI_IN_PLACE, &truth, 1, MPI_LOGICAL, MPI_SUM, MPI_COMM_WORLD) ==
+               MPI_ERR_OP);
+    RANK_CHECK(MPI_Allreduce(MPI_IN_PLACE, z, 1, MPI_COMPLEX, MPI_MAX, MPI_COMM_WORLD) ==
+               MPI_ERR_OP);
+
+    MPI_Status st{};
+    st.MPI_SOURCE = 2;
+    st.MPI_TAG = 9;
+    st.gos_bytes = (size_t{5} << 32) + 12;
+    MPI_Fint f[MPI_F_STATUS_SIZE];
+    MPI_Status_c2f(&st, f);
+    RANK_CHECK(f[MPI_F_SOURCE] == 2 && f[MPI_F_TAG] == 9 && f[MPI_F_ERROR] == st.MPI_ERROR);
+    MPI_Status back{};
+    MPI_Status_f2c(f, &back);
+    MPI_Count elements = 0;
+    MPI_Get_elements_x(&back, MPI_INTEGER, &elements);
+    RANK_CHECK(elements == ((MPI_Count{5} << 32) + 12) / 4);
+    MPI_Finalize();
+    return 0;
+  });
+  EXPECT_EQ(codes, (std::vector<int>{0, 0, 0}));
+}
+
 }  // namespace loopback
 #endif  // GOS_MPI_LOOPBACK
 
