@@ -368,10 +368,8 @@ StatusOr<std::map<uint32_t, std::string>> BcsEngine::AddJob(const BcsJob& spec,
       const std::string& bytes = dt != spec.replay->decisions.end() ? dt->second : empty;
       const std::string rpath = r->path + ".replay";
       ::unlink(rpath.c_str());
-      Status st = WriteFileWithMode(rpath, bytes, 0400);
-      if (st.ok() && ::chown(rpath.c_str(), spec.uid, spec.gid) != 0) {
-        st = ErrnoError(errno, "chown " + rpath);
-      }
+      // /dev/shm is everyone's: created anew, never through a file or link planted there.
+      Status st = CreateNewFile(rpath, bytes, 0400, spec.uid, spec.gid);
       if (!st.ok()) {
         ::unlink(rpath.c_str());
         ::munmap(base, bcs::kChannelBytes);

@@ -48,18 +48,35 @@ Status MakeDir(const std::string& dir, mode_t mode) {
   return OkStatus();
 }
 
-Status WriteFileWithMode(const std::string& path, std::string_view bytes, mode_t mode) {
-  Fd fd(::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, mode));
-  if (fd.get() < 0) return ErrnoError(errno, "create " + path);
-  // An existing file keeps its mode through O_CREAT, a new one lost the umask's bits.
-  if (::fchmod(fd.get(), mode) != 0) return ErrnoError(errno, "chmod " + path);
+namespace {
+
+Status WriteAll(int fd, const std::string& path, std::string_view bytes) {
   for (size_t done = 0; done < bytes.size();) {
-    ssize_t n = ::write(fd.get(), bytes.data() + done, bytes.size() - done);
+    ssize_t n = ::write(fd, bytes.data() + done, bytes.size() - done);
     if (n < 0 && errno == EINTR) continue;
     if (n < 0) return ErrnoError(errno, "write " + path);
     done += static_cast<size_t>(n);
   }
   return OkStatus();
+}
+
+}  // namespace
+
+Status WriteFileWithMode(const std::string& path, std::string_view bytes, mode_t mode) {
+  Fd fd(::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, mode));
+  if (fd.get() < 0) return ErrnoError(errno, "create " + path);
+  // An existing file keeps its mode through O_CREAT, a new one lost the umask's bits.
+  if (::fchmod(fd.get(), mode) != 0) return ErrnoError(errno, "chmod " + path);
+  return WriteAll(fd.get(), path, bytes);
+}
+
+Status CreateNewFile(const std::string& path, std::string_view bytes, mode_t mode, uid_t uid,
+                     gid_t gid) {
+  Fd fd(::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600));
+  if (fd.get() < 0) return ErrnoError(errno, "create " + path);
+  if (::fchown(fd.get(), uid, gid) != 0) return ErrnoError(errno, "chown " + path);
+  if (::fchmod(fd.get(), mode) != 0) return ErrnoError(errno, "chmod " + path);
+  return WriteAll(fd.get(), path, bytes);
 }
 
 }  // namespace gos

@@ -42,6 +42,13 @@ inline constexpr mode_t kPrivateFile = 0600;
 [[nodiscard]] Status WriteFileWithMode(const std::string& path, std::string_view bytes,
                                        mode_t mode);
 
+// Creates `path`, which must not exist (O_EXCL; nor be a symlink: a shared directory such as
+// /dev/shm lets others plant one), with exactly `mode`, owned by uid/gid (-1: unchanged), and
+// writes `bytes` to it. Ownership and mode are set through the descriptor, never the path.
+[[nodiscard]] Status CreateNewFile(const std::string& path, std::string_view bytes, mode_t mode,
+                                   uid_t uid = static_cast<uid_t>(-1),
+                                   gid_t gid = static_cast<gid_t>(-1));
+
 }  // namespace gos
 
 #endif  // GOS_FILES_H_

@@ -3,7 +3,9 @@
 
 #include <gtest/gtest.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
+#include <fstream>
 #include <string>
 
 #include "tests/support/temp_dir.h"
@@ -70,6 +72,26 @@ TEST(FilesTest, WrittenFilesGetTheModeNewOrNot) {
   struct stat st {};
   ASSERT_EQ(::stat(tmp.Sub("f").c_str(), &st), 0);
   EXPECT_EQ(st.st_size, 6);
+}
+
+TEST(FilesTest, NewFilesAreNeverOneAlreadyThereNorALink) {
+  testing::TempDir tmp("gos-files-test");
+  Umask u(0);
+  ASSERT_TRUE(CreateNewFile(tmp.Sub("f"), "decisions", 0400, ::getuid(), ::getgid()).ok());
+  EXPECT_EQ(ModeOf(tmp.Sub("f")), 0400u);
+  std::ifstream in(tmp.Sub("f"));
+  std::string got;
+  std::getline(in, got);
+  EXPECT_EQ(got, "decisions");
+  // Whatever someone else put at the path first stays untouched and the creation fails.
+  EXPECT_FALSE(CreateNewFile(tmp.Sub("f"), "again", 0400).ok());
+  ASSERT_TRUE(WriteFileWithMode(tmp.Sub("victim"), "keep", 0644).ok());
+  ASSERT_EQ(::symlink(tmp.Sub("victim").c_str(), tmp.Sub("link").c_str()), 0);
+  EXPECT_FALSE(CreateNewFile(tmp.Sub("link"), "overwrite", 0600).ok());
+  std::ifstream victim(tmp.Sub("victim"));
+  std::getline(victim, got);
+  EXPECT_EQ(got, "keep");
+  EXPECT_EQ(ModeOf(tmp.Sub("victim")), 0644u);
 }
 
 }  // namespace
