@@ -19,6 +19,9 @@ _gos_abs(_libexecdir "${GOS_LIBEXECDIR}")
 _gos_abs(_mandir "${GOS_MANDIR}")
 _gos_abs(_sysconfdir "${GOS_SYSCONFDIR}")
 _gos_abs(_unitdir "${GOS_UNITDIR}")
+# One work dir per destination: installs to different prefixes may run at once (the tests').
+string(MD5 _dest "$ENV{DESTDIR}${CMAKE_INSTALL_PREFIX}")
+set(GOS_WORK_DIR "${GOS_WORK_DIR}/${_dest}")
 file(MAKE_DIRECTORY "${GOS_WORK_DIR}")
 # "name|section|program|description" of each man page, joined by @@.
 string(REPLACE "@@" ";" GOS_MAN_PAGES "${GOS_MAN_PAGES}")
