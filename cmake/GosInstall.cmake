@@ -18,10 +18,8 @@ set(GOS_TOOLS gos-run gos-ps gos-kill gos-ckpt gos-restart gos-replay gos-store 
     gos-cluster)
 set(GOS_DAEMONS gos-coordinator gos-nodeagent)
 
-# gos's CRIU: scripts/setup's build of CRIU 4.1.1 with scripts/criu-patches (its stamp names
-# the patches it has). Another build may be named with -DGOS_CRIU_BINARY=PATH.
-set(GOS_CRIU_BINARY /usr/local/sbin/criu CACHE FILEPATH
-    "gos's patched CRIU, installed as <libexec>/gos/criu (scripts/setup builds it)")
+# gos's CRIU: GOS_CRIU_INSTALL (cmake/GosCriu.cmake).
+include(GosCriu)
 # Where systemd units go, relative to the prefix (or absolute).
 set(GOS_SYSTEMD_UNITDIR lib/systemd/system CACHE STRING "systemd system unit directory")
 
@@ -79,7 +77,7 @@ install(CODE "
   set(GOS_DOCDIR \"${CMAKE_INSTALL_DOCDIR}\")
   set(GOS_SYSCONFDIR \"${CMAKE_INSTALL_SYSCONFDIR}\")
   set(GOS_UNITDIR \"${GOS_SYSTEMD_UNITDIR}\")
-  set(GOS_CRIU_BINARY \"${GOS_CRIU_BINARY}\")
+  set(GOS_CRIU_BINARY \"${GOS_CRIU_INSTALL}\")
   set(GOS_MAN_PAGES \"${_man_joined}\")
   include(\"${PROJECT_SOURCE_DIR}/cmake/GosInstallGenerated.cmake\")
 ")

@@ -26,29 +26,11 @@ file(MAKE_DIRECTORY "${GOS_WORK_DIR}")
 # "name|section|program|description" of each man page, joined by @@.
 string(REPLACE "@@" ";" GOS_MAN_PAGES "${GOS_MAN_PAGES}")
 
-# gos's CRIU, as <libexec>/gos/criu. scripts/setup's build must have the current patches.
+# gos's CRIU, as <libexec>/gos/criu (cmake/GosCriu.cmake).
 if(NOT EXISTS "${GOS_CRIU_BINARY}")
-  message(FATAL_ERROR "gos install: no CRIU at ${GOS_CRIU_BINARY} (GOS_CRIU_BINARY): run "
-                      "scripts/setup, which builds gos's patched CRIU there")
-endif()
-if(GOS_CRIU_BINARY STREQUAL "/usr/local/sbin/criu")
-  file(GLOB _patches "${GOS_SOURCE_DIR}/scripts/criu-patches/*.patch")
-  list(SORT _patches)
-  set(_all "")
-  foreach(_p ${_patches})
-    file(READ "${_p}" _text)
-    string(APPEND _all "${_text}")
-  endforeach()
-  string(SHA256 _sum "${_all}")
-  set(_stamp /usr/local/share/gos/criu-patches.sha256)
-  set(_have "")
-  if(EXISTS "${_stamp}")
-    file(STRINGS "${_stamp}" _have LIMIT_COUNT 1)
-  endif()
-  if(NOT _have STREQUAL _sum)
-    message(FATAL_ERROR "gos install: ${GOS_CRIU_BINARY} is not gos's CRIU with the current "
-                        "scripts/criu-patches (${_stamp}): run scripts/setup")
-  endif()
+  message(FATAL_ERROR "gos install: gos's CRIU is not at ${GOS_CRIU_BINARY}: build the target "
+                      "gos-criu (it needs the CRIU 4.1.1 source tarball scripts/setup fetches), or "
+                      "name a prebuilt one with -DGOS_CRIU_BINARY=PATH")
 endif()
 file(INSTALL DESTINATION "${_libexecdir}" TYPE PROGRAM RENAME criu FILES "${GOS_CRIU_BINARY}")
 

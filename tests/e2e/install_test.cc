@@ -94,9 +94,11 @@ TEST_F(InstallTest, EveryPartIsWhereTheDocsSay) {
   RunResult man = gos::testing::Run(
       {"bash", "-c", "zcat " + prefix_ + "/share/man/man1/gos-run.1.gz"}, {}, 10s);
   EXPECT_NE(man.output.find("checkpoint the job every DUR"), std::string::npos) << man.output;
-  // gos's CRIU is scripts/setup's build, not a system criu.
+  // gos's CRIU is the one this build dir built from this tree's patches (cmake/GosCriu.cmake).
   RunResult criu = gos::testing::Run({prefix_ + "/libexec/gos/criu", "--version"}, {}, 10s);
   EXPECT_NE(criu.output.find("Version: 4.1.1"), std::string::npos) << criu.Describe();
+  EXPECT_EQ(ReadFile(prefix_ + "/libexec/gos/criu"),
+            ReadFile(std::string(GOS_BUILD_DIR) + "/criu/criu"));
 }
 
 TEST_F(InstallTest, NothingInstalledNamesTheBuildTree) {
