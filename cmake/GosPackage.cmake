@@ -19,8 +19,9 @@ set(CPACK_DEBIAN_PACKAGE_SECTION admin)
 set(CPACK_DEBIAN_PACKAGE_SHLIBDEPS ON)
 # Programs gos runs that no library dependency brings: ip (gos-cluster --netns).
 set(CPACK_DEBIAN_PACKAGE_DEPENDS "iproute2")
-# gos-cc and gos-c++ run the system's C and C++ compilers.
-set(CPACK_DEBIAN_PACKAGE_RECOMMENDS "gcc, g++")
+# gos-cc and gos-c++ run the system's C and C++ compilers, and link libstdc++ (gos's MPI
+# library is C++).
+set(CPACK_DEBIAN_PACKAGE_RECOMMENDS "gcc, g++, libstdc++-dev")
 set(CPACK_STRIP_FILES ON)
 # /etc/gos/gos.conf is a conffile; the maintainer scripts reload systemd and, on purge,
 # remove the state the daemons kept (/var/lib/gos, /run/gos).

@@ -60,8 +60,8 @@ root=$work/root
 cleanup() {
   local m
   # Innermost first; a bind of /sys or /dev must be gone before anything is removed.
-  for m in $(findmnt -rn -o TARGET | grep "^$root/" | sort -r); do umount -l "$m" 2>/dev/null || true; done
-  if findmnt -rn -o TARGET | grep -q "^$root/"; then
+  for m in $(findmnt -rn -o TARGET | grep "^$root\(/\|$\)" | sort -r); do umount -l "$m" 2>/dev/null || true; done
+  if findmnt -rn -o TARGET | grep -q "^$root\(/\|$\)"; then
     echo "package_test: leaving $work: mounts remain under it" >&2
   else
     rm -rf --one-file-system "$work"
@@ -78,6 +78,8 @@ log "debootstrap --variant=minbase bookworm from $mirror"
 debootstrap --variant=minbase bookworm "$root" "$mirror" >"$work/debootstrap.log" 2>&1 ||
   { tail -n 30 "$work/debootstrap.log"; fail "debootstrap failed (log above)"; }
 
+mount --bind "$root" "$root"
+mkdir "$root/.oldroot"
 mount -t proc proc "$root/proc"
 mount --rbind /sys "$root/sys"   # with the cgroup file systems (the freezer) under it
 mount --rbind /dev "$root/dev"   # with /dev/shm (the ranks' BCS channels) and /dev/pts
@@ -85,13 +87,24 @@ mount -t tmpfs tmpfs "$root/run"
 mount -t tmpfs tmpfs "$root/tmp"
 in_root() { chroot "$root" env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin HOME=/root LANG=C.UTF-8 \
   DEBIAN_FRONTEND=noninteractive "$@"; }
+# As in_root, but with the root as the root of a mount namespace of its own (pivot_root), as on
+# a host or in a container: CRIU dumps a process's mounts and finds no parent for the mounts of
+# a mere chroot. (The root is a mount point of its own, and has .oldroot, from the start.)
+in_root_pivoted() {
+  unshare --mount --propagation private -- bash -c \
+    'cd "$1" && mkdir -p .oldroot && pivot_root . .oldroot && umount -l /.oldroot && shift &&
+     exec /usr/sbin/chroot / /usr/bin/env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin HOME=/root \
+       LANG=C.UTF-8 "$@"' pivot "$root" "$@"
+}
 
 log "installing the package's dependencies from $mirror"
 depends=$(dpkg-deb -f "$deb" Depends)
+recommends=$(dpkg-deb -f "$deb" Recommends)
 in_root apt-get update -qq >"$work/apt.log" 2>&1 || { cat "$work/apt.log"; fail "apt-get update in the root"; }
-# The example is compiled in the root: gcc (gos-cc's compiler) besides what gos depends on.
-in_root apt-get satisfy -y -qq --no-install-recommends "$depends, gcc, libc6-dev" >>"$work/apt.log" 2>&1 ||
-  { tail -n 30 "$work/apt.log"; fail "apt-get satisfy '$depends'"; }
+# The example is compiled in the root: what gos recommends for gos-cc (a compiler, libstdc++)
+# besides what it depends on.
+in_root apt-get satisfy -y -qq --no-install-recommends "$depends, $recommends" >>"$work/apt.log" 2>&1 ||
+  { tail -n 30 "$work/apt.log"; fail "apt-get satisfy '$depends, $recommends'"; }
 
 # Every file and directory of the root but what apt, dpkg and the logs keep about themselves.
 snapshot() {
@@ -110,7 +123,7 @@ if in_root sh -c 'command -v criu'; then fail "the root has a criu on PATH: the 
 
 log "gos-cc and gos-run --checkpoint in the root"
 cp "$src/examples/jacobi.c" "$root/tmp/jacobi.c"
-out=$(in_root GOS_STATE_DIR=/tmp/gos-state bash -c '
+out=$(in_root_pivoted GOS_STATE_DIR=/tmp/gos-state bash -c '
   set -e; cd /tmp
   gos-cc -O2 -std=c11 -D_DEFAULT_SOURCE -o jacobi jacobi.c -lm
   gos-run -n 2 --checkpoint=100ms ./jacobi 64 1500 100' 2>&1) ||
