@@ -4,8 +4,10 @@
 // example and the installed gos-run runs it with --checkpoint while the source and build trees
 // and scripts/setup's /usr/local/sbin/criu are hidden under empty tmpfs mounts (so the
 // daemons, gos-rank-init and CRIU can only be the installed ones); and the installed systemd
-// units pass `systemd-analyze verify` (item 3).
+// units pass `systemd-analyze verify` (item 3), and the coordinator runs without capabilities,
+// as its unit has it.
 #include <gtest/gtest.h>
+#include <signal.h>
 
 #include <filesystem>
 #include <fstream>
@@ -163,6 +165,38 @@ exec gos-run -n 2 --checkpoint=100ms ./jacobi 64 1500 100
       << r.Describe();
   EXPECT_NE(r.output.find("jacobi: N=64 ranks=2 iterations=1500"), std::string::npos)
       << r.Describe();
+}
+
+// What gos-coordinator.service claims: the coordinator needs no capability (it runs with
+// CapabilityBoundingSet= and NoNewPrivileges=yes). The installed one, run so, with an installed
+// nodeagent, takes a job's checkpoints.
+TEST_F(InstallTest, CoordinatorRunsWithoutCapabilities) {
+  const std::string work = dir_->path() + "/nocaps";
+  fs::create_directories(work + "/data");
+  fs::create_directories(work + "/node");
+  auto coordinator = gos::testing::Subprocess::Start(
+      {"setpriv", "--bounding-set=-all", "--inh-caps=-all", "--no-new-privs",
+       prefix_ + "/sbin/gos-coordinator", "--data-dir", work + "/data", "--nodes", "1", "--listen",
+       "127.0.0.1:0"});
+  ASSERT_TRUE(coordinator.ok()) << coordinator.status().ToString();
+  ASSERT_TRUE(
+      gos::testing::WaitUntil([&] { return fs::exists(work + "/data/coordinator.addr"); }, 20s))
+      << coordinator->output();
+  const std::string caps = ReadFile("/proc/" + std::to_string(coordinator->pid()) + "/status");
+  EXPECT_NE(caps.find("CapEff:\t0000000000000000"), std::string::npos) << caps;
+  auto agent = gos::testing::Subprocess::Start({prefix_ + "/sbin/gos-nodeagent", "--coordinator",
+                                                work + "/data", "--name", "n1", "--state-dir",
+                                                work + "/node", "--exit-with-coordinator"});
+  ASSERT_TRUE(agent.ok()) << agent.status().ToString();
+  RunResult r = gos::testing::Run({prefix_ + "/bin/gos-run", "-n", "2", "--checkpoint=100ms",
+                                   GOS_BUILD_DIR "/examples/jacobi", "64", "1500", "100"},
+                                  {"GOS_COORDINATOR=" + work + "/data/coordinator.sock"}, 120s);
+  EXPECT_EQ(r.code, 0) << r.Describe() << coordinator->output() << agent->output();
+  EXPECT_NE(r.output.find("checkpoint: job 1 epoch 1 committed: 2 ranks"), std::string::npos)
+      << r.Describe();
+  coordinator->Signal(SIGTERM);
+  EXPECT_TRUE(coordinator->Wait(std::chrono::steady_clock::now() + 20s).has_value());
+  EXPECT_TRUE(agent->Wait(std::chrono::steady_clock::now() + 20s).has_value()) << agent->output();
 }
 
 TEST_F(InstallTest, SystemdUnitsPassSystemdAnalyzeVerify) {
