@@ -209,7 +209,9 @@ TEST_F(InstallTest, SystemdUnitsPassSystemdAnalyzeVerify) {
   EXPECT_EQ(v.output, "") << v.Describe();  // warnings too (an unknown key is only a warning)
 
   const std::string nodeagent = ReadFile(units + "/gos-nodeagent.service");
-  EXPECT_NE(nodeagent.find("\nExecStart=" + prefix_ + "/sbin/gos-nodeagent\n"), std::string::npos)
+  EXPECT_NE(nodeagent.find("\nExecStart=" + prefix_ +
+                           "/sbin/gos-nodeagent --cgroup-root /run/gos/freezer/gos\n"),
+            std::string::npos)
       << nodeagent;
   for (const char* line : {"\nDelegate=yes\n", "\nRestart=on-failure\n", "\nStateDirectory=gos\n",
                            "\nEnvironment=GOS_CONFIG="}) {
