@@ -5,8 +5,10 @@
 # packages) and notes every file of the root; installs the .deb with apt; in a chroot (with
 # /proc, /sys and its cgroup file systems, /dev, and tmpfs /run and /tmp) compiles the Jacobi
 # example with gos-cc and runs it with `gos-run --checkpoint`, which must commit epochs with
-# the package's own CRIU (the root has no other); purges the package and checks that the root
-# holds exactly the files it held before.
+# the package's own CRIU (the root has no other); writes /etc/gos/gos.conf and starts the
+# coordinator and a nodeagent as their installed systemd units would, and runs the job with
+# --checkpoint on them; purges the package and checks that the root holds exactly the files it
+# held before.
 #
 # Slow (minutes: debootstrap, apt): ctest label `slow`, not run by scripts/test.
 #   ctest --test-dir build -L slow --output-on-failure
@@ -90,8 +92,9 @@ in_root() { chroot "$root" env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin HOME=/root 
 # As in_root, but with the root as the root of a mount namespace of its own (pivot_root), as on
 # a host or in a container: CRIU dumps a process's mounts and finds no parent for the mounts of
 # a mere chroot. (The root is a mount point of its own, and has .oldroot, from the start.)
+# With unshare_net=--net, in a network namespace of its own too.
 in_root_pivoted() {
-  unshare --mount --propagation private -- bash -c \
+  unshare ${unshare_net:-} --mount --propagation private -- bash -c \
     'cd "$1" && mkdir -p .oldroot && pivot_root . .oldroot && umount -l /.oldroot && shift &&
      exec /usr/sbin/chroot / /usr/bin/env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin HOME=/root \
        LANG=C.UTF-8 "$@"' pivot "$root" "$@"
@@ -131,6 +134,34 @@ out=$(in_root_pivoted GOS_STATE_DIR=/tmp/gos-state bash -c '
 echo "$out" | tail -n 3
 grep -q "checkpoint: job 1 epoch 1 committed: 2 ranks" <<<"$out" || { echo "$out"; fail "no checkpoint committed"; }
 grep -q "jacobi: N=64 ranks=2 iterations=1500" <<<"$out" || { echo "$out"; fail "no answer from jacobi"; }
+
+# The admin's way (docs/install.md): /etc/gos/gos.conf, and the daemons started as their
+# installed units start them (their Environment=, ExecStartPre= and ExecStart= lines, run here
+# by hand: no systemd runs in the root), in a network namespace of their own (a fixed port).
+log "the daemons as their systemd units run them, and gos-run --checkpoint on them"
+cat >"$root/etc/gos/gos.conf" <<'CONF'
+listen = "127.0.0.1:7411"
+coordinator = "127.0.0.1:7411"
+key_file = "/var/lib/gos/cluster.key"
+nodes = 1
+CONF
+out=$(unshare_net=--net in_root_pivoted bash -c '
+  set -e; ip link set lo up; cd /tmp
+  unit() { sed -n "s/^$2=//p" "/usr/lib/systemd/system/gos-$1.service"; }
+  export $(unit coordinator Environment)
+  while read -r pre; do sh -c "$pre"; done < <(unit nodeagent ExecStartPre)
+  mountpoint -q /run/gos/freezer
+  $(unit coordinator ExecStart) 2>/tmp/coordinator.log & coordinator=$!
+  for i in $(seq 100); do [ -e /var/lib/gos/cluster.key ] && break; sleep 0.1; done
+  $(unit nodeagent ExecStart) 2>/tmp/nodeagent.log & nodeagent=$!
+  rc=0; gos-run -n 2 --checkpoint=100ms ./jacobi 64 1500 100 || rc=$?
+  gos-ps | tail -n 2
+  kill $nodeagent $coordinator; wait $nodeagent $coordinator || true
+  [ $rc = 0 ] || { tail -n 5 /tmp/coordinator.log /tmp/nodeagent.log; exit $rc; }' 2>&1) ||
+  { echo "$out"; fail "gos-run --checkpoint on the daemons of the units failed"; }
+echo "$out" | tail -n 4
+grep -q "checkpoint: job 1 epoch 1 committed: 2 ranks" <<<"$out" || { echo "$out"; fail "no checkpoint committed"; }
+[ -d "$root/var/lib/gos" ] || fail "the coordinator kept nothing in /var/lib/gos"
 
 log "apt-get purge gos"
 in_root apt-get purge -y -qq gos >"$work/purge.log" 2>&1 || { cat "$work/purge.log"; fail "apt-get purge gos"; }
