@@ -94,3 +94,6 @@ foreach(_page ${GOS_MAN_PAGES})
   endif()
   file(INSTALL DESTINATION "${_mandir}/man${_section}" TYPE FILE FILES "${_out}.gz")
 endforeach()
+
+# What was made here is installed now; the next install makes it again.
+file(REMOVE_RECURSE "${GOS_WORK_DIR}")
