@@ -24,7 +24,8 @@ Defaults come from /etc/gos/gos.conf or $GOS_CONFIG (docs/config.md); options ov
 options:
   --data-dir DIR          job/node tables (RocksDB), cluster key, socket
                           (required, unless gos.conf has state_dir or $GOS_STATE_DIR is set)
-  --nodes K               nodeagents forming the cluster                     (required)
+  --nodes K               nodeagents forming the cluster
+                          (required, unless gos.conf has nodes)
   --listen HOST:PORT      address for nodeagents            (default 127.0.0.1:0)
   --socket PATH           client socket             (default DIR/coordinator.sock)
   --timeslice DUR         strobe quantum, e.g. 10ms, 500us; >= 100us  (default 10ms)
@@ -54,6 +55,7 @@ int main(int argc, char** argv) {
   if (int rc = gos::os::LoadConfigForMain("gos-coordinator", &cfg); rc >= 0) return rc;
   gos::coordinator::CoordinatorOptions o{.data_dir = cfg.state_dir,
                                          .listen = cfg.listen,
+                                         .nodes = cfg.nodes,
                                          .timeslice = cfg.timeslice,
                                          .mpl = cfg.mpl,
                                          .failure_timeout = cfg.failure_timeout,
@@ -85,7 +87,8 @@ int main(int argc, char** argv) {
   }
   if (o.data_dir.empty() || o.nodes == 0) {
     std::fprintf(stderr,
-                 "gos-coordinator: --data-dir (or state_dir in gos.conf) and --nodes are required "
+                 "gos-coordinator: --data-dir (or state_dir in gos.conf) and --nodes (or nodes) "
+                 "are required "
                  "(see --help)\n");
     return 2;
   }

@@ -28,16 +28,11 @@
 #include "gos/log.h"
 #include "gos/os/auth.h"
 #include "gos/os/layout.h"
+#include "gos/programs.h"
 #include "gos/round_trace.h"
 
 namespace gos::nodeagent::internal {
 namespace {
-
-std::string SelfDir() {
-  std::error_code ec;
-  auto p = std::filesystem::read_symlink("/proc/self/exe", ec);
-  return ec ? "." : p.parent_path().string();
-}
 
 std::string HostName() {
   char buf[256] = {};
@@ -85,7 +80,7 @@ Status NodeAgentImpl::Init() {
   GOS_ASSIGN_OR_RETURN(key_, os::LoadClusterKey(o_.key_file));
   if (o_.name.empty()) o_.name = HostName();
   if (o_.state_dir.empty()) o_.state_dir = "/var/lib/gos/nodeagent/" + o_.name;
-  if (o_.init_path.empty()) o_.init_path = SelfDir() + "/gos-rank-init";
+  if (o_.init_path.empty()) o_.init_path = GosProgram("gos-rank-init", ProgramDir::kLibexec);
   if (::access(o_.init_path.c_str(), X_OK) != 0) {
     return FailedPreconditionError("gos-rank-init not found at " + o_.init_path);
   }

@@ -37,7 +37,8 @@ struct AgentOptions {
   // launcher.h): <init_root>/<cluster tag>/j<job>-r<rank>, removed with the rank (a nodeagent
   // killed with its ranks leaves its empty directories behind). Default: /run/gos/init.
   std::string init_root = os::kDefaultInitRoot;
-  // gos-rank-init. Default: next to this executable.
+  // gos-rank-init. Default: GosProgram("gos-rank-init", kLibexec) (gos/programs.h): the
+  // install's libexec/gos, else next to this executable.
   std::string init_path;
   // Cores to report. Default: 0 = online CPUs.
   uint32_t cores = 0;

@@ -53,6 +53,7 @@
 #include "gos/fd.h"
 #include "gos/files.h"
 #include "gos/log.h"
+#include "gos/programs.h"
 
 extern char** environ;
 
@@ -241,6 +242,10 @@ uint64_t DirBytes(const std::string& dir) {
 std::string CriuPath() {
   const char* env = std::getenv("GOS_CRIU");
   if (env != nullptr && *env != '\0') return env;
+  if (std::string dir = InstalledDir(ProgramDir::kLibexec); !dir.empty()) {
+    std::string installed = dir + "/criu";
+    if (::access(installed.c_str(), X_OK) == 0) return installed;
+  }
   if (::access("/usr/local/sbin/criu", X_OK) == 0) return "/usr/local/sbin/criu";
   return "criu";
 }

@@ -39,7 +39,9 @@
 
 namespace gos::nodeagent {
 
-// The criu binary: $GOS_CRIU, else /usr/local/sbin/criu, else criu on PATH.
+// The criu binary: $GOS_CRIU; else gos's own CRIU of an installed nodeagent,
+// <prefix>/libexec/gos/criu (gos/programs.h; never a system criu); else, from a build tree,
+// the one scripts/setup builds, /usr/local/sbin/criu; else criu on PATH.
 std::string CriuPath();
 
 // Bytes in the regular files under dir (0 if it does not exist).

@@ -18,6 +18,7 @@
 #include "gos/os/auth.h"
 #include "gos/os/messages.h"
 #include "gos/prim/prim.h"
+#include "gos/programs.h"
 #include "netns.h"
 
 namespace gos::tools {
@@ -161,12 +162,6 @@ std::string StateDir() {
   return dir;
 }
 
-std::string BinDir() {
-  std::error_code ec;
-  auto p = std::filesystem::read_symlink("/proc/self/exe", ec);
-  return ec ? "." : p.parent_path().string();
-}
-
 std::string FindCoordinator() {
   if (const std::string& c = ToolConfig().coordinator; !c.empty()) return c;
   std::string sock = StateDir() + "/coordinator.sock";
@@ -251,7 +246,6 @@ std::string DaemonFatal(const std::string& log_path, const std::string& daemon) 
 
 StatusOr<std::unique_ptr<LocalCluster>> LocalCluster::Start(const LocalClusterOptions& o) {
   std::string state = o.state_dir.empty() ? StateDir() : o.state_dir;
-  std::string bin = BinDir();
   // The state dir as the coordinator will have it; its daemons' logs are root's (they tell of
   // every job).
   GOS_RETURN_IF_ERROR(MakeDir(state, kPassDir));
@@ -265,8 +259,8 @@ StatusOr<std::unique_ptr<LocalCluster>> LocalCluster::Start(const LocalClusterOp
   if (o.netns) {
     GOS_ASSIGN_OR_RETURN(hosts, CreateNetnsHosts(state, o.nodes));
   }
-  std::vector<std::string> argv = {bin + "/gos-coordinator", "--data-dir", state, "--nodes",
-                                   std::to_string(o.nodes)};
+  std::vector<std::string> argv = {GosProgram("gos-coordinator", ProgramDir::kSbin), "--data-dir",
+                                   state, "--nodes", std::to_string(o.nodes)};
   if (!o.timeslice.empty()) argv.insert(argv.end(), {"--timeslice", o.timeslice});
   if (!o.mpl.empty()) argv.insert(argv.end(), {"--mpl", o.mpl});
   if (!o.failure_timeout.empty()) argv.insert(argv.end(), {"--failure-timeout", o.failure_timeout});
@@ -292,7 +286,7 @@ StatusOr<std::unique_ptr<LocalCluster>> LocalCluster::Start(const LocalClusterOp
   c->pids_.push_back(cpid);
   for (uint32_t i = 1; i <= o.nodes; ++i) {
     std::string name = "n" + std::to_string(i);
-    std::vector<std::string> a = {bin + "/gos-nodeagent",
+    std::vector<std::string> a = {GosProgram("gos-nodeagent", ProgramDir::kSbin),
                                   "--coordinator",
                                   state,
                                   "--name",

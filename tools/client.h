@@ -28,8 +28,6 @@ const os::Config& ToolConfig();
 // state_dir (gos.conf, $GOS_STATE_DIR), else $XDG_STATE_HOME/gos, else ~/.local/state/gos
 // (created).
 std::string StateDir();
-// Directory of the running executable (where the other gos binaries are).
-std::string BinDir();
 
 // The coordinator to use: coordinator (gos.conf, $GOS_COORDINATOR) if set, else the local cluster's
 // socket if a coordinator answers there, else "" (none running).

@@ -12,6 +12,7 @@
 #include "gos/os/flags.h"
 #include "gos/os/messages.h"
 #include "gos/prim/prim.h"
+#include "gos/programs.h"
 #include "netns.h"
 
 namespace gos::tools {
@@ -220,7 +221,7 @@ int Main(int argc, char** argv) {
       std::printf("gos-cluster: no cluster is running (state dir %s)\n", state.c_str());
       return 3;
     }
-    std::string ps = BinDir() + "/gos-ps";
+    std::string ps = GosProgram("gos-ps", ProgramDir::kBin);
     execl(ps.c_str(), "gos-ps", nullptr);
     std::perror("gos-cluster: exec gos-ps");
     return 1;

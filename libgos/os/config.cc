@@ -115,6 +115,7 @@ const std::vector<Key>& Keys() {
       StringKey("provider", GOS_CONFIG_FIELD(provider), Text::kAny),
       DurationKey("timeslice", GOS_CONFIG_FIELD(timeslice), microseconds(100)),
       DurationKey("failure_timeout", GOS_CONFIG_FIELD(failure_timeout), microseconds(1000)),
+      U32Key("nodes", GOS_CONFIG_FIELD(nodes), 1, 0xffffffffu),
       U32Key("mpl", GOS_CONFIG_FIELD(mpl), 1, 0xffffffffu),
       U32Key("keep_logs", GOS_CONFIG_FIELD(keep_logs), 0, 0xffffffffu),
       DurationKey("reattach", GOS_CONFIG_FIELD(reattach), microseconds(0)),

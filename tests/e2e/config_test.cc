@@ -88,6 +88,17 @@ TEST_F(ConfigE2ETest, GosCoordinatorTakesTheFileAndFlagsOverrideIt) {
   EXPECT_EQ(both.output.find("--failure-timeout must be longer"), std::string::npos)
       << both.Describe();
   EXPECT_TRUE(Exists(Path("both") + "/cluster.key")) << both.Describe();
+
+  // nodes in the file stands for --nodes (what the systemd unit relies on, docs/install.md);
+  // without either the coordinator refuses to start.
+  const std::string with_nodes =
+      Config("nodes.conf", "state_dir = \"" + Path("nodes") + "\"\nnodes = 1\n");
+  auto nodes = Execute({Bin("gos-coordinator"), "--join-timeout", "1s"}, {with_nodes}, 30s);
+  EXPECT_TRUE(Exists(Path("nodes") + "/cluster.key")) << nodes.Describe();
+  auto none = Execute({Bin("gos-coordinator"), "--join-timeout", "1s"}, {conf}, 30s);
+  EXPECT_EQ(none.code, 2) << none.Describe();
+  EXPECT_NE(none.output.find("--nodes (or nodes) are required"), std::string::npos)
+      << none.Describe();
   ExpectNothingLeft();
 }
 

@@ -70,6 +70,7 @@ scratch_dir = "/scratch/gos"
 provider = "tcp"
 timeslice = "500us"
 failure_timeout = "5s"
+nodes = 16
 mpl = 3
 keep_logs = 0
 reattach = "1m"
@@ -89,6 +90,7 @@ level = 19
   EXPECT_EQ(c->provider, "tcp");
   EXPECT_EQ(c->timeslice, 500us);
   EXPECT_EQ(c->failure_timeout, 5s);
+  EXPECT_EQ(c->nodes, 16u);
   EXPECT_EQ(c->mpl, 3u);
   EXPECT_EQ(c->keep_logs, 0u);
   EXPECT_EQ(c->reattach, 1min);
@@ -96,7 +98,7 @@ level = 19
   EXPECT_EQ(c->checkpoint.keep, 4u);
   EXPECT_EQ(c->checkpoint.level, 19u);
   EXPECT_EQ(c->file, path);
-  EXPECT_EQ(ConfigKeys().size(), 14u) << "a new key: add it to this test and the docs";
+  EXPECT_EQ(ConfigKeys().size(), 15u) << "a new key: add it to this test and the docs";
 }
 
 TEST_F(ConfigTest, AnEmptyFileGivesTheDefaults) {
@@ -107,6 +109,7 @@ TEST_F(ConfigTest, AnEmptyFileGivesTheDefaults) {
   EXPECT_EQ(c->listen, "127.0.0.1:0");
   EXPECT_EQ(c->timeslice, 10ms);
   EXPECT_EQ(c->failure_timeout, 2s);
+  EXPECT_EQ(c->nodes, 0u);
   EXPECT_EQ(c->mpl, 2u);
   EXPECT_EQ(c->keep_logs, 1000u);
   EXPECT_EQ(c->reattach, 5min);

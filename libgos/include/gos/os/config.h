@@ -49,6 +49,10 @@ struct Config {
   // Silence after which a node is down (gos-coordinator --failure-timeout), longer than the
   // timeslice. Default: 2 s.
   std::chrono::milliseconds failure_timeout{2000};
+  // Nodeagents forming the cluster (gos-coordinator --nodes), at least 1; what the
+  // coordinator started by its systemd unit reads (docs/install.md). Default: 0 (unset: the
+  // flag is required).
+  uint32_t nodes = 0;
   // Multiprogramming level, gang matrix rows (gos-coordinator --mpl), at least 1. Default: 2.
   uint32_t mpl = 2;
   // Replay logs kept, of the most recent jobs; 0 = all (gos-coordinator --keep-logs).
