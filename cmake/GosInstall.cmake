@@ -1,9 +1,9 @@
 # What `cmake --install` puts where (docs/install.md), in the GNUInstallDirs places:
-#   bin/                 the tools, gos-cc and gos-c++ (their paths: the install's)
+#   bin/                 the tools, gos-cc, gos-c++ and gos-fort (their paths: the install's)
 #   sbin/                gos-coordinator, gos-nodeagent
 #   libexec/gos/         gos-rank-init, criu (gos's patched CRIU; never a system criu)
-#   lib/                 libgos_mpi.a, libgos_rank.a (what gos-cc links into MPI programs)
-#   include/gos/gos.h, include/gos/mpi/{mpi.h,gos_pmpi.h}
+#   lib/                 libgos_mpi.a, libgos_rank.a, libgos_mpif.a (what the wrappers link)
+#   include/gos/gos.h, include/gos/mpi/{mpi.h,gos_pmpi.h,mpif.h,mpi.mod,...}
 #   share/man/man1, man8 man pages made from each program's --help with help2man
 #   share/doc/gos/       README, docs, CRIU's patches
 #   lib/systemd/system/  gos-coordinator.service, gos-nodeagent.service
@@ -34,6 +34,14 @@ install(FILES ${PROJECT_SOURCE_DIR}/libgos/include/gos/gos.h
 install(FILES ${PROJECT_SOURCE_DIR}/libgos/mpi/include/mpi.h
               ${PROJECT_SOURCE_DIR}/libgos/mpi/include/gos_pmpi.h
         DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/gos/mpi)
+# The Fortran bindings (libgos/mpi/fortran), when gfortran built them: gos-fort's library,
+# mpif.h and the mpi module beside mpi.h.
+if(GOS_FORTRAN)
+  install(TARGETS gos_mpif ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR})
+  install(FILES ${GOS_FORTRAN_INCLUDE}/mpif.h ${GOS_FORTRAN_INCLUDE}/gos_mpif_constants.h
+                ${GOS_FORTRAN_INCLUDE}/mpi.mod
+          DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/gos/mpi)
+endif()
 install(FILES ${PROJECT_SOURCE_DIR}/README.md DESTINATION ${CMAKE_INSTALL_DOCDIR})
 install(DIRECTORY ${PROJECT_SOURCE_DIR}/docs/ DESTINATION ${CMAKE_INSTALL_DOCDIR}
         FILES_MATCHING PATTERN "*.md" PATTERN "gos.conf.example")
@@ -79,5 +87,6 @@ install(CODE "
   set(GOS_UNITDIR \"${GOS_SYSTEMD_UNITDIR}\")
   set(GOS_CRIU_BINARY \"${GOS_CRIU_INSTALL}\")
   set(GOS_MAN_PAGES \"${_man_joined}\")
+  set(GOS_FORTRAN \"${GOS_FORTRAN}\")
   include(\"${PROJECT_SOURCE_DIR}/cmake/GosInstallGenerated.cmake\")
 ")

@@ -129,11 +129,11 @@ cp "$src/examples/jacobi.c" "$root/tmp/jacobi.c"
 out=$(in_root_pivoted GOS_STATE_DIR=/tmp/gos-state bash -c '
   set -e; cd /tmp
   gos-cc -O2 -std=c11 -D_DEFAULT_SOURCE -o jacobi jacobi.c -lm
-  gos-run -n 2 --checkpoint=100ms ./jacobi 64 1500 100' 2>&1) ||
+  gos-run -n 2 --checkpoint=100ms ./jacobi 64 5000 100' 2>&1) ||
   { echo "$out"; fail "gos-run --checkpoint in the root failed"; }
 echo "$out" | tail -n 3
 grep -q "checkpoint: job 1 epoch 1 committed: 2 ranks" <<<"$out" || { echo "$out"; fail "no checkpoint committed"; }
-grep -q "jacobi: N=64 ranks=2 iterations=1500" <<<"$out" || { echo "$out"; fail "no answer from jacobi"; }
+grep -q "jacobi: N=64 ranks=2 iterations=5000" <<<"$out" || { echo "$out"; fail "no answer from jacobi"; }
 
 # The admin's way (docs/install.md): /etc/gos/gos.conf, and the daemons started as their
 # installed units start them (their Environment=, ExecStartPre= and ExecStart= lines, run here
@@ -154,7 +154,7 @@ out=$(unshare_net=--net in_root_pivoted bash -c '
   $(unit coordinator ExecStart) 2>/tmp/coordinator.log & coordinator=$!
   for i in $(seq 100); do [ -e /var/lib/gos/cluster.key ] && break; sleep 0.1; done
   $(unit nodeagent ExecStart) 2>/tmp/nodeagent.log & nodeagent=$!
-  rc=0; gos-run -n 2 --checkpoint=100ms ./jacobi 64 1500 100 || rc=$?
+  rc=0; gos-run -n 2 --checkpoint=100ms ./jacobi 64 5000 100 || rc=$?
   gos-ps | tail -n 2
   kill $nodeagent $coordinator; wait $nodeagent $coordinator || true
   [ $rc = 0 ] || { tail -n 5 /tmp/coordinator.log /tmp/nodeagent.log; exit $rc; }' 2>&1) ||
