@@ -112,11 +112,12 @@ void CoordinatorImpl::OnReplayStop(const std::shared_ptr<Agent>& a, os::ReplaySt
   if (jt == jobs_.end() || jt->second.replay_of == 0) return;
   Job& j = jt->second;
   if (!answer) {
-    // The first report stops the job; a rank's own stop (MPI_Abort) says more than "the log
-    // ends here" and replaces it.
+    // The first report stops the job; a rank's own stop (MPI_Abort, a crash) says more than
+    // "the log ends here" and replaces it.
     const bool first = !j.stop;
-    if (first ||
-        (j.stop->kind == os::ReplayStopKind::kLogEnd && m.kind == os::ReplayStopKind::kAborted)) {
+    const bool own =
+        m.kind == os::ReplayStopKind::kAborted || m.kind == os::ReplayStopKind::kCrashed;
+    if (first || (j.stop->kind == os::ReplayStopKind::kLogEnd && own)) {
       auto ranks = j.stop ? j.stop->ranks : std::vector<os::ReplayRank>{};
       j.stop = std::move(m);
       j.stop->ranks = std::move(ranks);

@@ -256,6 +256,7 @@ Status NodeAgentImpl::Connect() {
     KillJob(jt->second);
   };
   bcs_ = std::make_unique<BcsEngine>(node_.get(), bo);
+  crash_watch_ = std::make_unique<CrashWatch>([this](const Crash& c) { OnCrash(c); });
   lost_ = false;
   strobe_thread_ = std::thread([this] { StrobeLoop(); });
   stage_thread_ = std::thread([this] { StageLoop(); });
@@ -340,6 +341,7 @@ void NodeAgentImpl::Disconnect() {
     Unwatch(ch_->fd());
     ch_.reset();
   }
+  crash_watch_.reset();  // its callback uses bcs_
   bcs_.reset();
   outbox_.reset();
   if (node_) {

@@ -491,7 +491,7 @@ StatusOr<ReplayStopped> DecodeReplayStopped(std::span<const uint8_t> b) {
   ReplayStopped m;
   uint32_t n = 0;
   uint8_t kind = 0;
-  if (!r.U64(&m.job) || !r.U8(&kind) || kind < 1 || kind > 4 || !r.U64(&m.strobe) ||
+  if (!r.U64(&m.job) || !r.U8(&kind) || kind < 1 || kind > 5 || !r.U64(&m.strobe) ||
       !r.I32(&m.rank) || !r.Str(&m.text, kMaxStringBytes) || !r.U32(&n) || n > (1u << 20)) {
     return Bad("replay stopped");
   }

@@ -286,6 +286,7 @@ enum class ReplayStopKind : uint8_t {
   kStopAt = 2,      // --stop-at: the next step is past the requested strobe
   kLogEnd = 3,      // the recording ends here: the recorded run stopped (failed) there
   kAborted = 4,     // a rank called gos_abort/MPI_Abort, as in the recorded run
+  kCrashed = 5,     // a rank got a fatal signal and is held at the faulting instruction
 };
 
 struct ReplayStopped {
