@@ -46,8 +46,12 @@ Enter, end of input or Ctrl-C.
 options:
       --stop-at STROBE      stop every rank at this strobe boundary of the recorded run
       --gdb RANK            once stopped, attach gdb to RANK (ends the session when gdb exits)
-      --export-trace FILE   write the recorded run as Chrome trace-event JSON (Perfetto)
-      --info                print what the recording holds and its size, and exit
+      --export-trace FILE   write the recorded run as Chrome trace-event JSON (Perfetto) from
+                            the log, and exit: nothing is rerun
+      --replay              with --export-trace: replay as well, and if the replay diverges
+                            write the trace again with the divergence marked
+      --info                print what the recording holds and its size, and exit (nothing
+                            is rerun)
       --from-epoch E        restore checkpoint E of the recorded run and replay from there
                             (not an epoch of a run that a restart replaced)
   -N, --nodes K             nodes of the local cluster gos-replay starts when none runs (4)
@@ -215,9 +219,10 @@ int Main(int argc, char** argv) {
   uint32_t from_epoch = 0, nodes = 4;
   int32_t gdb_rank = -1;
   std::string trace_file, gdb_arg, stop_arg;
-  bool label = false, info = false;
+  bool label = false, info = false, and_replay = false;
   os::Flags flags(argc, argv, kUsage);
   flags.Bool("--info", &info);
+  flags.Bool("--replay", &and_replay);
   flags.String("--stop-at", &stop_arg);
   flags.String("--gdb", &gdb_arg);
   flags.String("--export-trace", &trace_file);
@@ -282,7 +287,9 @@ int Main(int argc, char** argv) {
     return finish(rc);
   }
   if (!trace_file.empty()) {
-    if (int rc = ExportTrace(ch->get(), job, trace_file, std::nullopt); rc != 0) {
+    // The log has all the trace shows: the job is not rerun unless asked to (--replay).
+    int rc = ExportTrace(ch->get(), job, trace_file, std::nullopt);
+    if (rc != 0 || !and_replay) {
       ch->reset();
       return finish(rc);
     }
