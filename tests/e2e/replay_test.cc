@@ -621,7 +621,9 @@ TEST_P(ReplayCrashTest, ReplayHoldsTheRankAtItsCrash) {
       std::regex("#\\d+ .*" + fn + " .*at [^\n]*crash_at\\.c:" + std::to_string(line) + "\n")))
       << "gdb does not show " << fn << " at crash_at.c:" << line << ":\n"
       << gdb.output;
-  EXPECT_EQ(ProcState(held), 'T') << "gdb's detach let the held rank go";
+  // gdb's detach re-stops it (the kernel keeps the group stop): 't' or 'R' for a moment.
+  EXPECT_TRUE(WaitUntil([held] { return ProcState(held) == 'T'; }, 5s))
+      << "gdb's detach let the held rank go: " << ProcState(held);
 
   s.EndInput();  // ends the session: the job is killed
   auto st = s.Wait(60s);
