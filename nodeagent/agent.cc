@@ -385,6 +385,11 @@ void NodeAgentImpl::OnChannel() {
       if (m.ok()) OnReplayDataEnd(*m);
       continue;
     }
+    if (f.type == Frame::kRanksQuery) {
+      auto job = os::DecodeU64(f.payload);
+      if (job.ok()) AnswerRanks(*job);
+      continue;
+    }
     if (f.type != Frame::kAgentStdin) continue;
     auto m = os::DecodeJobBytes(f.payload);
     if (!m.ok()) continue;

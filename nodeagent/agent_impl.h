@@ -195,6 +195,8 @@ class NodeAgentImpl final : public NodeAgent {
   // A replayed rank is held at its crash (crash watch thread): its top frames, and the stop
   // report to the coordinator.
   void OnCrash(const Crash& c);
+  // kRanksQuery: where this node's ranks of the job are (kAgentRanks; takes mu_).
+  void AnswerRanks(uint64_t job);
   // The job of a LAUNCH or RESTORE with this node's ranks in *mine, in its new freezer
   // cgroup (frozen when `frozen`), marked with `origin` (the strobe that first carried the
   // command: the incarnation its exit record names); nullptr if it has no rank here or is

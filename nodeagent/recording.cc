@@ -1,7 +1,11 @@
 // Record and replay bookkeeping of the nodeagent (docs/specs/replay.md): shipping a recorded
 // job's log, taking a log to replay, stopping a replayed job for inspection.
 #include <signal.h>
+#include <unistd.h>
 
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
 #include <sstream>
 
 #include "agent_impl.h"
@@ -112,6 +116,41 @@ void NodeAgentImpl::StopJob(LocalJob& j) {
   } else {
     send();
   }
+}
+
+void NodeAgentImpl::AnswerRanks(uint64_t job) {
+  os::RankTable t;
+  t.job = job;
+  char host[256] = {};
+  if (::gethostname(host, sizeof host - 1) != 0)
+    std::snprintf(host, sizeof host, "%s", "localhost");
+  std::shared_ptr<Channel> ch;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    ch = ch_;
+    auto jt = jobs_.find(job);
+    if (jt != jobs_.end()) {
+      for (const Rank& r : jt->second.ranks) {
+        os::RankPlace p;
+        p.rank = r.rank;
+        p.node = node_id_;
+        p.host = host;
+        if (!r.exited && r.pid > 0) {
+          // The rank is its gos-rank-init's only child.
+          std::ifstream in("/proc/" + std::to_string(r.pid) + "/task/" + std::to_string(r.pid) +
+                           "/children");
+          long pid = 0;
+          if (in >> pid) p.pid = static_cast<int32_t>(pid);
+        }
+        if (p.pid > 0) {
+          std::error_code ec;
+          p.exe = std::filesystem::read_symlink("/proc/" + std::to_string(p.pid) + "/exe", ec);
+        }
+        t.ranks.push_back(std::move(p));
+      }
+    }
+  }
+  if (ch) ch->Send(Frame::kAgentRanks, os::Encode(t)).IgnoreError();
 }
 
 void NodeAgentImpl::OnCrash(const Crash& c) {

@@ -360,6 +360,23 @@ TEST(MessageCodecs, ReplayStoppedRoundTripsEveryKindAndRefusesOthers) {
   EXPECT_FALSE(DecodeReplayStopped(bytes).ok());
 }
 
+TEST(MessageCodecs, RankTableRoundTripsAndRefusesTruncation) {
+  RankTable t;
+  t.job = 5;
+  t.ranks = {{0, 1, 6324, "vm", "/state/nodes/n1/jobs/5/app"}, {1, 2, 0, "vm", ""}};
+  const auto bytes = Encode(t);
+  auto back = DecodeRankTable(bytes);
+  ASSERT_TRUE(back.ok()) << back.status().ToString();
+  EXPECT_EQ(back->job, 5u);
+  ASSERT_EQ(back->ranks.size(), 2u);
+  EXPECT_EQ(back->ranks[0].pid, 6324);
+  EXPECT_EQ(back->ranks[0].exe, "/state/nodes/n1/jobs/5/app");
+  EXPECT_EQ(back->ranks[1].node, 2u);
+  for (size_t n = 0; n < bytes.size(); ++n) {
+    EXPECT_FALSE(DecodeRankTable(std::span(bytes).first(n)).ok()) << n << " bytes";
+  }
+}
+
 TEST(MessageCodecs, RestartRequestRoundTripsAndReadsOlderClients) {
   RestartRequest req;
   req.job = 7;
