@@ -222,6 +222,11 @@ void CoordinatorImpl::OnAgentFrame(const std::shared_ptr<Agent>& a, os::FrameIn&
       }
       return;
     }
+    case Frame::kAgentRanks: {
+      auto m = os::DecodeRankTable(f.payload);
+      if (m.ok()) OnAgentRanks(a, std::move(*m), after);
+      return;
+    }
     case Frame::kReplayStop:
     case Frame::kReplayStopped: {
       auto m = os::DecodeReplayStopped(f.payload);

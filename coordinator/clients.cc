@@ -300,6 +300,12 @@ void CoordinatorImpl::OnClientFrame(const std::shared_ptr<Client>& c, os::FrameI
       ReplayInfo(c, *job, f.type == Frame::kReplayLog, after);
       return;
     }
+    case Frame::kRanks: {
+      auto job = os::DecodeU64(f.payload);
+      if (!job.ok()) return reply_error(job.status().message());
+      QueryRanks(c, *job, after);
+      return;
+    }
     case Frame::kStore: {
       auto op = os::DecodeText(f.payload);
       if (!op.ok()) return reply_error(op.status().message());

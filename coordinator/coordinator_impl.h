@@ -7,7 +7,8 @@
 //   strobe.cc        the strobe loop, early strobes, Schedule, CheckJobs
 //   epochs.cc        checkpoint epochs: ordering, stepping, committing; store and inbox threads
 //   restart.cc       restarts: Restart, RequeueForRestart, ShipImages
-//   replay.cc        record and replay: replay info, replay logs, the logs of restarted jobs
+//   replay.cc        record and replay: replay info, replay logs, the logs of restarted jobs;
+//                    where a job's ranks run, for debuggers (MPIR)
 //   staging.cc       the staging thread (launch transfers)
 // Not a public header: include it only from those files.
 #ifndef GOS_COORDINATOR_COORDINATOR_IMPL_H_
@@ -156,6 +157,9 @@ struct Job {
   int32_t replay_failed_rank = -1;
   std::optional<os::ReplayStopped> stop;  // why it stopped; ranks filled as nodes answer
   std::set<uint32_t> stopped_nodes;
+  // kRanks clients waiting for every node's kAgentRanks, and the answers so far (by node).
+  std::vector<std::shared_ptr<Channel>> rank_queries;
+  std::map<uint32_t, std::vector<os::RankPlace>> rank_answers;
   // Restarted by a new coordinator (the one it ran under went away): no client follows it
   // until one attaches (kAttach). Its output and notices wait for that client meanwhile, up to
   // kUnclaimedBytes; what comes beyond is counted and dropped.
@@ -217,6 +221,10 @@ class CoordinatorImpl final : public Coordinator {
   Status SetUpReplay(const os::PeerCreds& who, uint64_t of, Job& j);
   void OnReplayStop(const std::shared_ptr<Agent>& a, os::ReplayStopped m, bool answer,
                     After& after);
+  // kRanks: asks the job's nodes where its ranks are (kRanksQuery); OnAgentRanks answers the
+  // client once every node has.
+  void QueryRanks(const std::shared_ptr<Client>& c, uint64_t id, After& after);
+  void OnAgentRanks(const std::shared_ptr<Agent>& a, os::RankTable m, After& after);
 
   // Join and strobe threads.
   void JoinGroup();

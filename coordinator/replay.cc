@@ -112,11 +112,12 @@ void CoordinatorImpl::OnReplayStop(const std::shared_ptr<Agent>& a, os::ReplaySt
   if (jt == jobs_.end() || jt->second.replay_of == 0) return;
   Job& j = jt->second;
   if (!answer) {
-    // The first report stops the job; a rank's own stop (MPI_Abort) says more than "the log
-    // ends here" and replaces it.
+    // The first report stops the job; a rank's own stop (MPI_Abort, a crash) says more than
+    // "the log ends here" and replaces it.
     const bool first = !j.stop;
-    if (first ||
-        (j.stop->kind == os::ReplayStopKind::kLogEnd && m.kind == os::ReplayStopKind::kAborted)) {
+    const bool own =
+        m.kind == os::ReplayStopKind::kAborted || m.kind == os::ReplayStopKind::kCrashed;
+    if (first || (j.stop->kind == os::ReplayStopKind::kLogEnd && own)) {
       auto ranks = j.stop ? j.stop->ranks : std::vector<os::ReplayRank>{};
       j.stop = std::move(m);
       j.stop->ranks = std::move(ranks);
@@ -138,6 +139,62 @@ void CoordinatorImpl::OnReplayStop(const std::shared_ptr<Agent>& a, os::ReplaySt
   auto ch = j.client->ch;
   auto bytes = os::Encode(*j.stop);
   after.push_back([ch, bytes] { ch->Send(Frame::kReplayStopped, bytes).IgnoreError(); });
+}
+
+void CoordinatorImpl::QueryRanks(const std::shared_ptr<Client>& c, uint64_t id, After& after) {
+  auto ch = c->ch;
+  auto fail = [&](const std::string& msg) {
+    after.push_back([ch, msg] { ch->Send(Frame::kError, os::EncodeText(msg)).IgnoreError(); });
+  };
+  auto jt = jobs_.find(id);
+  if (jt == jobs_.end()) return fail("job " + std::to_string(id) + " is not running");
+  Job& j = jt->second;
+  if (!OwnerOrRoot(c->creds, j.rec.uid)) {
+    return fail("job " + std::to_string(id) + " belongs to " + j.rec.user +
+                "; only its owner or root may see where its ranks are");
+  }
+  if (j.nodes.empty()) return fail("job " + std::to_string(id) + " is not placed yet");
+  j.rank_queries.push_back(ch);
+  if (j.rank_queries.size() > 1) return;  // the question is out already
+  j.rank_answers.clear();
+  std::vector<std::shared_ptr<Channel>> agents;
+  for (uint32_t n : j.nodes) {
+    auto at = node_agents_.find(n);
+    if (at != node_agents_.end()) agents.push_back(at->second->ch);
+  }
+  auto bytes = os::EncodeU64(id);
+  after.push_back([agents, bytes] {
+    for (const auto& a : agents) a->Send(Frame::kRanksQuery, bytes).IgnoreError();
+  });
+}
+
+void CoordinatorImpl::OnAgentRanks(const std::shared_ptr<Agent>& a, os::RankTable m, After& after) {
+  auto jt = jobs_.find(m.job);
+  if (jt == jobs_.end() || jt->second.rank_queries.empty()) return;
+  Job& j = jt->second;
+  // Only the node's own ranks count.
+  std::erase_if(m.ranks, [&](const os::RankPlace& p) {
+    return p.rank >= j.rec.rank_nodes.size() || j.rec.rank_nodes[p.rank] != a->node;
+  });
+  for (auto& p : m.ranks) p.node = a->node;
+  j.rank_answers[a->node] = std::move(m.ranks);
+  for (uint32_t n : j.nodes) {
+    if (!j.rank_answers.count(n)) return;
+  }
+  os::RankTable t;
+  t.job = m.job;
+  for (auto& [node, ranks] : j.rank_answers) {
+    for (auto& p : ranks) t.ranks.push_back(std::move(p));
+  }
+  std::sort(t.ranks.begin(), t.ranks.end(),
+            [](const os::RankPlace& x, const os::RankPlace& y) { return x.rank < y.rank; });
+  auto bytes = os::Encode(t);
+  auto clients = std::move(j.rank_queries);
+  j.rank_queries.clear();
+  j.rank_answers.clear();
+  after.push_back([clients, bytes] {
+    for (const auto& ch : clients) ch->Send(Frame::kRanksReply, bytes).IgnoreError();
+  });
 }
 
 Status CoordinatorImpl::ShipReplayLog(uint64_t id) {

@@ -251,6 +251,7 @@ Status NodeAgentImpl::Connect() {
     KillJob(jt->second);
   };
   bcs_ = std::make_unique<BcsEngine>(node_.get(), bo);
+  crash_watch_ = std::make_unique<CrashWatch>([this](const Crash& c) { OnCrash(c); });
   lost_ = false;
   strobe_thread_ = std::thread([this] { StrobeLoop(); });
   stage_thread_ = std::thread([this] { StageLoop(); });
@@ -335,6 +336,7 @@ void NodeAgentImpl::Disconnect() {
     Unwatch(ch_->fd());
     ch_.reset();
   }
+  crash_watch_.reset();  // its callback uses bcs_
   bcs_.reset();
   outbox_.reset();
   if (node_) {
@@ -376,6 +378,11 @@ void NodeAgentImpl::OnChannel() {
     if (f.type == Frame::kReplayDataEnd) {
       auto m = os::DecodeReplayDataEnd(f.payload);
       if (m.ok()) OnReplayDataEnd(*m);
+      continue;
+    }
+    if (f.type == Frame::kRanksQuery) {
+      auto job = os::DecodeU64(f.payload);
+      if (job.ok()) AnswerRanks(*job);
       continue;
     }
     if (f.type != Frame::kAgentStdin) continue;

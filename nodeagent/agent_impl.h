@@ -32,6 +32,7 @@
 
 #include "agent.h"
 #include "bcs_engine.h"
+#include "crash_watch.h"
 #include "freezer.h"
 #include "gos/eventfd.h"
 #include "gos/log.h"
@@ -191,6 +192,11 @@ class NodeAgentImpl final : public NodeAgent {
   void OnReplayDataEnd(const os::ReplayDataEnd& m);
   // kStop: freeze and hold the job; tell the coordinator where its ranks are (under mu_).
   void StopJob(LocalJob& j);
+  // A replayed rank is held at its crash (crash watch thread): its top frames, and the stop
+  // report to the coordinator.
+  void OnCrash(const Crash& c);
+  // kRanksQuery: where this node's ranks of the job are (kAgentRanks; takes mu_).
+  void AnswerRanks(uint64_t job);
   // The job of a LAUNCH or RESTORE with this node's ranks in *mine, in its new freezer
   // cgroup (frozen when `frozen`), marked with `origin` (the strobe that first carried the
   // command: the incarnation its exit record names); nullptr if it has no rank here or is
@@ -278,6 +284,9 @@ class NodeAgentImpl final : public NodeAgent {
   std::shared_ptr<Channel> ch_;
   std::unique_ptr<prim::Node> node_;
   std::unique_ptr<BcsEngine> bcs_;
+  // Traces the ranks of replays (docs/specs/replay.md, "A crash"); made and gone with bcs_,
+  // which its callback uses.
+  std::unique_ptr<CrashWatch> crash_watch_;
   std::unique_ptr<os::BatchOutbox> outbox_;  // checkpoint chunks to the coordinator's store
   uint32_t node_id_ = 0;
   std::vector<int> cpus_;  // the CPUs this node's ranks are bound to (AllowedCpus at start)

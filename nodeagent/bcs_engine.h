@@ -158,6 +158,12 @@ class BcsEngine {
   void MarkCheckpoint(uint64_t job, uint64_t epoch);
   // The pid (in this node's PID namespace) of a local rank, 0 if unknown.
   pid_t RankPidOf(uint64_t job, uint32_t rank);
+  // A replayed job: the recorded strobe of the last step taken (0 before the first, or for
+  // a job that is not replayed here). Any thread.
+  uint64_t ReplayedStrobe(uint64_t job);
+  // A replayed job must stop for what the engine cannot see (a rank held at its crash): calls
+  // on_replay_stop with `stop` unless the job stopped already (then false). Any thread.
+  bool StopReplayOf(uint64_t job, ReplayStop stop);
 
  private:
   struct Job;

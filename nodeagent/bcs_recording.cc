@@ -230,4 +230,19 @@ pid_t BcsEngine::RankPidOf(uint64_t job, uint32_t rank) {
   return in >> pid ? static_cast<pid_t>(pid) : 0;
 }
 
+uint64_t BcsEngine::ReplayedStrobe(uint64_t job) {
+  std::shared_ptr<Job> j = FindJob(job);
+  if (j == nullptr || !j->plan) return 0;
+  const uint64_t taken = j->steps.load();
+  const auto& steps = j->plan->log.steps;
+  return taken > 0 && taken <= steps.size() ? steps[taken - 1].strobe : 0;
+}
+
+bool BcsEngine::StopReplayOf(uint64_t job, ReplayStop stop) {
+  std::shared_ptr<Job> j = FindJob(job);
+  if (j == nullptr || !j->plan || j->stopped.load()) return false;
+  StopReplay(*j, std::move(stop));
+  return true;
+}
+
 }  // namespace gos::nodeagent

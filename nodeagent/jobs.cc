@@ -361,6 +361,7 @@ void NodeAgentImpl::StartNextRank(LocalJob& j) {
       auto rp = LaunchRank(spec);
       if (rp.ok()) {
         if (j.bcs) bcs_->SetRankInit(l.job, rank, rp->pid);
+        if (j.replay && crash_watch_) crash_watch_->Watch(l.job, rank, rp->pid, l.uid, l.gid);
         // Signals the job got while this rank was still to start: init forwards them (they
         // stay pending until it can).
         for (int sig : p.signals) ::kill(rp->pid, sig);
@@ -414,6 +415,7 @@ bool NodeAgentImpl::ContinueLaunches(std::chrono::microseconds slice) {
 
 void NodeAgentImpl::KillJob(LocalJob& j) {
   j.killed = true;
+  if (j.replay && crash_watch_) crash_watch_->Forget(j.id);
   if (j.launching) {
     // The ranks still to start never will: they count as killed.
     for (size_t i = j.launching->next; i < j.launching->mine.size(); ++i) {

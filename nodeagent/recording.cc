@@ -1,6 +1,12 @@
 // Record and replay bookkeeping of the nodeagent (docs/specs/replay.md): shipping a recorded
 // job's log, taking a log to replay, stopping a replayed job for inspection.
 #include <signal.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
 
 #include "agent_impl.h"
 #include "gos/log.h"
@@ -99,7 +105,69 @@ void NodeAgentImpl::StopJob(LocalJob& j) {
     x.pid = r.exited ? 0 : (j.bcs && bcs_ ? bcs_->RankPidOf(j.id, r.rank) : r.pid);
     m.ranks.push_back(std::move(x));
   }
-  if (ch_) ch_->Send(Frame::kReplayStopped, os::Encode(m)).IgnoreError();
+  if (!ch_) return;
+  auto send = [ch = ch_, bytes = os::Encode(m)] {
+    ch->Send(Frame::kReplayStopped, bytes).IgnoreError();
+  };
+  // A debugger can attach only once the crash watch has let go of the ranks: the answer waits
+  // for that (the SIGSTOPs above stop them, and the watch detaches each at its stop).
+  if (j.replay && crash_watch_) {
+    crash_watch_->Release(j.id, std::move(send));
+  } else {
+    send();
+  }
+}
+
+void NodeAgentImpl::AnswerRanks(uint64_t job) {
+  os::RankTable t;
+  t.job = job;
+  char host[256] = {};
+  if (::gethostname(host, sizeof host - 1) != 0)
+    std::snprintf(host, sizeof host, "%s", "localhost");
+  std::shared_ptr<Channel> ch;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    ch = ch_;
+    auto jt = jobs_.find(job);
+    if (jt != jobs_.end()) {
+      for (const Rank& r : jt->second.ranks) {
+        os::RankPlace p;
+        p.rank = r.rank;
+        p.node = node_id_;
+        p.host = host;
+        if (!r.exited && r.pid > 0) {
+          // The rank is its gos-rank-init's only child.
+          std::ifstream in("/proc/" + std::to_string(r.pid) + "/task/" + std::to_string(r.pid) +
+                           "/children");
+          long pid = 0;
+          if (in >> pid) p.pid = static_cast<int32_t>(pid);
+        }
+        if (p.pid > 0) {
+          std::error_code ec;
+          p.exe = std::filesystem::read_symlink("/proc/" + std::to_string(p.pid) + "/exe", ec);
+        }
+        t.ranks.push_back(std::move(p));
+      }
+    }
+  }
+  if (ch) ch->Send(Frame::kAgentRanks, os::Encode(t)).IgnoreError();
+}
+
+void NodeAgentImpl::OnCrash(const Crash& c) {
+  const std::string frames = TopFrames(c.pid, c.uid, c.gid, 8, std::chrono::seconds(10));
+  ReplayStop stop;
+  stop.kind = ReplayStop::Kind::kCrashed;
+  stop.job = c.job;
+  stop.rank = static_cast<int32_t>(c.rank);
+  stop.strobe = bcs_ ? bcs_->ReplayedStrobe(c.job) : 0;
+  stop.text = "rank " + std::to_string(c.rank) + " on node " + std::to_string(node_id_) + " (" +
+              o_.name + ") crashed: " + DescribeCrash(c) + ", after strobe " +
+              std::to_string(stop.strobe) + "; held at the faulting instruction";
+  std::stringstream lines(frames);
+  for (std::string line; std::getline(lines, line);) stop.text += "\n  " + line;
+  if (!bcs_ || !bcs_->StopReplayOf(c.job, stop)) {
+    GOS_LOG(kInfo, "nodeagent") << "job " << c.job << " was stopping already: " << stop.text;
+  }
 }
 
 }  // namespace gos::nodeagent::internal

@@ -376,6 +376,9 @@ void NodeAgentImpl::RestoreWorker(uint64_t job, uint64_t epoch, uint32_t slot,
   j.program = restored_program;
   for (Rank& r : restored) {
     if (j.bcs && bcs_ && r.pid > 0) bcs_->SetRankInit(job, r.rank, r.pid);
+    if (j.replay && crash_watch_ && r.pid > 0) {
+      crash_watch_->Watch(job, r.rank, r.pid, j.uid, j.gid);
+    }
     j.ranks.push_back(r);
   }
   WatchOutputs(j);

@@ -36,7 +36,9 @@ recorded run's.
 Every call is checked against the recording: at the first difference every rank is stopped
 and gos-replay names the strobe, the rank and the call (expected versus what happened) and
 exits with 3. A run that failed (MPI_Abort, a crash, a lost node) replays up to the failure
-and stops there. A job restarted from a checkpoint (gos-restart, --restart-on-failure) replays
+and stops there: a rank that crashes (SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGABRT) is held at the
+faulting instruction, before the signal acts, and gos-replay names its node, the signal, the
+faulting address and the top frames. A job restarted from a checkpoint (gos-restart, --restart-on-failure) replays
 as the run that produced its outcome: up to that checkpoint, then the restored run. A stopped job stays stopped (SIGSTOP) for inspection: gos-replay prints each
 rank's node and pid and the gdb command to attach, and ends the session (killing the job) at
 Enter, end of input or Ctrl-C.
@@ -44,8 +46,12 @@ Enter, end of input or Ctrl-C.
 options:
       --stop-at STROBE      stop every rank at this strobe boundary of the recorded run
       --gdb RANK            once stopped, attach gdb to RANK (ends the session when gdb exits)
-      --export-trace FILE   write the recorded run as Chrome trace-event JSON (Perfetto)
-      --info                print what the recording holds and its size, and exit
+      --export-trace FILE   write the recorded run as Chrome trace-event JSON (Perfetto) from
+                            the log, and exit: nothing is rerun
+      --replay              with --export-trace: replay as well, and if the replay diverges
+                            write the trace again with the divergence marked
+      --info                print what the recording holds and its size, and exit (nothing
+                            is rerun)
       --from-epoch E        restore checkpoint E of the recorded run and replay from there
                             (not an epoch of a run that a restart replaced)
   -N, --nodes K             nodes of the local cluster gos-replay starts when none runs (4)
@@ -54,8 +60,9 @@ options:
   -e, --error PATTERN       ranks' stderr likewise                 (default: with stdout)
   -h, --help                this text
 Exit code: the replayed job's (the recorded run's) when it runs to its end; 0 after a stop at
---stop-at or at the recorded failure; 3 on divergence; 2 when the replay is refused (no such
-job, not recorded, not the owner, program missing) - the message says why; 1 on other errors.
+--stop-at or at the recorded failure (MPI_Abort, the end of the recording); 3 on divergence;
+4 after a stop at a crash; 2 when the replay is refused (no such job, not recorded, not the
+owner, program missing) - the message says why; 1 on other errors.
 Only the job's owner or root may replay it.
 )";
 
@@ -212,9 +219,10 @@ int Main(int argc, char** argv) {
   uint32_t from_epoch = 0, nodes = 4;
   int32_t gdb_rank = -1;
   std::string trace_file, gdb_arg, stop_arg;
-  bool label = false, info = false;
+  bool label = false, info = false, and_replay = false;
   os::Flags flags(argc, argv, kUsage);
   flags.Bool("--info", &info);
+  flags.Bool("--replay", &and_replay);
   flags.String("--stop-at", &stop_arg);
   flags.String("--gdb", &gdb_arg);
   flags.String("--export-trace", &trace_file);
@@ -279,7 +287,9 @@ int Main(int argc, char** argv) {
     return finish(rc);
   }
   if (!trace_file.empty()) {
-    if (int rc = ExportTrace(ch->get(), job, trace_file, std::nullopt); rc != 0) {
+    // The log has all the trace shows: the job is not rerun unless asked to (--replay).
+    int rc = ExportTrace(ch->get(), job, trace_file, std::nullopt);
+    if (rc != 0 || !and_replay) {
       ch->reset();
       return finish(rc);
     }
@@ -355,6 +365,12 @@ int Main(int argc, char** argv) {
         std::fprintf(stderr, "  rank %u  node %u (%s)  exited\n", r.rank, r.node, r.host.c_str());
       }
     }
+    if (m.kind == os::ReplayStopKind::kCrashed && m.rank >= 0) {
+      std::fprintf(stderr,
+                   "gos-replay: rank %d is held at the faulting instruction: gdb shows the crash "
+                   "(bt, info registers); continue executes it again\n",
+                   m.rank);
+    }
     std::fflush(stderr);
     if (!trace_file.empty() && m.kind == os::ReplayStopKind::kDivergence) {
       replay::TraceDivergence d;
@@ -389,7 +405,11 @@ int Main(int argc, char** argv) {
   };
   int rc = FollowJob(ch->get(), fo);
   ch->reset();
-  if (stopped) rc = stopped->kind == os::ReplayStopKind::kDivergence ? 3 : 0;
+  if (stopped) {
+    rc = stopped->kind == os::ReplayStopKind::kDivergence ? 3
+         : stopped->kind == os::ReplayStopKind::kCrashed  ? 4
+                                                          : 0;
+  }
   return finish(rc);
 }
 

@@ -19,6 +19,7 @@
 #include "gos/os/channel.h"
 #include "gos/os/flags.h"
 #include "gos/os/messages.h"
+#include "mpir.h"
 
 extern char** environ;
 
@@ -61,6 +62,10 @@ options:
                           left, else its end); 0: give up at once     (default 5m)
       --no-record         do not record the run's decisions (recording is on by default:
                           any run can be replayed exactly with gos-replay JOB)
+      --debug             start every rank held in MPI_Init for a parallel debugger, which
+                          finds them through MPIR (MPIR_proctable in gos-run) and releases
+                          each by setting its MPIR_debug_gate to 1; gos-run prints where
+                          they are (docs/debugging.md)
       --cpu-bind=MODE     cores: bind each node's ranks of the job to blocks of its CPUs
                           (several ranks share a CPU when there are more ranks than
                           CPUs; fewer ranks get several CPUs each); none: leave them
@@ -125,7 +130,7 @@ int Main(int argc, char** argv) {
   bool restart_on_failure = false;
   std::chrono::milliseconds time_limit{0};
   std::chrono::milliseconds reattach = ToolConfig().reattach;
-  bool label = false, timing = false, no_record = false, checkpoint = false;
+  bool label = false, timing = false, no_record = false, checkpoint = false, debug = false;
   std::vector<std::string> stage, exclude_args, nodelist_args;
   os::Flags flags(argc, argv, kUsage, /*stop_at_positional=*/true);
   flags.Strings("-x|--exclude", &exclude_args);
@@ -145,6 +150,7 @@ int Main(int argc, char** argv) {
   flags.U32("--keep", &keep, 1);
   flags.OptionalValue("--restart-on-failure", &restart_on_failure, &restart_flag);
   flags.Bool("--no-record", &no_record);
+  flags.Bool("--debug", &debug);
   flags.String("--cpu-bind", &cpu_bind);
   flags.Duration("--reattach", &reattach);
   if (int rc = flags.Parse(); rc >= 0) return rc;
@@ -197,6 +203,7 @@ int Main(int argc, char** argv) {
   os::SubmitRequest req;
   req.argv = rest;
   for (char** e = environ; *e; ++e) req.env.emplace_back(*e);
+  if (debug) req.env.emplace_back("GOS_DEBUG_HOLD=1");  // read by MPI_Init
   char cwd[4096];
   req.cwd = getcwd(cwd, sizeof cwd) ? cwd : "/";
   req.ntasks = ntasks;
@@ -283,6 +290,27 @@ int Main(int argc, char** argv) {
     fo.reconnect = [address] { return ConnectCoordinator(address); };
     fo.reattach_wait = reattach;
   }
+  // MPIR: a debugger that started gos-run (MPIR_being_debugged) or --debug gets the table of
+  // processes once every rank has started.
+  fo.on_accepted = [&](uint64_t job) {
+    if (!debug && !MpirBeingDebugged()) return;
+    auto table = AcquireProcesses(address, job, ntasks, std::chrono::seconds(60));
+    if (!table.ok()) {
+      std::fprintf(stderr, "gos-run: MPIR: %s\n", table.status().message().c_str());
+      return;
+    }
+    if (!debug || MpirBeingDebugged()) return;
+    std::fprintf(stderr,
+                 "gos-run: job %llu: every rank waits in MPI_Init for a debugger (MPIR, gos-run "
+                 "pid %d); a rank goes on once its MPIR_debug_gate is 1:\n",
+                 (unsigned long long)job, static_cast<int>(::getpid()));
+    for (const auto& r : table->ranks) {
+      std::fprintf(stderr,
+                   "  rank %u  node %u (%s)  pid %d   gdb -p %d -ex 'set var MPIR_debug_gate=1'\n",
+                   r.rank, r.node, r.host.c_str(), r.pid, r.pid);
+    }
+    std::fflush(stderr);
+  };
   fo.on_exit = [&](const os::JobExit& e) {
     if (!timing) return;
     auto ms = [](int64_t us) { return us / 1000.0; };

@@ -60,8 +60,15 @@ State& S() {
 
 extern "C" {
 
+// MPIR process acquisition (docs/debugging.md): a rank of `gos-run --debug` (GOS_DEBUG_HOLD=1
+// in its environment) waits in MPI_Init until a debugger sets this to 1.
+__attribute__((used)) volatile int MPIR_debug_gate = 0;
+
 GOS_MPI_WEAK_ALIAS(Init);
 int PMPI_Init(int* /*argc*/, char*** /*argv*/) {
+  if (const char* hold = std::getenv("GOS_DEBUG_HOLD"); hold != nullptr && *hold == '1') {
+    while (MPIR_debug_gate == 0) ::usleep(10 * 1000);
+  }
   int err = gos_init();
   if (err != GOS_OK) {
     // No communicator exists yet, so the only handler is the fatal default.

@@ -491,7 +491,7 @@ StatusOr<ReplayStopped> DecodeReplayStopped(std::span<const uint8_t> b) {
   ReplayStopped m;
   uint32_t n = 0;
   uint8_t kind = 0;
-  if (!r.U64(&m.job) || !r.U8(&kind) || kind < 1 || kind > 4 || !r.U64(&m.strobe) ||
+  if (!r.U64(&m.job) || !r.U8(&kind) || kind < 1 || kind > 5 || !r.U64(&m.strobe) ||
       !r.I32(&m.rank) || !r.Str(&m.text, kMaxStringBytes) || !r.U32(&n) || n > (1u << 20)) {
     return Bad("replay stopped");
   }
@@ -504,6 +504,38 @@ StatusOr<ReplayStopped> DecodeReplayStopped(std::span<const uint8_t> b) {
     m.ranks.push_back(std::move(x));
   }
   if (r.remaining() != 0) return Bad("replay stopped (trailing bytes)");
+  return m;
+}
+
+std::vector<uint8_t> Encode(const RankTable& m) {
+  std::vector<uint8_t> out;
+  Writer w(&out);
+  w.U64(m.job);
+  w.U32(static_cast<uint32_t>(m.ranks.size()));
+  for (const auto& x : m.ranks) {
+    w.U32(x.rank);
+    w.U32(x.node);
+    w.I32(x.pid);
+    w.Str(x.host);
+    w.Str(x.exe);
+  }
+  return out;
+}
+
+StatusOr<RankTable> DecodeRankTable(std::span<const uint8_t> b) {
+  Reader r(b);
+  RankTable m;
+  uint32_t n = 0;
+  if (!r.U64(&m.job) || !r.U32(&n) || n > (1u << 20)) return Bad("rank table");
+  for (uint32_t i = 0; i < n; ++i) {
+    RankPlace x;
+    if (!r.U32(&x.rank) || !r.U32(&x.node) || !r.I32(&x.pid) || !r.Str(&x.host, 1024) ||
+        !r.Str(&x.exe, kMaxStringBytes)) {
+      return Bad("rank table (ranks)");
+    }
+    m.ranks.push_back(std::move(x));
+  }
+  if (r.remaining() != 0) return Bad("rank table (trailing bytes)");
   return m;
 }
 

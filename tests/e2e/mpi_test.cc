@@ -494,7 +494,8 @@ void ExpectJobFailedAtRank1Node2(const Cluster& c, const Result& r, const std::s
       [&] {
         left.clear();
         for (const auto& [pid, what] : FindProcesses(c.state())) {
-          if (what.find(program) != std::string::npos) left[pid] = what;
+          // "/crash", not "crash": a checkout's path may hold the bare name (wt-crashstop/).
+          if (what.find("/" + program) != std::string::npos) left[pid] = what;
         }
         return left.empty();
       },

@@ -235,7 +235,8 @@ TEST_F(ReplayTest, AbortReplaysToTheAbortAndStopsEveryRank) {
   ASSERT_GE(fd, 0);
   ::close(fd);
   const std::string trace = tmpl;
-  Session s({GosBin("gos-replay"), "--export-trace", trace, std::to_string(job)}, Env());
+  Session s({GosBin("gos-replay"), "--replay", "--export-trace", trace, std::to_string(job)},
+            Env());
   ASSERT_TRUE(WaitUntil([&] { return s.output().find("press Enter") != std::string::npos; }, 90s))
       << s.output() << Logs();
   const std::string out = s.output();
@@ -274,9 +275,13 @@ TEST_F(ReplayTest, StopAtStrobeAndTraceExport) {
   ASSERT_GE(fd, 0);
   ::close(fd);
   const std::string trace = tmpl;
-  // A full replay that also writes the trace.
+  // The trace is the log's: gos-replay submits no job for it (issue 29 item 4), nor for --info.
   RunResult full = Gos("gos-replay", {"--export-trace", trace, std::to_string(job)});
   ASSERT_EQ(full.code, 0) << full.Describe() << Logs();
+  EXPECT_EQ(full.output.find("replaying job"), std::string::npos) << full.output;
+  RunResult info = Gos("gos-replay", {"--info", std::to_string(job)});
+  ASSERT_EQ(info.code, 0) << info.Describe();
+  EXPECT_EQ(LastJob(), job) << "gos-replay --export-trace or --info submitted a job";
   // The trace is valid trace-event JSON with a lane per rank, slices and paired flows.
   const std::string check = R"(
 import json, sys
@@ -577,6 +582,111 @@ TEST_F(ReplayTest, OnlyTheOwnerMayReplay) {
   EXPECT_EQ(refused.output.find("replaying job"), std::string::npos) << refused.output;
   EXPECT_EQ(other.output.find("replaying job"), std::string::npos) << other.output;
 }
+
+// ---- A crash (docs/specs/replay.md, "A crash"; issue 29) ---------------------------------------
+//
+// crash_at's rank 2 of 4 (on the second of 2 nodes) dies of the signal of the parameter in its
+// 5th Allreduce. The replay holds it at the faulting instruction with every other rank stopped,
+// names rank, node, signal, address and frames, and exits with 4; gdb attached to the held pid
+// shows the crashing function at the line the source marks.
+
+struct CrashKind {
+  const char* kind;  // crash_at's argument
+  int signo;
+  const char* name;  // as the report names it
+};
+
+void PrintTo(const CrashKind& k, std::ostream* os) { *os << k.kind; }
+
+class ReplayCrashTest : public ReplayTest, public ::testing::WithParamInterface<CrashKind> {};
+
+// The line of crash_at.c marked "crash here: KIND".
+int CrashLine(const std::string& kind) {
+  std::istringstream in(ReadFile(GOS_CRASH_AT_SOURCE));
+  int n = 0;
+  for (std::string line; std::getline(in, line);) {
+    ++n;
+    if (line.find("crash here: " + kind + " ") != std::string::npos) return n;
+  }
+  return -1;
+}
+
+TEST_P(ReplayCrashTest, ReplayHoldsTheRankAtItsCrash) {
+  const CrashKind& c = GetParam();
+  const int line = CrashLine(c.kind);
+  ASSERT_GT(line, 0) << "no 'crash here: " << c.kind << "' in " << GOS_CRASH_AT_SOURCE;
+  const std::string fn = std::string("crash_") + c.kind;
+  RunResult run = Gos("gos-run", {"-n", "4", "-N", "2", Program("crash_at"), c.kind, "5"});
+  ASSERT_EQ(run.code, 128 + c.signo) << run.Describe() << Logs();
+  const uint64_t job = LastJob();
+
+  Session s({GosBin("gos-replay"), std::to_string(job)}, Env());
+  ASSERT_TRUE(WaitUntil([&] { return s.output().find("press Enter") != std::string::npos; }, 60s))
+      << s.output() << Logs();
+  const std::string out = s.output();
+  std::smatch m;
+  ASSERT_TRUE(std::regex_search(
+      out, m,
+      std::regex(
+          R"(rank 2 on node (\d+) \([^)]*\) crashed: (SIG[A-Z]+) \([^)]*\)( at address 0x([0-9a-f]+))?, pc 0x([0-9a-f]+), after strobe \d+)")))
+      << out;
+  const std::string node = m[1], sig = m[2], addr = m[4], pc = m[5];
+  EXPECT_EQ(sig, c.name) << out;
+  if (c.signo == SIGSEGV) {
+    EXPECT_EQ(addr, "0") << out;  // the NULL it wrote through
+  }
+  if (c.signo == SIGBUS) {
+    EXPECT_NE(addr, "0") << out;  // the page beyond the file's end
+  }
+  // SIGFPE and SIGILL give the faulting instruction's address: the pc.
+  if (c.signo == SIGFPE || c.signo == SIGILL) {
+    EXPECT_EQ(addr, pc) << out;
+  }
+  if (c.signo == SIGABRT) {
+    EXPECT_TRUE(addr.empty()) << out;
+  }
+  // The top frames, one of them the crashing function.
+  EXPECT_TRUE(std::regex_search(out, std::regex("\n  #\\d+ .*" + fn + " ")))
+      << "no frame of " << fn << " in the report:\n"
+      << out;
+  EXPECT_NE(out.find("rank 2 is held at the faulting instruction"), std::string::npos) << out;
+
+  // Every rank exists and is stopped; rank 2 where the report says.
+  auto ranks = StoppedRanks(out);
+  ASSERT_EQ(ranks.size(), 4u) << out;
+  EXPECT_NE(out.find("rank 2  node " + node + " ("), std::string::npos) << out;
+  for (const auto& [rank, pid] : ranks) {
+    EXPECT_TRUE(WaitUntil([pid] { return ProcState(pid) == 'T'; }, 5s))
+        << "rank " << rank << " pid " << pid << " is not stopped: " << ProcState(pid);
+  }
+  // gdb, as a user attaches it: the crashing function at the marked line.
+  const pid_t held = ranks.at(2);
+  RunResult gdb =
+      gos::testing::Run({"gdb", "-nx", "-batch", "-p", std::to_string(held), "-ex", "bt"}, {}, 60s);
+  EXPECT_TRUE(std::regex_search(
+      gdb.output,
+      std::regex("#\\d+ .*" + fn + " .*at [^\n]*crash_at\\.c:" + std::to_string(line) + "\n")))
+      << "gdb does not show " << fn << " at crash_at.c:" << line << ":\n"
+      << gdb.output;
+  // gdb's detach re-stops it (the kernel keeps the group stop): 't' or 'R' for a moment.
+  EXPECT_TRUE(WaitUntil([held] { return ProcState(held) == 'T'; }, 5s))
+      << "gdb's detach let the held rank go: " << ProcState(held);
+
+  s.EndInput();  // ends the session: the job is killed
+  auto st = s.Wait(60s);
+  ASSERT_TRUE(st.has_value()) << s.output();
+  EXPECT_EQ(ExitCode(st), 4) << s.output();
+  for (const auto& [rank, pid] : ranks) {
+    EXPECT_TRUE(WaitUntil([pid] { return ::kill(pid, 0) != 0; }, 10s)) << "rank " << rank;
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Signals, ReplayCrashTest,
+    ::testing::Values(CrashKind{"segv", SIGSEGV, "SIGSEGV"}, CrashKind{"bus", SIGBUS, "SIGBUS"},
+                      CrashKind{"fpe", SIGFPE, "SIGFPE"}, CrashKind{"ill", SIGILL, "SIGILL"},
+                      CrashKind{"abrt", SIGABRT, "SIGABRT"}),
+    [](const ::testing::TestParamInfo<CrashKind>& i) { return std::string(i.param.kind); });
 
 // ---- Restarted jobs (docs/specs/replay.md, "Restarted jobs") ----------------------------------
 //

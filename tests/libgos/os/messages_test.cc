@@ -337,6 +337,46 @@ TEST(MessageCodecs, RestoreRankEndRoundTripsAndRefusesBadNames) {
   EXPECT_FALSE(DecodeRestoreRankEnd(Encode(end)).ok());
 }
 
+TEST(MessageCodecs, ReplayStoppedRoundTripsEveryKindAndRefusesOthers) {
+  ReplayStopped m;
+  m.job = 12;
+  m.strobe = 167;
+  m.rank = 2;
+  m.text = "rank 2 on node 2 (n2) crashed: SIGSEGV\n  #0  crash_segv () at crash_at.c:19";
+  m.ranks = {{2, 2, 16882, "n2"}};
+  for (ReplayStopKind kind :
+       {ReplayStopKind::kDivergence, ReplayStopKind::kStopAt, ReplayStopKind::kLogEnd,
+        ReplayStopKind::kAborted, ReplayStopKind::kCrashed}) {
+    m.kind = kind;
+    auto back = DecodeReplayStopped(Encode(m));
+    ASSERT_TRUE(back.ok()) << back.status().ToString();
+    EXPECT_EQ(back->kind, kind);
+    EXPECT_EQ(back->text, m.text);
+    ASSERT_EQ(back->ranks.size(), 1u);
+    EXPECT_EQ(back->ranks[0].pid, 16882);
+  }
+  auto bytes = Encode(m);
+  bytes[8] = 6;  // the kind, after the u64 job: no such kind
+  EXPECT_FALSE(DecodeReplayStopped(bytes).ok());
+}
+
+TEST(MessageCodecs, RankTableRoundTripsAndRefusesTruncation) {
+  RankTable t;
+  t.job = 5;
+  t.ranks = {{0, 1, 6324, "vm", "/state/nodes/n1/jobs/5/app"}, {1, 2, 0, "vm", ""}};
+  const auto bytes = Encode(t);
+  auto back = DecodeRankTable(bytes);
+  ASSERT_TRUE(back.ok()) << back.status().ToString();
+  EXPECT_EQ(back->job, 5u);
+  ASSERT_EQ(back->ranks.size(), 2u);
+  EXPECT_EQ(back->ranks[0].pid, 6324);
+  EXPECT_EQ(back->ranks[0].exe, "/state/nodes/n1/jobs/5/app");
+  EXPECT_EQ(back->ranks[1].node, 2u);
+  for (size_t n = 0; n < bytes.size(); ++n) {
+    EXPECT_FALSE(DecodeRankTable(std::span(bytes).first(n)).ok()) << n << " bytes";
+  }
+}
+
 TEST(MessageCodecs, RestartRequestRoundTripsAndReadsOlderClients) {
   RestartRequest req;
   req.job = 7;

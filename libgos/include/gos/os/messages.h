@@ -224,6 +224,14 @@ enum class Frame : uint16_t {
   // wrote meanwhile, then its output and exit. A job already over: kAccepted and its kExit.
   // Owner or root.
   kAttach = 14,
+  // MPIR process acquisition (docs/specs/os-protocol.md, issue 29): where a running job's ranks
+  // are. Client -> coordinator u64 job (owner or root), answered by kRanksReply (RankTable, every
+  // rank) or kError; the coordinator asks each node of the job (kRanksQuery, u64 job), which
+  // answers with its ranks (kAgentRanks, RankTable).
+  kRanks = 15,
+  kRanksReply = 29,
+  kRanksQuery = 62,
+  kAgentRanks = 63,
 };
 
 struct SubmitFile {
@@ -286,6 +294,7 @@ enum class ReplayStopKind : uint8_t {
   kStopAt = 2,      // --stop-at: the next step is past the requested strobe
   kLogEnd = 3,      // the recording ends here: the recorded run stopped (failed) there
   kAborted = 4,     // a rank called gos_abort/MPI_Abort, as in the recorded run
+  kCrashed = 5,     // a rank got a fatal signal and is held at the faulting instruction
 };
 
 struct ReplayStopped {
@@ -295,6 +304,20 @@ struct ReplayStopped {
   int32_t rank = -1;
   std::string text;
   std::vector<ReplayRank> ranks;
+};
+
+// Where a rank runs, for a debugger to attach (MPIR_proctable).
+struct RankPlace {
+  uint32_t rank = 0;
+  uint32_t node = 0;
+  int32_t pid = 0;   // in its node's PID namespace; 0 = not started yet, or gone
+  std::string host;  // the host's name (gethostname), where a debugger attaches
+  std::string exe;   // the rank's executable on that host
+};
+
+struct RankTable {
+  uint64_t job = 0;
+  std::vector<RankPlace> ranks;
 };
 
 // Every restore batch of the rank has been answered (files = every file of its image dir,
@@ -416,6 +439,7 @@ std::vector<uint8_t> Encode(const RestartRequest& m);
 std::vector<uint8_t> Encode(const ReplaySegment& m);
 std::vector<uint8_t> Encode(const ReplayDataEnd& m);
 std::vector<uint8_t> Encode(const ReplayStopped& m);
+std::vector<uint8_t> Encode(const RankTable& m);
 std::vector<uint8_t> EncodeU64(uint64_t v);
 std::vector<uint8_t> EncodeText(const std::string& text);
 std::vector<uint8_t> EncodeJobBytes(uint64_t job, const std::string& bytes);
@@ -433,6 +457,7 @@ StatusOr<RestartRequest> DecodeRestart(std::span<const uint8_t> b);
 StatusOr<ReplaySegment> DecodeReplaySegment(std::span<const uint8_t> b);
 StatusOr<ReplayDataEnd> DecodeReplayDataEnd(std::span<const uint8_t> b);
 StatusOr<ReplayStopped> DecodeReplayStopped(std::span<const uint8_t> b);
+StatusOr<RankTable> DecodeRankTable(std::span<const uint8_t> b);
 StatusOr<uint64_t> DecodeU64(std::span<const uint8_t> b);
 StatusOr<std::string> DecodeText(std::span<const uint8_t> b);
 StatusOr<std::pair<uint64_t, std::string>> DecodeJobBytes(std::span<const uint8_t> b);
