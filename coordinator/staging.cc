@@ -177,10 +177,8 @@ Status CoordinatorImpl::Stage(uint64_t id, bool* bcs) {
       h.file_size = size;
       h.offset = off;
       h.len = len;
-      std::vector<uint8_t> header = os::EncodeStageHeader(h, key_);
       std::vector<uint8_t>& buf = bufs[seq % 2];
       buf.resize(os::kStageHeaderBytes + len);
-      std::memcpy(buf.data(), header.data(), header.size());
       size_t got = 0;
       while (got < len) {
         ssize_t n = ::pread(fds[i], buf.data() + os::kStageHeaderBytes + got, len - got,
@@ -193,6 +191,9 @@ Status CoordinatorImpl::Stage(uint64_t id, bool* bcs) {
         got += static_cast<size_t>(n);
       }
       if (!st.ok()) break;
+      h.data_mac = os::Hmac(key_, {std::span<const uint8_t>(buf).subspan(os::kStageHeaderBytes)});
+      std::vector<uint8_t> header = os::EncodeStageHeader(h, key_);
+      std::memcpy(buf.data(), header.data(), header.size());
       st = node_->XferAndSignal(set, buf.data(), buf.size(), os::StageSlot(seq), os::kEventStage,
                                 os::kEventStageSent);
       if (!st.ok()) break;

@@ -527,10 +527,14 @@ void NodeAgentImpl::StageLoop() {
   SetThreadName("agent-stage");
   std::vector<uint8_t> unused;
   while (!stop_ && !lost_) {
+    // A signal says a chunk arrived, not which one (two can be in flight): look at both
+    // slots at every signal, and now and then without one.
     auto got = node_->WaitEvent(os::kEventStage, std::chrono::milliseconds(200));
-    if (!got.ok() || !*got) continue;
+    if (!got.ok()) continue;
     std::span<std::byte> mem = node_->global_memory();
-    // Up to two chunks can be waiting; store them in sequence order.
+    // Up to two chunks can be waiting; store them in sequence order, each only once its data
+    // is all there: the header lands first, and a chunk still arriving must not be taken for
+    // a whole one (docs/specs/os-protocol.md, "Launch transfer").
     for (int round = 0; round < 2; ++round) {
       std::optional<os::StageHeader> next;
       for (uint64_t slot_seq : {uint64_t{0}, uint64_t{1}}) {
@@ -545,6 +549,12 @@ void NodeAgentImpl::StageLoop() {
       }
       if (!next) break;
       const os::StageHeader& h = *next;
+      if (h.len > os::kStageChunkBytes) break;
+      const auto* arrived = reinterpret_cast<const uint8_t*>(mem.data() + os::StageSlot(h.seq) +
+                                                             os::kStageHeaderBytes);
+      if (!os::MacEqual(os::Hmac(key_, {std::span<const uint8_t>(arrived, h.len)}), h.data_mac)) {
+        break;  // still arriving: its own signal comes
+      }
       std::string dir = o_.state_dir + "/jobs/" + std::to_string(h.job);
       // Root's until the job launches and both become its user's (Launch): the owner's bits
       // of the file's mode only, nobody else's.

@@ -294,6 +294,7 @@ std::vector<uint8_t> EncodeStageHeader(const StageHeader& h, std::span<const uin
   w.U64(h.file_size);
   w.U64(h.offset);
   w.U64(h.len);
+  w.Raw(h.data_mac.data(), h.data_mac.size());
   PatchLength(&out);
   Seal(&out, key);
   return out;
@@ -306,7 +307,8 @@ StatusOr<StageHeader> DecodeStageHeader(std::span<const uint8_t> bytes,
   Reader r(body.subspan(8));
   StageHeader h;
   if (!r.U64(&h.seq) || !r.U64(&h.job) || !r.Str(&h.file, 255) || !r.U32(&h.mode) ||
-      !r.U64(&h.file_size) || !r.U64(&h.offset) || !r.U64(&h.len) || r.remaining() != 0) {
+      !r.U64(&h.file_size) || !r.U64(&h.offset) || !r.U64(&h.len) ||
+      !r.Raw(h.data_mac.data(), h.data_mac.size()) || r.remaining() != 0) {
     return Bad("staging header");
   }
   if (h.file.empty() || h.file.find('/') != std::string::npos || h.file == "." || h.file == "..") {

@@ -261,6 +261,12 @@ TEST(StageCodec, RoundTripAndBadNames) {
   ASSERT_TRUE(back.ok()) << back.status().ToString();
   EXPECT_EQ(back->seq, 5u);
   EXPECT_EQ(back->file, "hello");
+  // The data's HMAC travels sealed in the header.
+  h.data_mac[0] = 0xab;
+  h.data_mac[31] = 0xcd;
+  back = DecodeStageHeader(EncodeStageHeader(h, Key(3)), Key(3));
+  ASSERT_TRUE(back.ok()) << back.status().ToString();
+  EXPECT_EQ(back->data_mac, h.data_mac);
   for (const char* bad : {"../etc/passwd", "a/b", "..", ""}) {
     h.file = bad;
     EXPECT_FALSE(DecodeStageHeader(EncodeStageHeader(h, Key(3)), Key(3)).ok()) << bad;

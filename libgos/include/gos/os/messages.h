@@ -15,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "gos/os/auth.h"
 #include "gos/status.h"
 
 namespace gos::os {
@@ -149,6 +150,10 @@ struct StageHeader {
   uint64_t file_size = 0;
   uint64_t offset = 0;  // of this chunk in the file
   uint64_t len = 0;
+  // HMAC-SHA256 of the chunk's data under the cluster key: a receiver stores the chunk only
+  // once its data is all there (and is the coordinator's), whatever order the slots' bytes
+  // landed in.
+  Mac data_mac{};
 };
 std::vector<uint8_t> EncodeStageHeader(const StageHeader& h, std::span<const uint8_t> key);
 StatusOr<StageHeader> DecodeStageHeader(std::span<const uint8_t> bytes,
