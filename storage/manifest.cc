@@ -3,6 +3,7 @@
 // decodes manifests without linking the store. Format: docs/specs/storage-checkpoints.md.
 #include "gos/storage/manifest.h"
 
+#include <algorithm>
 #include <limits>
 #include <string_view>
 
@@ -180,6 +181,15 @@ std::vector<uint8_t> EncodeManifest(const EpochManifest& m) {
     }
   }
   return out;
+}
+
+uint32_t IncrementalRanks(const EpochManifest& m) {
+  uint32_t n = 0;
+  for (const EpochRank& r : m.ranks) {
+    n += std::any_of(r.files.begin(), r.files.end(),
+                     [](const FileEntry& f) { return f.name.rfind("parent/", 0) == 0; });
+  }
+  return n;
 }
 
 StatusOr<EpochManifest> DecodeManifest(std::span<const uint8_t> in) {

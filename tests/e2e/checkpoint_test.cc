@@ -70,6 +70,7 @@
 #include "gos/storage/tables.h"
 #include "gtest/gtest.h"
 #include "nodeagent/cpu_bind.h"
+#include "nodeagent/criu.h"
 #include "rocksdb/db.h"
 #include "tests/support/cluster.h"
 #include "tests/support/cluster_files.h"
@@ -147,9 +148,14 @@ std::set<ino_t> KeptPagesImages(const TestCluster& c, int epoch) {
   return out;
 }
 
-TEST(CheckpointTest, IncrementalCorruptionCoordinatorRestart) {
-  if (std::string why = Unsupported(false); !why.empty()) GTEST_SKIP() << why;
+// Two epochs of a rank that rewrote 5% of its heap between them, the store and the node's copy
+// checked, a chunk of the store damaged, a coordinator restart: with incremental dumps (the
+// second epoch's dump holds what the rank wrote, the first stays as its parent) or, when the
+// nodes take none (GOS_INCREMENTAL=0: the fallback), with full dumps written over the first's
+// pages images.
+void IncrementalCorruptionCoordinatorRestart(bool incremental_dumps) {
   auto c = std::make_unique<TestCluster>(2, /*netns=*/false);
+  if (!incremental_dumps) c->agent_env = {"GOS_INCREMENTAL=0"};
   ASSERT_EQ(c->Start(), "");
   constexpr int kMib = 64;
   auto run = Subprocess::Start(
@@ -168,6 +174,7 @@ TEST(CheckpointTest, IncrementalCorruptionCoordinatorRestart) {
   Result e1 = Execute({Bin("gos-ckpt"), job}, c->Env(), 120s);
   ASSERT_EQ(e1.code, 0) << e1.Describe() << c->Logs();
   EXPECT_NE(e1.output.find("epoch 1 committed"), std::string::npos) << e1.Describe();
+  EXPECT_NE(e1.output.find("ms, full"), std::string::npos) << e1.Describe();
   // Rewrite 5% of the heap, then the second epoch.
   ASSERT_EQ(Execute({Bin("gos-kill"), "-s", "USR1", job}, c->Env(), 30s).code, 0);
   ASSERT_TRUE(WaitUntil([&] { return run->OutputContains("pass 1 done"); }, 30s)) << run->output();
@@ -175,14 +182,27 @@ TEST(CheckpointTest, IncrementalCorruptionCoordinatorRestart) {
   EXPECT_FALSE(first_images.empty()) << "no kept dump of epoch 1";
   Result e2 = Execute({Bin("gos-ckpt"), job}, c->Env(), 120s);
   ASSERT_EQ(e2.code, 0) << e2.Describe() << c->Logs();
-  // Epoch 2 was written over epoch 1's pages images (the same files), which are gone from
-  // epoch 1's dump; the local restart below shows that what was written over them is exact.
-  EXPECT_EQ(KeptPagesImages(*c, 2), first_images);
-  EXPECT_TRUE(KeptPagesImages(*c, 1).empty());
+  if (incremental_dumps) {
+    // Epoch 2's dump holds what the rank wrote; epoch 1's stays, its parent. The restarts
+    // below show that the chain restores exactly, from the node's copy and from the store.
+    EXPECT_NE(e2.output.find("ms, incremental 1/1"), std::string::npos) << e2.Describe();
+    EXPECT_EQ(KeptPagesImages(*c, 1), first_images);
+    const std::set<ino_t> second_images = KeptPagesImages(*c, 2);
+    EXPECT_FALSE(second_images.empty());
+    for (ino_t ino : second_images) EXPECT_EQ(first_images.count(ino), 0u);
+  } else {
+    // Epoch 2 was written over epoch 1's pages images (the same files), which are gone from
+    // epoch 1's dump; the local restart below shows that what was written over them is exact.
+    EXPECT_NE(e2.output.find("ms, full"), std::string::npos) << e2.Describe();
+    EXPECT_EQ(KeptPagesImages(*c, 2), first_images);
+    EXPECT_TRUE(KeptPagesImages(*c, 1).empty());
+  }
 
   Result list = Execute({Bin("gos-ckpt"), "--list", job}, c->Env(), 30s);
   ASSERT_EQ(list.code, 0) << list.Describe();
   EXPECT_EQ(ListedEpochs(*c, job).size(), 2u) << list.output;
+  EXPECT_NE(list.output.find(incremental_dumps ? "incremental 1/1" : "full"), std::string::npos)
+      << list.output;
 
   // The coordinator (and with it the job) dies; the store survives it.
   c->KillAll();
@@ -290,6 +310,18 @@ TEST(CheckpointTest, IncrementalCorruptionCoordinatorRestart) {
   EXPECT_TRUE(good->OutputContains("dirty: passes=0 checksum=")) << good->output();
   Result ps = Execute({Bin("gos-ps")}, c->Env(), 30s);
   EXPECT_NE(ps.output.find("completed"), std::string::npos) << ps.Describe();
+}
+
+TEST(CheckpointTest, IncrementalCorruptionCoordinatorRestart) {
+  if (std::string why = Unsupported(false); !why.empty()) GTEST_SKIP() << why;
+  std::string why;
+  if (!nodeagent::CriuCanTrack("", &why)) GTEST_SKIP() << why;
+  IncrementalCorruptionCoordinatorRestart(true);
+}
+
+TEST(CheckpointTest, FullDumpsWhenIncrementalDumpsAreOff) {
+  if (std::string why = Unsupported(false); !why.empty()) GTEST_SKIP() << why;
+  IncrementalCorruptionCoordinatorRestart(false);
 }
 
 // The names in a directory ("" entries for none).

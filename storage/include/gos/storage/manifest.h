@@ -38,6 +38,10 @@ struct EpochManifest {
   friend bool operator==(const EpochManifest&, const EpochManifest&) = default;
 };
 
+// How many ranks' dumps in m are incremental: their part names their parents' page files
+// under "parent/" (docs/specs/checkpoint.md, "Incremental dumps").
+uint32_t IncrementalRanks(const EpochManifest& m);
+
 // Codec of the manifest (exposed for tests and fuzzing); DATA_LOSS on anything malformed.
 std::vector<uint8_t> EncodeManifest(const EpochManifest& m);
 StatusOr<EpochManifest> DecodeManifest(std::span<const uint8_t> in);
