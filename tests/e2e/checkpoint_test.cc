@@ -324,6 +324,47 @@ TEST(CheckpointTest, FullDumpsWhenIncrementalDumpsAreOff) {
   IncrementalCorruptionCoordinatorRestart(false);
 }
 
+// Memory the nodeagent writes into a rank (BCS receives: process_vm_writev into its buffers)
+// is tracked like the rank's own writes: a Jacobi run that exchanges halos between 4 ranks
+// takes an incremental epoch every 200 ms, and restarts from its first, a middle and its newest
+// epoch each end with the uninterrupted run's checksum.
+TEST(CheckpointTest, IncrementalEpochsOfAnMpiJobRestoreExactly) {
+  if (std::string why = Unsupported(false); !why.empty()) GTEST_SKIP() << why;
+  std::string why;
+  if (!nodeagent::CriuCanTrack("", &why)) GTEST_SKIP() << why;
+  TestCluster c(2, /*netns=*/false);
+  ASSERT_EQ(c.Start(), "");
+  const std::vector<std::string> jacobi = {Example("jacobi"), "256", "1500", "100"};
+  const std::string checksum = UninterruptedJacobi(c, {"-n", "4"}, jacobi, 300s, &why);
+  ASSERT_NE(checksum, "") << why;
+
+  Result run =
+      Execute(GosRun({"-n", "4", "--checkpoint=200ms", "--keep", "50"}, jacobi), c.Env(), 300s);
+  ASSERT_EQ(run.code, 0) << run.Describe() << c.Logs();
+  EXPECT_EQ(JacobiResult(run.output), checksum) << run.Describe();
+  const std::string job = Find(run.output, "checkpoint: job (\\d+) epoch \\d+ committed");
+  std::vector<std::string> epochs, incremental;
+  {
+    const std::regex committed("epoch (\\d+) committed: [^\\n]*ms, (full|incremental 4/4)");
+    for (std::sregex_iterator it(run.output.begin(), run.output.end(), committed), end; it != end;
+         ++it) {
+      epochs.push_back((*it)[1]);
+      if ((*it)[2] != "full") incremental.push_back((*it)[1]);
+    }
+  }
+  ASSERT_GE(incremental.size(), 2u) << "too few incremental epochs to restart from\n"
+                                    << run.Describe();
+  EXPECT_EQ(epochs.front(), "1");
+  for (const std::string& epoch :
+       {epochs.front(), incremental[incremental.size() / 2], incremental.back()}) {
+    Result restart =
+        Execute({Bin("gos-restart"), "--epoch", epoch, "--no-checkpoint", job}, c.Env(), 300s);
+    EXPECT_EQ(restart.code, 0) << "epoch " << epoch << ": " << restart.Describe() << c.Logs();
+    EXPECT_EQ(JacobiResult(restart.output), checksum)
+        << "restarted from epoch " << epoch << ": " << restart.Describe();
+  }
+}
+
 // The names in a directory ("" entries for none).
 std::set<std::string> Names(const std::string& dir) {
   std::set<std::string> out;
