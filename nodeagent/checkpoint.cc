@@ -56,6 +56,9 @@ std::vector<std::string> ListFiles(const std::string& dir) {
 // An incremental dump's chain holds at most this many dumps (checkpoint.md, "Incremental
 // dumps": when a chain is cut).
 constexpr int kMaxChainDumps = 8;
+// A rank that wrote half its memory since its last dump is dumped in full if that is this
+// many pages (16 MiB) or more.
+constexpr uint64_t kFullDumpMinPages = 4096;
 
 // Bytes of CRIU's pages images in an images dir.
 uint64_t PagesBytes(const std::string& dir) {
@@ -302,6 +305,22 @@ void NodeAgentImpl::CheckpointWorker(uint64_t job, uint64_t epoch, uint64_t base
   for (const auto& [rank, pid] : ranks) {
     std::string parent;
     if (fits && track) parent = IncrementalParent(job, base, rank, tracking[rank]);
+    if (!parent.empty()) {
+      // Half the rank's memory or more written since (and 16 MiB or more: below that either
+      // dump is quick): the increment would be as big as the dump it saves, and a restore
+      // would read its memory nearly twice. A full dump (over the page images of the chain's
+      // full one, see RecycleDumps) starts a new chain.
+      auto w = CountWrittenPages(pid);
+      if (!w.ok() || (2 * w->written >= w->dumped && w->written >= kFullDumpMinPages)) {
+        GOS_LOG(kInfo, "nodeagent")
+            << "job " << job << " epoch " << epoch << " rank " << rank << ": full dump ("
+            << (w.ok() ? std::to_string(w->written) + " of " + std::to_string(w->dumped) +
+                             " pages written since epoch " + std::to_string(base)
+                       : w.status().ToString())
+            << ")";
+        parent.clear();
+      }
+    }
     if (parent.empty()) {
       full.emplace_back(rank, pid);
     } else {
@@ -606,22 +625,37 @@ std::vector<NodeAgentImpl::RecycledFile> NodeAgentImpl::RecycleDumps(
   for (const auto& [rank, pid] : ranks) {
     (void)pid;
     const std::string r = "/r" + std::to_string(rank);
+    // Only CRIU's pages images, and none that is linked elsewhere (a restore dir).
+    auto recyclable = [&](const std::string& dir) {
+      std::vector<std::pair<std::string, struct stat>> files;
+      std::error_code dec;
+      for (const auto& e : std::filesystem::directory_iterator(dir + r, dec)) {
+        struct stat st {};
+        if (e.path().filename().string().rfind("pages-", 0) == 0 &&
+            ::lstat(e.path().c_str(), &st) == 0 && S_ISREG(st.st_mode) && st.st_nlink == 1) {
+          files.emplace_back(e.path().string(), st);
+        }
+      }
+      return files;
+    };
+    // The kept dump holding the most of this rank's pages (the newest of equals): after a
+    // chain of incremental dumps, its full one.
+    std::vector<std::pair<std::string, struct stat>> best;
+    uint64_t best_bytes = 0;
     for (const auto& [kept_epoch, dir] : kept) {
       (void)kept_epoch;
-      size_t before = out.size();
-      for (const auto& e : std::filesystem::directory_iterator(dir + r, ec)) {
-        const std::string name = e.path().filename().string();
-        struct stat st {};
-        // Only CRIU's pages images, and none that is linked elsewhere (a restore dir).
-        if (name.rfind("pages-", 0) != 0 || ::lstat(e.path().c_str(), &st) != 0 ||
-            !S_ISREG(st.st_mode) || st.st_nlink != 1) {
-          continue;
-        }
-        CreateDirs(scratch + r, kPrivateDir).IgnoreError();  // rename fails then
-        const std::string to = scratch + r + "/" + name;
-        if (::rename(e.path().c_str(), to.c_str()) == 0) out.push_back({to, st.st_mtim});
+      auto files = recyclable(dir);
+      uint64_t bytes = 0;
+      for (const auto& f : files) bytes += static_cast<uint64_t>(f.second.st_size);
+      if (!files.empty() && (best.empty() || bytes > best_bytes)) {
+        best = std::move(files);
+        best_bytes = bytes;
       }
-      if (out.size() > before) break;  // this rank's newest kept dump
+    }
+    for (const auto& [path, st] : best) {
+      CreateDirs(scratch + r, kPrivateDir).IgnoreError();  // rename fails then
+      const std::string to = scratch + r + "/" + std::filesystem::path(path).filename().string();
+      if (::rename(path.c_str(), to.c_str()) == 0) out.push_back({to, st.st_mtim});
     }
   }
   std::set<uint64_t> kept_epochs = keep;

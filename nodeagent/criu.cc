@@ -39,12 +39,14 @@
 #include <poll.h>
 #include <signal.h>
 #include <spawn.h>
+#include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <array>
 #include <chrono>
 #include <cstdlib>
@@ -59,6 +61,7 @@
 #include "gos/fd.h"
 #include "gos/files.h"
 #include "gos/log.h"
+#include "pagemap_scan.h"
 
 extern char** environ;
 
@@ -299,6 +302,51 @@ uint64_t DirBytes(const std::string& dir) {
     }
   }
   return total;
+}
+
+StatusOr<WrittenPages> CountWrittenPages(pid_t init_pid) {
+  WrittenPages out;
+  const long page = ::sysconf(_SC_PAGESIZE);
+  for (pid_t pid : ProcessTree(init_pid)) {
+    const std::string path = "/proc/" + std::to_string(pid) + "/pagemap";
+    Fd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+    if (fd.get() < 0) return ErrnoError(errno, "open " + path);
+    std::array<pagemap::Region, 512> regions;
+    // Up to the end of the highest mapping (the scan refuses a range past the task's address
+    // space; the vsyscall page is not in it).
+    uint64_t start = 0, end = 0;
+    {
+      std::ifstream maps("/proc/" + std::to_string(pid) + "/maps");
+      for (std::string line; std::getline(maps, line);) {
+        const size_t dash = line.find('-');
+        if (dash == std::string::npos) continue;
+        const uint64_t e = std::strtoull(line.c_str() + dash + 1, nullptr, 16);
+        if (e < (uint64_t{1} << 56)) end = std::max(end, e);
+      }
+    }
+    while (start < end) {
+      pagemap::ScanArg a{};
+      a.size = sizeof a;
+      a.start = start;
+      a.end = end;
+      a.vec = reinterpret_cast<uint64_t>(regions.data());
+      a.vec_len = regions.size();
+      a.category_inverted = pagemap::kPfnZero | pagemap::kFile;
+      a.category_mask = pagemap::kPfnZero | pagemap::kFile;
+      a.category_anyof_mask = pagemap::kPresent | pagemap::kSwapped;
+      a.return_mask = pagemap::kWritten;
+      const int n = ::ioctl(fd.get(), pagemap::kScan, &a);
+      if (n < 0) return ErrnoError(errno, "PAGEMAP_SCAN of " + path);
+      for (int i = 0; i < n; ++i) {
+        const uint64_t pages = (regions[i].end - regions[i].start) / static_cast<uint64_t>(page);
+        out.dumped += pages;
+        if (regions[i].categories & pagemap::kWritten) out.written += pages;
+      }
+      if (a.walk_end <= start) break;
+      start = a.walk_end;
+    }
+  }
+  return out;
 }
 
 bool CriuCanTrack(const std::string& criu_path, std::string* why) {

@@ -47,6 +47,16 @@ std::string CriuPath();
 // Bytes in the regular files under dir (0 if it does not exist).
 uint64_t DirBytes(const std::string& dir);
 
+// The pages a dump of the tree rooted at init_pid would take (present or swapped, not the zero
+// page, not a file's unwritten page) and how many of them were written since a dump with
+// DumpRequest::track protected them (all of them in memory nothing tracks), summed over the
+// tree's processes: PAGEMAP_SCAN's PAGE_IS_WRITTEN, as criu reads it.
+struct WrittenPages {
+  uint64_t dumped = 0;
+  uint64_t written = 0;
+};
+StatusOr<WrittenPages> CountWrittenPages(pid_t init_pid);
+
 // Whether `criu` (default: CriuPath()) can track written pages for incremental dumps
 // (`criu check --feature gos_track_mem`, scripts/criu-patches/0006); if not, *why says why.
 bool CriuCanTrack(const std::string& criu, std::string* why);
