@@ -217,11 +217,12 @@ void CoordinatorImpl::CommitStored(const StoreTask& t) {
       GOS_LOG(kWarn, "coordinator") << text << " (after the job ended)";
       Tell(t.waiters, Frame::kError, text, after);
     } else {
-      std::string text =
-          "checkpoint: job " + std::to_string(m.job) + " epoch " + std::to_string(m.epoch) +
-          " committed: " + std::to_string(m.ntasks) + " ranks, " + Mib(m.logical_bytes) + ", " +
-          Mib(m.new_bytes) + " new (" + Mib(m.new_compressed) + " compressed), paused " +
-          std::to_string(m.pause_ms) + " ms, took " + std::to_string(m.total_ms) + " ms";
+      std::string text = "checkpoint: job " + std::to_string(m.job) + " epoch " +
+                         std::to_string(m.epoch) + " committed: " + std::to_string(m.ntasks) +
+                         " ranks, " + Mib(m.logical_bytes) + ", " + Mib(m.new_bytes) + " new (" +
+                         Mib(m.new_compressed) + " compressed), paused " +
+                         std::to_string(m.pause_ms) + " ms, took " + std::to_string(m.total_ms) +
+                         " ms, " + DumpKind(m);
       Tell(t.waiters, Frame::kOk, text, after);
       if (j != nullptr) {
         Notice(*j, text, after);
@@ -307,7 +308,7 @@ void CoordinatorImpl::ListEpochs(const std::shared_ptr<Client>& c, uint64_t id, 
     reply = "job " + std::to_string(id) + " belongs to " + (*rec)->user +
             "; only its owner or root may list its checkpoints";
   } else {
-    auto epochs = store()->ListEpochs(id, false);
+    auto epochs = store()->ListEpochs(id, /*with_files=*/true);  // DumpKind
     if (!epochs.ok()) {
       type = Frame::kError;
       reply = epochs.status().ToString();

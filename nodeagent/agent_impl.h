@@ -33,6 +33,7 @@
 #include "agent.h"
 #include "bcs_engine.h"
 #include "crash_watch.h"
+#include "criu.h"
 #include "freezer.h"
 #include "gos/eventfd.h"
 #include "gos/log.h"
@@ -52,6 +53,13 @@ using SteadyClock = std::chrono::steady_clock;
 // SIGKILL to the process of a pidfd (none: -1); unlike a pid, it cannot hit a reused pid.
 void KillPidfd(int pidfd);
 
+// The userfaultfds a rank's dump of `epoch` handed on: its next dump may be incremental to
+// that one.
+struct RankTracking {
+  uint64_t epoch = 0;
+  std::vector<TrackedProcess> processes;
+};
+
 struct Rank {
   uint32_t rank = 0;
   pid_t pid = -1;
@@ -63,6 +71,9 @@ struct Rank {
   // was dumped, recreated by the restore). Ranks restored together on one node may come from
   // different nodes, hence different directories. Empty: the job's own dir.
   std::string exe_dir;
+  // What keeps the written-page tracking of the rank's processes alive since its last dump
+  // (docs/specs/checkpoint.md, "Incremental dumps"); null: none (its next dump is full).
+  std::shared_ptr<RankTracking> tracking;
 };
 
 // A checkpoint worker's job was killed or forgotten: it stops storing the epoch, and says
@@ -182,7 +193,20 @@ class NodeAgentImpl final : public NodeAgent {
                         std::string job_dir, std::string program, std::string matcher,
                         std::map<uint32_t, std::string> channels,
                         std::map<uint32_t, std::string> exe_dirs,
+                        std::map<uint32_t, std::shared_ptr<RankTracking>> tracking,
                         std::shared_ptr<CkptCancel> cancel);
+  // Incremental dumps (docs/specs/checkpoint.md): whether this node takes them (gos's CRIU
+  // can track and GOS_INCREMENTAL is not 0; checked at the first checkpoint, and logged), and
+  // the parent a rank's dump of the job's epoch after `base` is incremental to ("" for a full
+  // dump).
+  bool Incremental();
+  std::once_flag incremental_once_;
+  bool incremental_ = false;
+  std::string IncrementalParent(uint64_t job, uint64_t base, uint32_t rank,
+                                const std::shared_ptr<RankTracking>& t) const;
+  // The epochs of the job whose dumps the node's dump of `epoch` is incremental to, `epoch`
+  // included (from the images dirs' `parent` links).
+  std::set<uint64_t> ChainEpochs(uint64_t job, uint64_t epoch) const;
   void Restore(const os::StrobeCommand& c);
   // Record and replay (docs/specs/replay.md).
   // Sends the job's recorded segments to the coordinator: when enough has piled up or a
@@ -238,8 +262,10 @@ class NodeAgentImpl final : public NodeAgent {
   // (until this one commits); removes the job's other dumps, and the dumps of all but the
   // kKeptDumpJobs most recently stored jobs.
   void KeepDump(uint64_t job, uint64_t epoch, uint64_t base);
-  // Removes the job's kept dumps but those of epochs `keep` and `keep_too`.
+  // Removes the job's kept dumps but those of epochs `keep` and `keep_too` and the dumps they
+  // are incremental to.
   void DropDumps(uint64_t job, uint64_t keep, uint64_t keep_too);
+  void DropDumps(uint64_t job, const std::set<uint64_t>& keep);
   // A CRIU pages image of an earlier dump, moved where the next dump will write over it.
   struct RecycledFile {
     std::string path;
@@ -247,9 +273,11 @@ class NodeAgentImpl final : public NodeAgent {
   };
   // Moves the CRIU pages images of the job's kept dumps into the rank dirs of its dump of
   // `epoch` at `scratch` (gos's CRIU writes over them instead of filling fresh memory, see
-  // scripts/criu-patches/0003), then removes the job's other dumps.
+  // scripts/criu-patches/0003), then removes the job's other dumps but those in `keep` (the
+  // parents of the ranks dumped incrementally, which are not among `ranks`).
   std::vector<RecycledFile> RecycleDumps(uint64_t job, uint64_t epoch, const std::string& scratch,
-                                         const std::vector<std::pair<uint32_t, pid_t>>& ranks);
+                                         const std::vector<std::pair<uint32_t, pid_t>>& ranks,
+                                         const std::set<uint64_t>& keep);
   // Where a restart of (job, epoch) gathers a rank's images: those shipped from the store in
   // the state dir; hard links to this node's own copy of the rank's dump next to that copy, in
   // the scratch dir (on another file system than the state dir, each file had to be copied:

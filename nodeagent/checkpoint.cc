@@ -53,7 +53,109 @@ std::vector<std::string> ListFiles(const std::string& dir) {
   return out;
 }
 
+// An incremental dump's chain holds at most this many dumps (checkpoint.md, "Incremental
+// dumps": when a chain is cut).
+constexpr int kMaxChainDumps = 8;
+// A rank that wrote half its memory since its last dump is dumped in full if that is this
+// many pages (16 MiB) or more.
+constexpr uint64_t kFullDumpMinPages = 4096;
+
+// Bytes of CRIU's pages images in an images dir.
+uint64_t PagesBytes(const std::string& dir) {
+  uint64_t total = 0;
+  std::error_code ec;
+  for (const auto& e : std::filesystem::directory_iterator(dir, ec)) {
+    std::error_code fec;
+    if (e.path().filename().string().rfind("pages-", 0) == 0 && e.is_regular_file(fec)) {
+      total += e.file_size(fec);
+    }
+  }
+  return total;
+}
+
+// The CRIU page files of the dumps an images dir is incremental to, by the names a restore
+// finds them under ("parent/pagemap-1.img", "parent/parent/pages-1.img", ...): they go into
+// the rank's part of the manifest with its own files.
+std::vector<std::string> ParentPageFiles(const std::string& dir) {
+  std::vector<std::string> out;
+  std::string prefix = "parent/";
+  std::error_code ec;
+  for (int depth = 0;
+       depth < kMaxChainDumps && std::filesystem::is_directory(dir + "/" + prefix, ec);
+       ++depth, prefix += "parent/") {
+    std::vector<std::string> level;
+    for (const auto& e : std::filesystem::directory_iterator(dir + "/" + prefix, ec)) {
+      const std::string name = e.path().filename().string();
+      std::error_code fec;
+      if ((name.rfind("pagemap-", 0) == 0 || name.rfind("pages-", 0) == 0) &&
+          e.is_regular_file(fec)) {
+        level.push_back(prefix + name);
+      }
+    }
+    std::sort(level.begin(), level.end());
+    out.insert(out.end(), level.begin(), level.end());
+  }
+  return out;
+}
+
 }  // namespace
+
+bool NodeAgentImpl::Incremental() {
+  std::call_once(incremental_once_, [this] {
+    std::string why;
+    if (const char* env = std::getenv("GOS_INCREMENTAL");
+        env != nullptr && std::strcmp(env, "0") == 0) {
+      why = "GOS_INCREMENTAL=0 in the nodeagent's environment";
+    } else {
+      incremental_ = CriuCanTrack("", &why);
+    }
+    GOS_LOG(kInfo, "nodeagent") << "node " << node_id_ << " (" << o_.name
+                                << "): incremental dumps: "
+                                << (incremental_ ? "on" : "off: " + why + "; every dump is full");
+  });
+  return incremental_;
+}
+
+std::string NodeAgentImpl::IncrementalParent(uint64_t job, uint64_t base, uint32_t rank,
+                                             const std::shared_ptr<RankTracking>& t) const {
+  if (base == 0 || !t || t->epoch != base || t->processes.empty()) return "";
+  const std::string r = "/r" + std::to_string(rank);
+  // The chain of the base's dump: each dump there, its own pages, and the full one's.
+  std::string at = CkptDir(job, base) + r;
+  int dumps = 0;
+  uint64_t incremental_bytes = 0;
+  std::error_code ec;
+  while (true) {
+    if (!std::filesystem::is_regular_file(at + "/inventory.img", ec)) return "";
+    if (++dumps >= kMaxChainDumps) return "";
+    const uint64_t pages = PagesBytes(at);
+    if (!std::filesystem::is_symlink(at + "/parent", ec)) {
+      if (incremental_bytes >= pages) return "";  // a restore would read over twice a full
+      break;
+    }
+    incremental_bytes += pages;
+    at += "/parent";
+  }
+  return "../../j" + std::to_string(job) + "-e" + std::to_string(base) + r;
+}
+
+std::set<uint64_t> NodeAgentImpl::ChainEpochs(uint64_t job, uint64_t epoch) const {
+  std::set<uint64_t> out = {epoch};
+  const std::string mine = "j" + std::to_string(job) + "-e";
+  std::error_code ec;
+  for (const auto& e : std::filesystem::directory_iterator(CkptDir(job, epoch), ec)) {
+    std::string at = e.path().string();
+    for (int depth = 0; depth < kMaxChainDumps; ++depth, at += "/parent") {
+      // "../../j<J>-e<E>/r<rank>", as DumpRank's caller gave it to criu.
+      std::error_code lec;
+      const std::string target = std::filesystem::read_symlink(at + "/parent", lec).string();
+      const size_t p = target.find(mine);
+      if (lec || p == std::string::npos) break;
+      out.insert(std::strtoull(target.c_str() + p + mine.size(), nullptr, 10));
+    }
+  }
+  return out;
+}
 
 Status CopyFile(const std::string& from, const std::string& to, mode_t mode) {
   std::error_code ec;
@@ -133,18 +235,21 @@ void NodeAgentImpl::StartCheckpoints() {
       bcs_->Hold(id, true);
     }
     std::map<uint32_t, std::string> exe_dirs;
-    for (const Rank& r : j.ranks) {
+    // The worker hands the ranks' tracking to their dumps, and back (null meanwhile).
+    std::map<uint32_t, std::shared_ptr<RankTracking>> tracking;
+    for (Rank& r : j.ranks) {
       if (!r.exe_dir.empty()) exe_dirs[r.rank] = r.exe_dir;
+      tracking[r.rank] = std::move(r.tracking);
     }
     j.ckpt_cancel = std::make_shared<CkptCancel>();
     StartWorker([this, id, epoch, base = j.ckpt_base, slot = j.slot, level = j.ckpt_level,
                  cancel = j.ckpt_cancel, ranks = std::move(ranks), cgroup = j.cgroup->path(),
                  dir = j.restored_dir.empty() ? j.dir : j.restored_dir, program = j.program,
                  matcher = std::move(matcher), channels = std::move(channels),
-                 exe_dirs = std::move(exe_dirs)]() mutable {
+                 exe_dirs = std::move(exe_dirs), tracking = std::move(tracking)]() mutable {
       CheckpointWorker(id, epoch, base, slot, level, std::move(ranks), std::move(cgroup),
                        std::move(dir), std::move(program), std::move(matcher), std::move(channels),
-                       std::move(exe_dirs), std::move(cancel));
+                       std::move(exe_dirs), std::move(tracking), std::move(cancel));
     });
   }
 }
@@ -173,6 +278,7 @@ void NodeAgentImpl::CheckpointWorker(uint64_t job, uint64_t epoch, uint64_t base
                                      std::string cgroup, std::string job_dir, std::string program,
                                      std::string matcher, std::map<uint32_t, std::string> channels,
                                      std::map<uint32_t, std::string> exe_dirs,
+                                     std::map<uint32_t, std::shared_ptr<RankTracking>> tracking,
                                      std::shared_ptr<CkptCancel> cancel) {
   const auto t0 = SteadyClock::now();
   const int64_t mark = os::EpochMark(job, epoch);
@@ -190,9 +296,41 @@ void NodeAgentImpl::CheckpointWorker(uint64_t job, uint64_t epoch, uint64_t base
   // copy takes the epoch from the store) give their pages images to this dump, which writes
   // over them: on this VM filling memory the guest has not used lately costs ~2.5 s/GiB,
   // writing over cached file pages ~0.3 s/GiB.
+  // Ranks whose dump is incremental to their dump of `base` (checkpoint.md, "Incremental
+  // dumps"): their dirs take no recycled pages images, and the chains of their parents stay.
+  const bool track = Incremental();
+  std::map<uint32_t, std::string> parents;  // rank -> parent images dir, relative to its own
+  std::set<uint64_t> chains;
+  std::vector<std::pair<uint32_t, pid_t>> full;
+  for (const auto& [rank, pid] : ranks) {
+    std::string parent;
+    if (fits && track) parent = IncrementalParent(job, base, rank, tracking[rank]);
+    if (!parent.empty()) {
+      // Half the rank's memory or more written since (and 16 MiB or more: below that either
+      // dump is quick): the increment would be as big as the dump it saves, and a restore
+      // would read its memory nearly twice. A full dump (over the page images of the chain's
+      // full one, see RecycleDumps) starts a new chain.
+      auto w = CountWrittenPages(pid);
+      if (!w.ok() || (2 * w->written >= w->dumped && w->written >= kFullDumpMinPages)) {
+        GOS_LOG(kInfo, "nodeagent")
+            << "job " << job << " epoch " << epoch << " rank " << rank << ": full dump ("
+            << (w.ok() ? std::to_string(w->written) + " of " + std::to_string(w->dumped) +
+                             " pages written since epoch " + std::to_string(base)
+                       : w.status().ToString())
+            << ")";
+        parent.clear();
+      }
+    }
+    if (parent.empty()) {
+      full.emplace_back(rank, pid);
+    } else {
+      parents[rank] = parent;
+    }
+  }
+  if (!parents.empty()) chains = ChainEpochs(job, base);
   std::vector<RecycledFile> recycled;
   if (fits) {
-    recycled = RecycleDumps(job, epoch, scratch, ranks);
+    recycled = RecycleDumps(job, epoch, scratch, full, chains);
   } else {
     DropDumps(job, base, base);
   }
@@ -238,10 +376,23 @@ void NodeAgentImpl::CheckpointWorker(uint64_t job, uint64_t epoch, uint64_t base
       cancel->criu_pidfd = pidfd;
       if (cancel->cancelled) KillPidfd(pidfd);
     };
+    // The rank's tracking goes to criu and comes back armed by this dump; a dump that fails
+    // drops it (its next dump is full).
+    std::shared_ptr<RankTracking> held = std::move(tracking[rank]);
+    req.track = track;
+    req.held = held ? &held->processes : nullptr;
+    if (auto p = parents.find(rank); p != parents.end()) req.parent = p->second;
     auto dumped = DumpRank(req);
+    held.reset();
     if (!dumped.ok()) {
       st = dumped.status().WithContext("rank " + std::to_string(rank));
       break;
+    }
+    if (track && !dumped->tracking.empty()) {
+      auto armed = std::make_shared<RankTracking>();
+      armed->epoch = epoch;
+      armed->processes = std::move(dumped->tracking);
+      tracking[rank] = std::move(armed);
     }
     const std::string& rank_dir = exe_dirs.count(rank) ? exe_dirs[rank] : job_dir;
     std::string meta =
@@ -262,6 +413,19 @@ void NodeAgentImpl::CheckpointWorker(uint64_t job, uint64_t epoch, uint64_t base
       if (st.ok()) st = WriteFileWithMode(dir + "/gos-matcher", matcher, 0600);
     }
     if (!st.ok()) break;
+  }
+  // The tracking armed by this epoch's dumps goes back to the ranks (a rank that is gone, or
+  // was replaced meanwhile, drops it). An epoch that failed hands back none.
+  if (st.ok()) {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (auto jt = jobs_.find(job); jt != jobs_.end()) {
+      for (Rank& r : jt->second.ranks) {
+        auto t = tracking.find(r.rank);
+        const bool same =
+            std::find(ranks.begin(), ranks.end(), std::make_pair(r.rank, r.pid)) != ranks.end();
+        if (t != tracking.end() && same && !r.exited) r.tracking = std::move(t->second);
+      }
+    }
   }
   // Recycled pages images that this dump did not write over are not part of it.
   for (const RecycledFile& f : recycled) {
@@ -344,7 +508,9 @@ void NodeAgentImpl::CheckpointWorker(uint64_t job, uint64_t epoch, uint64_t base
     storage::EpochRank er;
     er.rank = rank;
     er.node = node_id_;
-    for (const std::string& name : ListFiles(dir)) {
+    std::vector<std::string> names = ListFiles(dir);
+    for (std::string& name : ParentPageFiles(dir)) names.push_back(std::move(name));
+    for (const std::string& name : names) {
       if (name == "dump.log" || name == "criu.out") continue;  // criu's logs of this dump
       storage::FileEntry fe;
       st = storage::ChunkFile(
@@ -425,12 +591,18 @@ bool NodeAgentImpl::MakeScratchRoom(uint64_t job, uint64_t need) {
 }
 
 void NodeAgentImpl::DropDumps(uint64_t job, uint64_t keep, uint64_t keep_too) {
+  std::set<uint64_t> epochs = ChainEpochs(job, keep);
+  epochs.merge(ChainEpochs(job, keep_too));
+  DropDumps(job, epochs);
+}
+
+void NodeAgentImpl::DropDumps(uint64_t job, const std::set<uint64_t>& keep) {
   const std::string mine = "j" + std::to_string(job) + "-e";
   std::error_code ec;
   for (const auto& e : std::filesystem::directory_iterator(o_.scratch_dir + "/ckpt", ec)) {
     const std::string name = e.path().filename().string();
-    if (name.rfind(mine, 0) == 0 && name != mine + std::to_string(keep) &&
-        name != mine + std::to_string(keep_too)) {
+    if (name.rfind(mine, 0) == 0 &&
+        !keep.count(std::strtoull(name.c_str() + mine.size(), nullptr, 10))) {
       std::error_code rec;
       std::filesystem::remove_all(e.path(), rec);
     }
@@ -439,7 +611,7 @@ void NodeAgentImpl::DropDumps(uint64_t job, uint64_t keep, uint64_t keep_too) {
 
 std::vector<NodeAgentImpl::RecycledFile> NodeAgentImpl::RecycleDumps(
     uint64_t job, uint64_t epoch, const std::string& scratch,
-    const std::vector<std::pair<uint32_t, pid_t>>& ranks) {
+    const std::vector<std::pair<uint32_t, pid_t>>& ranks, const std::set<uint64_t>& keep) {
   const std::string mine = "j" + std::to_string(job) + "-e";
   std::vector<std::pair<uint64_t, std::string>> kept;  // (epoch, dir), newest first
   std::error_code ec;
@@ -453,25 +625,42 @@ std::vector<NodeAgentImpl::RecycledFile> NodeAgentImpl::RecycleDumps(
   for (const auto& [rank, pid] : ranks) {
     (void)pid;
     const std::string r = "/r" + std::to_string(rank);
+    // Only CRIU's pages images, and none that is linked elsewhere (a restore dir).
+    auto recyclable = [&](const std::string& dir) {
+      std::vector<std::pair<std::string, struct stat>> files;
+      std::error_code dec;
+      for (const auto& e : std::filesystem::directory_iterator(dir + r, dec)) {
+        struct stat st {};
+        if (e.path().filename().string().rfind("pages-", 0) == 0 &&
+            ::lstat(e.path().c_str(), &st) == 0 && S_ISREG(st.st_mode) && st.st_nlink == 1) {
+          files.emplace_back(e.path().string(), st);
+        }
+      }
+      return files;
+    };
+    // The kept dump holding the most of this rank's pages (the newest of equals): after a
+    // chain of incremental dumps, its full one.
+    std::vector<std::pair<std::string, struct stat>> best;
+    uint64_t best_bytes = 0;
     for (const auto& [kept_epoch, dir] : kept) {
       (void)kept_epoch;
-      size_t before = out.size();
-      for (const auto& e : std::filesystem::directory_iterator(dir + r, ec)) {
-        const std::string name = e.path().filename().string();
-        struct stat st {};
-        // Only CRIU's pages images, and none that is linked elsewhere (a restore dir).
-        if (name.rfind("pages-", 0) != 0 || ::lstat(e.path().c_str(), &st) != 0 ||
-            !S_ISREG(st.st_mode) || st.st_nlink != 1) {
-          continue;
-        }
-        CreateDirs(scratch + r, kPrivateDir).IgnoreError();  // rename fails then
-        const std::string to = scratch + r + "/" + name;
-        if (::rename(e.path().c_str(), to.c_str()) == 0) out.push_back({to, st.st_mtim});
+      auto files = recyclable(dir);
+      uint64_t bytes = 0;
+      for (const auto& f : files) bytes += static_cast<uint64_t>(f.second.st_size);
+      if (!files.empty() && (best.empty() || bytes > best_bytes)) {
+        best = std::move(files);
+        best_bytes = bytes;
       }
-      if (out.size() > before) break;  // this rank's newest kept dump
+    }
+    for (const auto& [path, st] : best) {
+      CreateDirs(scratch + r, kPrivateDir).IgnoreError();  // rename fails then
+      const std::string to = scratch + r + "/" + std::filesystem::path(path).filename().string();
+      if (::rename(path.c_str(), to.c_str()) == 0) out.push_back({to, st.st_mtim});
     }
   }
-  DropDumps(job, epoch, epoch);
+  std::set<uint64_t> kept_epochs = keep;
+  kept_epochs.insert(epoch);
+  DropDumps(job, kept_epochs);
   return out;
 }
 

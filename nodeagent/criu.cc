@@ -24,6 +24,10 @@
 //     restored task stopped (SIGSTOP); we move each task into RestoreRequest::cgroup_procs,
 //     and only then SIGCONT them. In a FROZEN cgroup the continued tasks go straight into the
 //     freezer, so no restored instruction runs before the caller thaws the cgroup.
+// Incremental dumps (DumpRequest::track): criu dump --track-mem [--prev-images-dir P] with
+// GOS_CRIU_TRACK_FD=3, fd 3 one end of a SOCK_SEQPACKET socket pair over which the userfaultfds
+// of the tree's processes go to criu and come back (docs/specs/checkpoint.md, "Incremental
+// dumps"; scripts/criu-patches/0006).
 // criu runs as our child (posix_spawn) with its stdio in IMAGES/criu.out and a deadline, so a
 // stuck criu is killed instead of hanging the nodeagent. Its log (-o) is IMAGES/dump.log or
 // IMAGES/restore.log; errors carry its last lines.
@@ -35,14 +39,18 @@
 #include <poll.h>
 #include <signal.h>
 #include <spawn.h>
+#include <sys/ioctl.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <array>
 #include <chrono>
 #include <cstdlib>
+#include <cstring>
 #include <deque>
 #include <filesystem>
 #include <fstream>
@@ -54,6 +62,7 @@
 #include "gos/files.h"
 #include "gos/log.h"
 #include "gos/programs.h"
+#include "pagemap_scan.h"
 
 extern char** environ;
 
@@ -104,9 +113,11 @@ std::string DescribeStatus(int st) {
 // output_path (appended), and pass[i] becomes its fd kFirstInheritFd + i; no other fd of ours
 // is inherited. Returns criu's wait status; DEADLINE_EXCEEDED (criu killed) after the deadline.
 // `running`, if set, is told criu's pidfd while criu runs (see DumpRequest::on_running).
+// `env`, if not empty, is criu's whole environment.
 StatusOr<int> RunCriu(const std::vector<std::string>& args, const std::string& output_path,
                       const std::vector<int>& pass,
-                      const std::function<void(int)>& running = nullptr) {
+                      const std::function<void(int)>& running = nullptr,
+                      const std::vector<std::string>& env = {}) {
   std::vector<char*> argv;
   for (const auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
   argv.push_back(nullptr);
@@ -138,8 +149,12 @@ StatusOr<int> RunCriu(const std::vector<std::string>& args, const std::string& o
   ::posix_spawnattr_setsigmask(&attr, &none);
   ::posix_spawnattr_setsigdefault(&attr, &all);
   ::posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF);
+  std::vector<char*> envp;
+  for (const auto& e : env) envp.push_back(const_cast<char*>(e.c_str()));
+  envp.push_back(nullptr);
   pid_t pid = -1;
-  int rc = ::posix_spawn(&pid, argv[0], &fa, &attr, argv.data(), environ);
+  int rc =
+      ::posix_spawn(&pid, argv[0], &fa, &attr, argv.data(), env.empty() ? environ : envp.data());
   ::posix_spawn_file_actions_destroy(&fa);
   ::posix_spawnattr_destroy(&attr);
   high.clear();
@@ -217,6 +232,57 @@ Status WriteProcs(const std::string& procs_file, pid_t pid) {
   return OkStatus();
 }
 
+// Incremental dumps: the socket criu hands the userfaultfds over (checkpoint.md, "Incremental
+// dumps"): a message is an i32 pid with one fd attached.
+Status SendTracked(int sock, const TrackedProcess& p) {
+  char control[CMSG_SPACE(sizeof(int))] = {};
+  int32_t pid = p.pid;
+  iovec iov{&pid, sizeof pid};
+  msghdr mh{};
+  mh.msg_iov = &iov;
+  mh.msg_iovlen = 1;
+  mh.msg_control = control;
+  mh.msg_controllen = sizeof control;
+  cmsghdr* c = CMSG_FIRSTHDR(&mh);
+  c->cmsg_level = SOL_SOCKET;
+  c->cmsg_type = SCM_RIGHTS;
+  c->cmsg_len = CMSG_LEN(sizeof(int));
+  const int fd = p.uffd.get();
+  std::memcpy(CMSG_DATA(c), &fd, sizeof fd);
+  if (::sendmsg(sock, &mh, MSG_DONTWAIT | MSG_NOSIGNAL) != sizeof pid) {
+    return ErrnoError(errno, "handing criu the userfaultfd of pid " + std::to_string(p.pid));
+  }
+  return OkStatus();
+}
+
+std::vector<TrackedProcess> ReceiveTracked(int sock) {
+  std::vector<TrackedProcess> out;
+  while (true) {
+    char control[CMSG_SPACE(sizeof(int))] = {};
+    int32_t pid = 0;
+    iovec iov{&pid, sizeof pid};
+    msghdr mh{};
+    mh.msg_iov = &iov;
+    mh.msg_iovlen = 1;
+    mh.msg_control = control;
+    mh.msg_controllen = sizeof control;
+    ssize_t n = ::recvmsg(sock, &mh, MSG_DONTWAIT | MSG_CMSG_CLOEXEC);
+    if (n <= 0) break;
+    int fd = -1;
+    for (cmsghdr* c = CMSG_FIRSTHDR(&mh); c != nullptr; c = CMSG_NXTHDR(&mh, c)) {
+      if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS) {
+        std::memcpy(&fd, CMSG_DATA(c), sizeof fd);
+      }
+    }
+    if (fd < 0) continue;
+    TrackedProcess p;
+    p.pid = pid;
+    p.uffd.Reset(fd);
+    if (n == sizeof pid) out.push_back(std::move(p));
+  }
+  return out;
+}
+
 void KillAndReap(pid_t pid) {
   ::kill(pid, SIGKILL);
   int st;
@@ -237,6 +303,64 @@ uint64_t DirBytes(const std::string& dir) {
     }
   }
   return total;
+}
+
+StatusOr<WrittenPages> CountWrittenPages(pid_t init_pid) {
+  WrittenPages out;
+  const long page = ::sysconf(_SC_PAGESIZE);
+  for (pid_t pid : ProcessTree(init_pid)) {
+    const std::string path = "/proc/" + std::to_string(pid) + "/pagemap";
+    Fd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+    if (fd.get() < 0) return ErrnoError(errno, "open " + path);
+    std::array<pagemap::Region, 512> regions;
+    // Up to the end of the highest mapping (the scan refuses a range past the task's address
+    // space; the vsyscall page is not in it).
+    uint64_t start = 0, end = 0;
+    {
+      std::ifstream maps("/proc/" + std::to_string(pid) + "/maps");
+      for (std::string line; std::getline(maps, line);) {
+        const size_t dash = line.find('-');
+        if (dash == std::string::npos) continue;
+        const uint64_t e = std::strtoull(line.c_str() + dash + 1, nullptr, 16);
+        if (e < (uint64_t{1} << 56)) end = std::max(end, e);
+      }
+    }
+    while (start < end) {
+      pagemap::ScanArg a{};
+      a.size = sizeof a;
+      a.start = start;
+      a.end = end;
+      a.vec = reinterpret_cast<uint64_t>(regions.data());
+      a.vec_len = regions.size();
+      a.category_inverted = pagemap::kPfnZero | pagemap::kFile;
+      a.category_mask = pagemap::kPfnZero | pagemap::kFile;
+      a.category_anyof_mask = pagemap::kPresent | pagemap::kSwapped;
+      a.return_mask = pagemap::kWritten;
+      const int n = ::ioctl(fd.get(), pagemap::kScan, &a);
+      if (n < 0) return ErrnoError(errno, "PAGEMAP_SCAN of " + path);
+      for (int i = 0; i < n; ++i) {
+        const uint64_t pages = (regions[i].end - regions[i].start) / static_cast<uint64_t>(page);
+        out.dumped += pages;
+        if (regions[i].categories & pagemap::kWritten) out.written += pages;
+      }
+      if (a.walk_end <= start) break;
+      start = a.walk_end;
+    }
+  }
+  return out;
+}
+
+bool CriuCanTrack(const std::string& criu_path, std::string* why) {
+  const std::string criu = criu_path.empty() ? CriuPath() : criu_path;
+  auto st = RunCriu({criu, "check", "--feature", "gos_track_mem"}, "/dev/null", {});
+  if (st.ok() && *st == 0) return true;
+  if (why != nullptr) {
+    *why = !st.ok() ? st.status().ToString()
+                    : "`" + criu + " check --feature gos_track_mem` " + DescribeStatus(*st) +
+                          " (a CRIU without gos's patch 0006, or a kernel without userfaultfd "
+                          "write-protection and PAGEMAP_SCAN: Linux >= 6.7)";
+  }
+  return false;
 }
 
 std::string CriuPath() {
@@ -289,7 +413,36 @@ StatusOr<DumpResult> DumpRank(const DumpRequest& req) {
       "--freeze-cgroup", req.freezer_cgroup,
       // The job's cgroup is the nodeagent's business, recreated by it at restore.
       "--manage-cgroups=ignore"};
-  auto st = RunCriu(args, JoinPath(req.images_dir, kCriuOutput), {}, req.on_running);
+  // Incremental dumps: criu gets one end of a socket pair as fd 3 (GOS_CRIU_TRACK_FD), the
+  // userfaultfds of the last dump on it, and hands on this dump's.
+  Fd ours, theirs;
+  std::vector<std::string> env;
+  if (req.track) {
+    int sv[2];
+    if (::socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) != 0) {
+      return ErrnoError(errno, what + ": socketpair");
+    }
+    ours.Reset(sv[0]);
+    theirs.Reset(sv[1]);
+    if (req.held != nullptr) {
+      for (const TrackedProcess& p : *req.held) {
+        GOS_RETURN_IF_ERROR(SendTracked(ours.get(), p).WithContext(what));
+      }
+    }
+    args.push_back("--track-mem");
+    if (!req.parent.empty()) {
+      args.push_back("--prev-images-dir");
+      args.push_back(req.parent);
+    }
+    for (char** e = environ; *e != nullptr; ++e) {
+      if (std::strncmp(*e, "GOS_CRIU_TRACK_FD=", 18) != 0) env.push_back(*e);
+    }
+    env.push_back("GOS_CRIU_TRACK_FD=" + std::to_string(kFirstInheritFd));
+  }
+  std::vector<int> pass;
+  if (req.track) pass.push_back(theirs.get());
+  auto st = RunCriu(args, JoinPath(req.images_dir, kCriuOutput), pass, req.on_running, env);
+  theirs.Reset();
   // A criu that dies in the middle (killed, by the OOM killer or at the deadline) may leave its
   // parasite code in a task it was dumping: the tree must not run again.
   if (!st.ok() && st.status().code() == StatusCode::kDeadlineExceeded) {
@@ -309,6 +462,7 @@ StatusOr<DumpResult> DumpRank(const DumpRequest& req) {
   GOS_RETURN_IF_ERROR(WriteFile(JoinPath(req.images_dir, kInitCwdFile), init_cwd));
 
   DumpResult r;
+  if (req.track) r.tracking = ReceiveTracked(ours.get());
   r.ms = std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - start).count();
   r.bytes = DirBytes(req.images_dir);
   GOS_LOG(kDebug, "criu") << "dumped init pid " << pid << " to " << req.images_dir << " in " << r.ms

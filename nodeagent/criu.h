@@ -33,7 +33,9 @@
 #include <cstdint>
 #include <functional>
 #include <string>
+#include <vector>
 
+#include "gos/fd.h"
 #include "gos/status.h"
 #include "launcher.h"
 
@@ -47,6 +49,27 @@ std::string CriuPath();
 // Bytes in the regular files under dir (0 if it does not exist).
 uint64_t DirBytes(const std::string& dir);
 
+// The pages a dump of the tree rooted at init_pid would take (present or swapped, not the zero
+// page, not a file's unwritten page) and how many of them were written since a dump with
+// DumpRequest::track protected them (all of them in memory nothing tracks), summed over the
+// tree's processes: PAGEMAP_SCAN's PAGE_IS_WRITTEN, as criu reads it.
+struct WrittenPages {
+  uint64_t dumped = 0;
+  uint64_t written = 0;
+};
+StatusOr<WrittenPages> CountWrittenPages(pid_t init_pid);
+
+// Whether `criu` (default: CriuPath()) can track written pages for incremental dumps
+// (`criu check --feature gos_track_mem`, scripts/criu-patches/0006); if not, *why says why.
+bool CriuCanTrack(const std::string& criu, std::string* why);
+
+// A dumped process's userfaultfd, which keeps its written-page tracking alive between dumps
+// (docs/specs/checkpoint.md, "Incremental dumps"). pid: as the host sees it.
+struct TrackedProcess {
+  int32_t pid = 0;
+  Fd uffd;
+};
+
 struct DumpRequest {
   pid_t init_pid = -1;         // the rank's gos-rank-init (host pid): root of the dumped tree
   std::string images_dir;      // existing, empty directory; gos-fds, criu's dump.log and
@@ -57,11 +80,21 @@ struct DumpRequest {
   // closed). Meanwhile the fd may be used to kill criu (pidfd_send_signal): a dump of a tree
   // that was killed can hang until the deadline, holding the tree's tasks traced.
   std::function<void(int pidfd)> on_running;
+  // Incremental dumps (criu --track-mem with gos's tracking; CriuCanTrack must hold): the
+  // dump tracks what every process of the tree writes from now on, and hands the tracking on
+  // in DumpResult::tracking. `held` is what an earlier dump of this tree handed on (sent to
+  // criu; the caller may close its copies afterwards). With `parent` (the images dir of that
+  // dump, relative to images_dir) only the pages written since it are dumped, the rest marked
+  // as in the parent.
+  bool track = false;
+  const std::vector<TrackedProcess>* held = nullptr;
+  std::string parent;
 };
 
 struct DumpResult {
-  int64_t ms = 0;      // wall time of the dump
-  uint64_t bytes = 0;  // size of the image dir (all regular files in it)
+  int64_t ms = 0;                        // wall time of the dump
+  uint64_t bytes = 0;                    // size of the image dir (all regular files in it)
+  std::vector<TrackedProcess> tracking;  // DumpRequest::track: one per dumped process
 };
 
 // Errors carry the last lines of criu's log and name the pid. ABORTED: criu died in the middle

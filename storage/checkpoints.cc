@@ -376,6 +376,10 @@ class RocksCheckpointStore final : public CheckpointStore {
     uint64_t done = 0;
     GOS_RETURN_IF_ERROR(ForEachEpoch(nullptr, [&](EpochManifest m) {
       for (const EpochRank& r : m.ranks) {
+        // An incremental dump restores only with every parent's page images.
+        if (const std::string cp = ChainProblem(r); !cp.empty()) {
+          res.problems.push_back({m.job, m.epoch, r.rank, "", "", cp});
+        }
         for (const FileEntry& f : r.files) {
           const std::string fp = FileProblem(f);
           if (!fp.empty()) res.problems.push_back({m.job, m.epoch, r.rank, f.name, "", fp});

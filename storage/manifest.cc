@@ -3,7 +3,10 @@
 // decodes manifests without linking the store. Format: docs/specs/storage-checkpoints.md.
 #include "gos/storage/manifest.h"
 
+#include <algorithm>
 #include <limits>
+#include <map>
+#include <string>
 #include <string_view>
 
 #include "gos/codec/bytes.h"
@@ -180,6 +183,42 @@ std::vector<uint8_t> EncodeManifest(const EpochManifest& m) {
     }
   }
   return out;
+}
+
+uint32_t IncrementalRanks(const EpochManifest& m) {
+  uint32_t n = 0;
+  for (const EpochRank& r : m.ranks) {
+    n += std::any_of(r.files.begin(), r.files.end(),
+                     [](const FileEntry& f) { return f.name.rfind("parent/", 0) == 0; });
+  }
+  return n;
+}
+
+std::string ChainProblem(const EpochRank& r) {
+  constexpr std::string_view kParent = "parent/";
+  std::map<size_t, std::pair<bool, bool>> levels;  // depth: (a pagemap, a pages image)
+  size_t deepest = 0;
+  for (const FileEntry& f : r.files) {
+    std::string_view name = f.name;
+    size_t depth = 0;
+    while (name.substr(0, kParent.size()) == kParent) {
+      name.remove_prefix(kParent.size());
+      ++depth;
+    }
+    if (name.substr(0, 8) == "pagemap-") levels[depth].first = true;
+    if (name.substr(0, 6) == "pages-") levels[depth].second = true;
+    deepest = std::max(deepest, depth);
+  }
+  for (size_t d = 0; d <= deepest && deepest > 0; ++d) {
+    std::string where;
+    for (size_t i = 0; i < d; ++i) where += kParent;
+    if (!levels[d].first || !levels[d].second) {
+      return "incomplete chain of incremental dumps: no " +
+             std::string(levels[d].first ? "pages image" : "pagemap image") + " at " +
+             (d == 0 ? std::string("the rank's own level") : where);
+    }
+  }
+  return "";
 }
 
 StatusOr<EpochManifest> DecodeManifest(std::span<const uint8_t> in) {

@@ -57,7 +57,7 @@ int ListOffline(uint64_t job) {
                  (unsigned long long)job, (*rec)->user.c_str());
     return 1;
   }
-  auto epochs = (*tables)->checkpoints()->ListEpochs(job, false);
+  auto epochs = (*tables)->checkpoints()->ListEpochs(job, /*with_files=*/true);  // DumpKind
   if (!epochs.ok()) {
     std::fprintf(stderr, "gos-ckpt: %s\n", epochs.status().ToString().c_str());
     return 1;

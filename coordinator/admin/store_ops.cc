@@ -14,6 +14,11 @@ std::string Mib(uint64_t bytes) {
   return buf;
 }
 
+std::string DumpKind(const storage::EpochManifest& m) {
+  const uint32_t n = storage::IncrementalRanks(m);
+  return n == 0 ? "full" : "incremental " + std::to_string(n) + "/" + std::to_string(m.ntasks);
+}
+
 std::string EncodeStoreRequest(const StoreRequest& r) {
   return r.op == "gc" && r.keep_logs > 0 ? "gc keep-logs=" + std::to_string(r.keep_logs) : r.op;
 }
@@ -109,8 +114,8 @@ std::string RunStoreOp(storage::CheckpointStore* store, const StoreRequest& requ
 std::string RenderEpochList(uint64_t job, const std::vector<storage::EpochManifest>& epochs) {
   if (epochs.empty()) return "job " + std::to_string(job) + " has no checkpoint\n";
   char line[256];
-  std::snprintf(line, sizeof line, "%6s  %-19s  %5s  %12s  %12s  %12s  %8s  %8s\n", "EPOCH",
-                "TAKEN", "RANKS", "LOGICAL", "NEW", "COMPRESSED", "PAUSE", "TOTAL");
+  std::snprintf(line, sizeof line, "%6s  %-19s  %5s  %12s  %12s  %12s  %8s  %8s  %s\n", "EPOCH",
+                "TAKEN", "RANKS", "LOGICAL", "NEW", "COMPRESSED", "PAUSE", "TOTAL", "DUMP");
   std::string out = line;
   for (const auto& m : epochs) {
     time_t t = static_cast<time_t>(m.taken_ms / 1000);
@@ -118,11 +123,11 @@ std::string RenderEpochList(uint64_t job, const std::vector<storage::EpochManife
     struct tm tmv;
     localtime_r(&t, &tmv);
     std::strftime(when, sizeof when, "%Y-%m-%d %H:%M:%S", &tmv);
-    std::snprintf(line, sizeof line, "%6llu  %-19s  %5u  %12s  %12s  %12s  %6lldms  %6lldms\n",
+    std::snprintf(line, sizeof line, "%6llu  %-19s  %5u  %12s  %12s  %12s  %6lldms  %6lldms  %s\n",
                   static_cast<unsigned long long>(m.epoch), when, m.ntasks,
                   Mib(m.logical_bytes).c_str(), Mib(m.new_bytes).c_str(),
                   Mib(m.new_compressed).c_str(), static_cast<long long>(m.pause_ms),
-                  static_cast<long long>(m.total_ms));
+                  static_cast<long long>(m.total_ms), DumpKind(m).c_str());
     out += line;
   }
   return out;

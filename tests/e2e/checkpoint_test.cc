@@ -70,6 +70,7 @@
 #include "gos/storage/tables.h"
 #include "gtest/gtest.h"
 #include "nodeagent/cpu_bind.h"
+#include "nodeagent/criu.h"
 #include "rocksdb/db.h"
 #include "tests/support/cluster.h"
 #include "tests/support/cluster_files.h"
@@ -147,9 +148,14 @@ std::set<ino_t> KeptPagesImages(const TestCluster& c, int epoch) {
   return out;
 }
 
-TEST(CheckpointTest, IncrementalCorruptionCoordinatorRestart) {
-  if (std::string why = Unsupported(false); !why.empty()) GTEST_SKIP() << why;
+// Two epochs of a rank that rewrote 5% of its heap between them, the store and the node's copy
+// checked, a chunk of the store damaged, a coordinator restart: with incremental dumps (the
+// second epoch's dump holds what the rank wrote, the first stays as its parent) or, when the
+// nodes take none (GOS_INCREMENTAL=0: the fallback), with full dumps written over the first's
+// pages images.
+void IncrementalCorruptionCoordinatorRestart(bool incremental_dumps) {
   auto c = std::make_unique<TestCluster>(2, /*netns=*/false);
+  if (!incremental_dumps) c->agent_env = {"GOS_INCREMENTAL=0"};
   ASSERT_EQ(c->Start(), "");
   constexpr int kMib = 64;
   auto run = Subprocess::Start(
@@ -168,6 +174,7 @@ TEST(CheckpointTest, IncrementalCorruptionCoordinatorRestart) {
   Result e1 = Execute({Bin("gos-ckpt"), job}, c->Env(), 120s);
   ASSERT_EQ(e1.code, 0) << e1.Describe() << c->Logs();
   EXPECT_NE(e1.output.find("epoch 1 committed"), std::string::npos) << e1.Describe();
+  EXPECT_NE(e1.output.find("ms, full"), std::string::npos) << e1.Describe();
   // Rewrite 5% of the heap, then the second epoch.
   ASSERT_EQ(Execute({Bin("gos-kill"), "-s", "USR1", job}, c->Env(), 30s).code, 0);
   ASSERT_TRUE(WaitUntil([&] { return run->OutputContains("pass 1 done"); }, 30s)) << run->output();
@@ -175,14 +182,27 @@ TEST(CheckpointTest, IncrementalCorruptionCoordinatorRestart) {
   EXPECT_FALSE(first_images.empty()) << "no kept dump of epoch 1";
   Result e2 = Execute({Bin("gos-ckpt"), job}, c->Env(), 120s);
   ASSERT_EQ(e2.code, 0) << e2.Describe() << c->Logs();
-  // Epoch 2 was written over epoch 1's pages images (the same files), which are gone from
-  // epoch 1's dump; the local restart below shows that what was written over them is exact.
-  EXPECT_EQ(KeptPagesImages(*c, 2), first_images);
-  EXPECT_TRUE(KeptPagesImages(*c, 1).empty());
+  if (incremental_dumps) {
+    // Epoch 2's dump holds what the rank wrote; epoch 1's stays, its parent. The restarts
+    // below show that the chain restores exactly, from the node's copy and from the store.
+    EXPECT_NE(e2.output.find("ms, incremental 1/1"), std::string::npos) << e2.Describe();
+    EXPECT_EQ(KeptPagesImages(*c, 1), first_images);
+    const std::set<ino_t> second_images = KeptPagesImages(*c, 2);
+    EXPECT_FALSE(second_images.empty());
+    for (ino_t ino : second_images) EXPECT_EQ(first_images.count(ino), 0u);
+  } else {
+    // Epoch 2 was written over epoch 1's pages images (the same files), which are gone from
+    // epoch 1's dump; the local restart below shows that what was written over them is exact.
+    EXPECT_NE(e2.output.find("ms, full"), std::string::npos) << e2.Describe();
+    EXPECT_EQ(KeptPagesImages(*c, 2), first_images);
+    EXPECT_TRUE(KeptPagesImages(*c, 1).empty());
+  }
 
   Result list = Execute({Bin("gos-ckpt"), "--list", job}, c->Env(), 30s);
   ASSERT_EQ(list.code, 0) << list.Describe();
   EXPECT_EQ(ListedEpochs(*c, job).size(), 2u) << list.output;
+  EXPECT_NE(list.output.find(incremental_dumps ? "incremental 1/1" : "full"), std::string::npos)
+      << list.output;
 
   // The coordinator (and with it the job) dies; the store survives it.
   c->KillAll();
@@ -290,6 +310,67 @@ TEST(CheckpointTest, IncrementalCorruptionCoordinatorRestart) {
   EXPECT_TRUE(good->OutputContains("dirty: passes=0 checksum=")) << good->output();
   Result ps = Execute({Bin("gos-ps")}, c->Env(), 30s);
   EXPECT_NE(ps.output.find("completed"), std::string::npos) << ps.Describe();
+}
+
+TEST(CheckpointTest, IncrementalCorruptionCoordinatorRestart) {
+  if (std::string why = Unsupported(false); !why.empty()) GTEST_SKIP() << why;
+  std::string why;
+  if (!nodeagent::CriuCanTrack("", &why)) GTEST_SKIP() << why;
+  IncrementalCorruptionCoordinatorRestart(true);
+}
+
+TEST(CheckpointTest, FullDumpsWhenIncrementalDumpsAreOff) {
+  if (std::string why = Unsupported(false); !why.empty()) GTEST_SKIP() << why;
+  IncrementalCorruptionCoordinatorRestart(false);
+}
+
+// Memory the nodeagent writes into a rank (BCS receives: process_vm_writev into its buffers)
+// is tracked like the rank's own writes: a Jacobi run that exchanges halos between 4 ranks
+// takes an incremental epoch every 200 ms, and restarts from its first, a middle and its newest
+// epoch each end with the uninterrupted run's checksum.
+TEST(CheckpointTest, IncrementalEpochsOfAnMpiJobRestoreExactly) {
+  if (std::string why = Unsupported(false); !why.empty()) GTEST_SKIP() << why;
+  std::string why;
+  if (!nodeagent::CriuCanTrack("", &why)) GTEST_SKIP() << why;
+  TestCluster c(2, /*netns=*/false);
+  ASSERT_EQ(c.Start(), "");
+  const std::vector<std::string> jacobi = {Example("jacobi"), "256", "1500", "100"};
+  const std::string checksum = UninterruptedJacobi(c, {"-n", "4"}, jacobi, 300s, &why);
+  ASSERT_NE(checksum, "") << why;
+
+  Result run =
+      Execute(GosRun({"-n", "4", "--checkpoint=200ms", "--keep", "50"}, jacobi), c.Env(), 300s);
+  ASSERT_EQ(run.code, 0) << run.Describe() << c.Logs();
+  EXPECT_EQ(JacobiResult(run.output), checksum) << run.Describe();
+  const std::string job = Find(run.output, "checkpoint: job (\\d+) epoch \\d+ committed");
+  std::vector<std::string> epochs, incremental;
+  {
+    const std::regex committed("epoch (\\d+) committed: [^\\n]*ms, (full|incremental 4/4)");
+    for (std::sregex_iterator it(run.output.begin(), run.output.end(), committed), end; it != end;
+         ++it) {
+      epochs.push_back((*it)[1]);
+      if ((*it)[2] != "full") incremental.push_back((*it)[1]);
+    }
+  }
+  ASSERT_GE(incremental.size(), 2u) << "too few incremental epochs to restart from\n"
+                                    << run.Describe();
+  EXPECT_EQ(epochs.front(), "1");
+  for (const std::string& epoch :
+       {epochs.front(), incremental[incremental.size() / 2], incremental.back()}) {
+    // From the first epoch the job runs long enough to take epochs again: after the restore
+    // a full one, then incremental ones.
+    const bool again = epoch == epochs.front();
+    Result restart = Execute({Bin("gos-restart"), "--epoch", epoch,
+                              again ? "--checkpoint=200ms" : "--no-checkpoint", job},
+                             c.Env(), 300s);
+    EXPECT_EQ(restart.code, 0) << "epoch " << epoch << ": " << restart.Describe() << c.Logs();
+    EXPECT_EQ(JacobiResult(restart.output), checksum)
+        << "restarted from epoch " << epoch << ": " << restart.Describe();
+    if (again) {
+      EXPECT_NE(restart.output.find("ms, incremental 4/4"), std::string::npos)
+          << "no incremental epoch after the restart: " << restart.Describe();
+    }
+  }
 }
 
 // The names in a directory ("" entries for none).

@@ -417,6 +417,35 @@ class RawDb {
   std::vector<rocksdb::ColumnFamilyHandle*> h_;
 };
 
+// An incremental epoch's part names its parents' page images under parent/ (checkpoint.md,
+// "Incremental dumps"): verify checks that every level of the chain has a pagemap and pages.
+TEST_F(CheckpointStoreTest, VerifyChecksChainsOfIncrementalDumps) {
+  const Chunk a = MakeChunk(1), b = MakeChunk(2), c = MakeChunk(3);
+  for (const Chunk* x : {&a, &b, &c}) Put(*x);
+  const std::vector<FileEntry> whole = {File("pagemap-1.img", {&a}),
+                                        File("pages-1.img", {&b}),
+                                        File("parent/pagemap-1.img", {&a}),
+                                        File("parent/pages-1.img", {&c}),
+                                        File("parent/parent/pagemap-1.img", {&a}),
+                                        File("parent/parent/pages-1.img", {&b})};
+  std::vector<FileEntry> broken = whole;
+  broken.erase(broken.begin() + 3);  // parent/pages-1.img
+  ASSERT_TRUE(
+      store_->CommitEpoch(Epoch(8, 1, {{File("pagemap-1.img", {&a}), File("pages-1.img", {&b})}}))
+          .ok());
+  ASSERT_TRUE(store_->CommitEpoch(Epoch(8, 3, {whole, broken})).ok());
+  auto epochs = store_->ListEpochs(8, true);
+  ASSERT_TRUE(epochs.ok());
+  EXPECT_EQ(IncrementalRanks((*epochs)[0]), 0u);
+  EXPECT_EQ(IncrementalRanks((*epochs)[1]), 2u);
+  VerifyResult v = VerifyOk();
+  ASSERT_EQ(v.problems.size(), 1u) << Problems(v);
+  EXPECT_EQ(v.problems[0].epoch, 3u);
+  EXPECT_EQ(v.problems[0].rank, 1u);
+  EXPECT_NE(v.problems[0].problem.find("no pages image at parent/"), std::string::npos)
+      << v.problems[0].problem;
+}
+
 TEST_F(CheckpointStoreTest, VerifyFindsCorruptMissingAndMiscountedChunks) {
   const Chunk good = MakeChunk(1), bad = MakeChunk(2), gone = MakeChunk(3),
               miscounted = MakeChunk(4);

@@ -139,6 +139,8 @@ class TestCluster {
 
   // More arguments for every nodeagent (set before Start).
   std::vector<std::string> agent_args;
+  // Extra "K=V" environment entries of the nodeagents.
+  std::vector<std::string> agent_env;
   // The coordinator's strobe quantum (set before Start; "": the coordinator's default).
   std::string timeslice = "5ms";
   // Epochs the coordinator keeps per job (set before Start; "": the coordinator's default).
@@ -197,7 +199,9 @@ class TestCluster {
       // nsenter --net, not `ip netns exec` (which remounts /sys and hides the freezer).
       argv.insert(argv.begin(), {"nsenter", "--net=/run/netns/" + hosts_->name(i), "--"});
     }
-    auto a = Subprocess::Start(argv, Env());
+    std::vector<std::string> env = Env();
+    env.insert(env.end(), agent_env.begin(), agent_env.end());
+    auto a = Subprocess::Start(argv, env);
     if (!a.ok()) return a.status().ToString();
     agents_[i] = std::make_unique<Subprocess>(std::move(*a));
     agent_cgroups_.push_back(AgentCgroup(i));

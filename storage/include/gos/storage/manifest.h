@@ -7,6 +7,7 @@
 
 #include <cstdint>
 #include <span>
+#include <string>
 #include <vector>
 
 #include "gos/status.h"
@@ -37,6 +38,15 @@ struct EpochManifest {
 
   friend bool operator==(const EpochManifest&, const EpochManifest&) = default;
 };
+
+// How many ranks' dumps in m are incremental: their part names their parents' page files
+// under "parent/" (docs/specs/checkpoint.md, "Incremental dumps").
+uint32_t IncrementalRanks(const EpochManifest& m);
+
+// For a rank whose dump is incremental: "" if its part names a pagemap and a pages image at
+// every level of its chain (its own files, "parent/", "parent/parent/", ... down to the
+// deepest), else what is missing. "" for a full dump.
+std::string ChainProblem(const EpochRank& r);
 
 // Codec of the manifest (exposed for tests and fuzzing); DATA_LOSS on anything malformed.
 std::vector<uint8_t> EncodeManifest(const EpochManifest& m);

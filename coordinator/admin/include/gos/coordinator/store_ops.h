@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "gos/storage/checkpoints.h"
+#include "gos/storage/manifest.h"
 #include "gos/storage/replay.h"
 #include "gos/storage/tables.h"
 
@@ -36,7 +37,11 @@ std::string RunStoreOp(storage::CheckpointStore* store, const StoreRequest& requ
 // "12.3 MiB".
 std::string Mib(uint64_t bytes);
 
-// gos-ckpt --list's table of a job's epochs (ListEpochs without files), or "job J has no
+// How the epoch's ranks were dumped: "full", or "incremental R/N" when R of its N ranks' dumps
+// were incremental (docs/specs/checkpoint.md, "Incremental dumps"). Needs m's files.
+std::string DumpKind(const storage::EpochManifest& m);
+
+// gos-ckpt --list's table of a job's epochs (ListEpochs with files: DumpKind), or "job J has no
 // checkpoint". Rendered by the coordinator, or by gos-ckpt itself when no coordinator runs.
 std::string RenderEpochList(uint64_t job, const std::vector<storage::EpochManifest>& epochs);
 
