@@ -36,38 +36,16 @@ file(INSTALL DESTINATION "${_libexecdir}" TYPE PROGRAM RENAME criu FILES "${GOS_
 
 # gos-cc, gos-c++ (and gos-fort, gos-f90, gos-f77 with the Fortran bindings) with the
 # install's include and library dirs; the same template as the build tree's (tools/).
-set(GOS_CC_LIB_DIR "${_libdir}")
+include("${GOS_SOURCE_DIR}/cmake/GosWrapper.cmake")
 set(_wrappers gos-cc gos-c++)
 if(GOS_FORTRAN)
   list(APPEND _wrappers gos-fort gos-f90 gos-f77)
 endif()
 foreach(_wrapper ${_wrappers})
-  set(GOS_CC_NAME ${_wrapper})
-  set(GOS_CC_INCLUDE_DIRS "'${_includedir}/gos/mpi' '${_includedir}'")
-  set(GOS_CC_LIBS "gos_mpi gos_rank stdc++ m")
-  set(GOS_CC_EXTRA_COMPILE_FLAGS "")
-  set(GOS_CC_LANG "mpi.h")
-  if(_wrapper STREQUAL "gos-cc")
-    set(GOS_CC_ENV GOS_CC)
-    set(GOS_CC_DEFAULT cc)
-    set(GOS_CC_CMAKE_LANG C)
-    set(GOS_CC_CMAKE_ENV CC)
-  elseif(_wrapper STREQUAL "gos-c++")
-    set(GOS_CC_ENV GOS_CXX)
-    set(GOS_CC_DEFAULT c++)
-    set(GOS_CC_CMAKE_LANG CXX)
-    set(GOS_CC_CMAKE_ENV CXX)
-  else()
-    set(GOS_CC_LIBS "gos_mpif gos_mpi gos_rank stdc++ m")
-    set(GOS_CC_LANG "mpif.h and the mpi module, Fortran")
-    set(GOS_CC_ENV GOS_FC)
-    set(GOS_CC_DEFAULT gfortran)
-    set(GOS_CC_CMAKE_LANG Fortran)
-    set(GOS_CC_CMAKE_ENV FC)
-  endif()
-  configure_file("${GOS_SOURCE_DIR}/tools/gos-cc.in" "${GOS_WORK_DIR}/${_wrapper}" @ONLY
-    FILE_PERMISSIONS OWNER_READ OWNER_WRITE OWNER_EXECUTE GROUP_READ GROUP_EXECUTE
-                     WORLD_READ WORLD_EXECUTE)
+  # mpif.h and the mpi module are installed beside mpi.h.
+  gos_configure_wrapper(NAME ${_wrapper} INCLUDE_DIRS "'${_includedir}/gos/mpi' '${_includedir}'"
+    LIB_DIR "${_libdir}" TEMPLATE "${GOS_SOURCE_DIR}/tools/gos-cc.in"
+    OUT "${GOS_WORK_DIR}/${_wrapper}")
   file(INSTALL DESTINATION "${_bindir}" TYPE PROGRAM FILES "${GOS_WORK_DIR}/${_wrapper}")
   list(APPEND GOS_MAN_PAGES
        "${_wrapper}|1|${GOS_WORK_DIR}/${_wrapper}|compile and link an MPI program against gos")
