@@ -389,8 +389,8 @@ TEST_F(ReplayTest, FortranStencilCheckpointsAndReplays) {
   GTEST_SKIP() << "built without gfortran: no Fortran bindings";
 #endif
   RunResult run = Gos("gos-run",
-                      {"-n", "4", "--checkpoint=1s", "--keep", "8", GosExample("stencil"), "96",
-                       "64", "600", "100", "serial"},
+                      {"-n", "4", "--checkpoint=200ms", "--keep", "8", GosExample("stencil"), "96",
+                       "64", "3000", "500", "serial"},
                       180s);
   ASSERT_EQ(run.code, 0) << run.Describe() << Logs();
   const std::string checksum = StencilChecksum(run.output);
