@@ -830,9 +830,10 @@ bool BcsEngine::WaitBlocks(uint64_t strobe, Job& j, uint32_t event,
   }
 }
 
-std::vector<const Move*> BcsEngine::BatchLocalCopies(Job& j, const SlicePlan& plan) {
+std::vector<bool> BcsEngine::BatchLocalCopies(Job& j, const SlicePlan& plan) {
   const uint32_t self = o_.node;
   std::vector<const Move*> batch;
+  std::vector<bool> done(plan.moves.size(), false);
   uint64_t total = 0;
   for (const Move& m : plan.moves) {
     if (m.src_node != self || m.dst_node != self || m.len == 0 || m.len >= kSplitCopy) continue;
@@ -840,7 +841,7 @@ std::vector<const Move*> BcsEngine::BatchLocalCopies(Job& j, const SlicePlan& pl
     batch.push_back(&m);
     total += m.len;
   }
-  if (batch.size() < 2) return {};
+  if (batch.size() < 2) return done;
   // Per process: its pieces, as (bounce offset, address in the process, length).
   std::map<pid_t, std::vector<iovec>> from_local, from_remote, to_local, to_remote;
   std::map<pid_t, uint32_t> rank_of;
@@ -891,7 +892,8 @@ std::vector<const Move*> BcsEngine::BatchLocalCopies(Job& j, const SlicePlan& pl
   };
   each(from_local, from_remote, true);
   each(to_local, to_remote, false);
-  return batch;
+  for (const Move* m : batch) done[static_cast<size_t>(m - plan.moves.data())] = true;
+  return done;
 }
 
 bool BcsEngine::MoveData(uint64_t strobe, Job& j) {
@@ -934,10 +936,9 @@ bool BcsEngine::MoveData(uint64_t strobe, Job& j) {
   // process_vm_readv per sender and one process_vm_writev per receiver for all of them (a
   // fine-grained code moves a few KiB between every pair of neighbours each round: one pair
   // of system calls per message took most of a one-node round's move).
-  std::vector<const Move*> batched = BatchLocalCopies(j, plan);
+  const std::vector<bool> batched = BatchLocalCopies(j, plan);
   for (const Move& m : plan.moves) {
-    if (m.src_node != self) continue;
-    if (std::find(batched.begin(), batched.end(), &m) != batched.end()) continue;
+    if (m.src_node != self || batched[static_cast<size_t>(&m - plan.moves.data())]) continue;
     const Transfer* t = j.scheduler.Find(m.transfer);
     if (t == nullptr) continue;
     if (m.dst_node == self) {

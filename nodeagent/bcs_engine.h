@@ -187,8 +187,9 @@ class BcsEngine {
   void DrainDecisions(Job& j);
   void StopReplay(Job& j, ReplayStop stop);
   bool MoveData(uint64_t strobe, Job& j);
-  // MoveData's small copies between this node's ranks, done together; returns the moves done.
-  std::vector<const Move*> BatchLocalCopies(Job& j, const SlicePlan& plan);
+  // MoveData's small copies between this node's ranks, done together; returns which of
+  // plan.moves it did.
+  std::vector<bool> BatchLocalCopies(Job& j, const SlicePlan& plan);
   void Publish(Job& j);
   bool WaitBlocks(uint64_t strobe, Job& j, uint32_t event, const std::vector<uint64_t>& offsets,
                   uint32_t magic, const std::vector<uint32_t>& from);
